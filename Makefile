@@ -1,0 +1,38 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+# Django 6 needs Python 3.12+; use the first one found (pyenv installs count).
+BOOT_PY ?= $(shell for p in python3.12 python3.13 python3 /root/.pyenv/versions/3.12*/bin/python3 /root/.pyenv/versions/3.13*/bin/python3; do \
+	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$p; break; }; done)
+
+.PHONY: demo test setup lint fmt ci bench clean
+
+$(VENV)/.installed: requirements.txt
+	@test -x $(PY) || { test -n "$(BOOT_PY)" || { echo "Python 3.12+ is required"; exit 1; }; $(BOOT_PY) -m venv $(VENV); }
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	@touch $@
+
+setup: $(VENV)/.installed
+	$(PY) manage.py migrate --noinput -v 0
+
+demo: setup
+	$(PY) manage.py demo $(DEMO_ARGS)
+
+test: setup lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(PY) manage.py makemigrations --check --dry-run -v 0
+
+fmt: $(VENV)/.installed
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: setup
+	$(PY) manage.py bench league --players 100 --referees 2 --with-ceiling
+
+clean:
+	rm -rf $(VENV) db.sqlite3* .test-db.sqlite3*

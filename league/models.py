@@ -1,0 +1,278 @@
+"""The League Manager's state. The database is the single source of truth: every step of a
+league is a recorded state transition, so any worker can pick up where a dead one stopped."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from django.db import models
+from django.utils import timezone
+
+DEFAULT_ALLOWED_NETWORKS = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16"
+
+
+def hash_token(token: str) -> str:
+    """Tokens carry ≥128 random bits, so a plain SHA-256 is enough (no password stretching)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def token_matches(token: str, token_hash: str) -> bool:
+    return hmac.compare_digest(hash_token(token), token_hash)
+
+
+class League(models.Model):
+    class Status(models.TextChoices):
+        INITIALIZING = "INITIALIZING"
+        REGISTERING = "REGISTERING"
+        READY = "READY"
+        RUNNING = "RUNNING"
+        PAUSED = "PAUSED"
+        COMPLETED = "COMPLETED"
+        CANCELLED = "CANCELLED"
+
+    class ScheduleFormat(models.TextChoices):
+        SINGLE = "single", "Single round-robin"
+        DOUBLE = "double", "Double round-robin (sides swapped)"
+
+    league_id = models.SlugField(max_length=64, unique=True, help_text="e.g. league_2025_even_odd")
+    name = models.CharField(max_length=200)
+    game_type = models.CharField(max_length=32, default="even_odd")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.INITIALIZING, db_index=True)
+    schedule_format = models.CharField(max_length=8, choices=ScheduleFormat.choices, default=ScheduleFormat.SINGLE)
+
+    registration_opens_at = models.DateTimeField(null=True, blank=True)
+    registration_closes_at = models.DateTimeField(null=True, blank=True)
+    min_players = models.PositiveIntegerField(default=2)
+    max_players = models.PositiveIntegerField(default=200)
+    max_referees = models.PositiveIntegerField(default=50)
+
+    # Timeouts in seconds and the retry policy (PROTOCOL.md §5); tests and benchmarks shrink them.
+    join_timeout = models.FloatField(default=5.0)
+    move_timeout = models.FloatField(default=30.0)
+    game_over_timeout = models.FloatField(default=5.0)
+    report_timeout = models.FloatField(default=10.0)
+    default_timeout = models.FloatField(default=10.0)
+    retries = models.PositiveIntegerField(default=3)
+    retry_delay = models.FloatField(default=2.0)
+    max_invalid_moves = models.PositiveIntegerField(default=3)
+    # A match not reported this long after dispatch is reassigned to another referee.
+    match_deadline = models.FloatField(default=300.0)
+    # With no referee registered, run matches with the LM's built-in referee (seed 002).
+    embedded_referee = models.BooleanField(default=False)
+
+    allowed_networks = models.TextField(
+        default=DEFAULT_ALLOWED_NETWORKS,
+        help_text="Comma-separated networks agent endpoints may live in (link-local is always refused).",
+    )
+    rate_limit_per_minute = models.PositiveIntegerField(default=600, help_text="Per token and per client address.")
+
+    current_round = models.PositiveIntegerField(default=0)
+    champion = models.ForeignKey("Player", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.league_id})"
+
+    def registration_open(self, now=None) -> bool:
+        now = now or timezone.now()
+        if self.status != self.Status.REGISTERING:
+            return False
+        if self.registration_opens_at and now < self.registration_opens_at:
+            return False
+        return not (self.registration_closes_at and now >= self.registration_closes_at)
+
+
+class AgentStatus(models.TextChoices):
+    INIT = "INIT"
+    REGISTERED = "REGISTERED"
+    ACTIVE = "ACTIVE"
+    SUSPENDED = "SUSPENDED"
+    SHUTDOWN = "SHUTDOWN"
+    REMOVED = "REMOVED"
+
+
+class Agent(models.Model):
+    """What referees and players share: identity, endpoint, hashed token, liveness."""
+
+    display_name = models.CharField(max_length=100)
+    version = models.CharField(max_length=32, blank=True, default="")
+    endpoint = models.URLField(max_length=500)
+    game_types = models.JSONField(default=list)
+    status = models.CharField(max_length=16, choices=AgentStatus.choices, default=AgentStatus.REGISTERED)
+    token_hash = models.CharField(max_length=64, db_index=True)
+    failures = models.PositiveIntegerField(default=0, help_text="Consecutive failures seen by the LM.")
+    registered_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+    def check_token(self, token: str) -> bool:
+        return bool(token) and token_matches(token, self.token_hash)
+
+
+class Referee(Agent):
+    league = models.ForeignKey(League, on_delete=models.CASCADE, related_name="referees")
+    referee_id = models.CharField(max_length=16)  # REF01, REF02 …
+    max_concurrent_matches = models.PositiveIntegerField(default=2)
+
+    class Meta:
+        ordering = ["league", "id"]
+        constraints = [models.UniqueConstraint(fields=["league", "referee_id"], name="unique_referee_id")]
+
+    def __str__(self) -> str:
+        return f"{self.referee_id} {self.display_name}"
+
+    @property
+    def sender(self) -> str:
+        return f"referee:{self.referee_id}"
+
+
+class Player(Agent):
+    league = models.ForeignKey(League, on_delete=models.CASCADE, related_name="players")
+    player_id = models.CharField(max_length=16)  # P01, P02 … P100
+    protocol_version = models.CharField(max_length=32, default="2.0.0")
+
+    class Meta:
+        ordering = ["league", "id"]
+        constraints = [models.UniqueConstraint(fields=["league", "player_id"], name="unique_player_id")]
+
+    def __str__(self) -> str:
+        return f"{self.player_id} {self.display_name}"
+
+    @property
+    def sender(self) -> str:
+        return f"player:{self.player_id}"
+
+
+class Round(models.Model):
+    """One round of the schedule; its status records how far the conductor got with it."""
+
+    class Status(models.TextChoices):
+        PENDING = "PENDING"
+        ANNOUNCED = "ANNOUNCED"  # ROUND_ANNOUNCEMENT sent, matches being dispatched
+        PLAYED = "PLAYED"  # every match has a result
+        COMPLETED = "COMPLETED"  # standings update and ROUND_COMPLETED sent
+
+    league = models.ForeignKey(League, on_delete=models.CASCADE, related_name="rounds")
+    number = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    announced_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["league", "number"]
+        constraints = [models.UniqueConstraint(fields=["league", "number"], name="unique_round")]
+
+    def __str__(self) -> str:
+        return f"{self.league.league_id} R{self.number}"
+
+
+class Match(models.Model):
+    class Status(models.TextChoices):
+        SCHEDULED = "SCHEDULED"
+        ASSIGNED = "ASSIGNED"  # start_match sent to a referee (or about to be)
+        RUNNING = "RUNNING"  # the referee accepted it
+        FINISHED = "FINISHED"
+        CANCELLED = "CANCELLED"
+
+    league = models.ForeignKey(League, on_delete=models.CASCADE, related_name="matches")
+    round = models.ForeignKey(Round, on_delete=models.CASCADE, related_name="matches")
+    match_id = models.CharField(max_length=16)  # R{round}M{n}
+    player_a = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="+")
+    player_b = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="+")
+    game_type = models.CharField(max_length=32)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.SCHEDULED, db_index=True)
+    referee = models.ForeignKey(Referee, null=True, blank=True, on_delete=models.SET_NULL, related_name="matches")
+    attempt = models.PositiveIntegerField(default=0, help_text="How many times it was dispatched.")
+    assigned_at = models.DateTimeField(null=True, blank=True)
+    deadline_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["league", "round__number", "id"]
+        constraints = [models.UniqueConstraint(fields=["league", "match_id"], name="unique_match_id")]
+        indexes = [models.Index(fields=["league", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.match_id} {self.player_a.player_id}-{self.player_b.player_id}"
+
+
+class MatchResult(models.Model):
+    """Exactly one per match: the one-to-one key is what makes results count once."""
+
+    class Outcome(models.TextChoices):
+        WIN_A = "WIN_A"
+        WIN_B = "WIN_B"
+        DRAW = "DRAW"
+        BOTH_LOSE = "BOTH_LOSE"  # both players failed: a technical loss each
+
+    match = models.OneToOneField(Match, on_delete=models.CASCADE, related_name="result")
+    league = models.ForeignKey(League, on_delete=models.CASCADE, related_name="results")
+    referee = models.ForeignKey(Referee, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    outcome = models.CharField(max_length=12, choices=Outcome.choices)
+    winner = models.ForeignKey(Player, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    points_a = models.PositiveSmallIntegerField()
+    points_b = models.PositiveSmallIntegerField()
+    technical_loss_a = models.BooleanField(default=False)
+    technical_loss_b = models.BooleanField(default=False)
+    details = models.JSONField(default=dict, help_text="Choices, drawn number, rounds, reasons.")
+    log = models.JSONField(default=list, help_text="The referee's ordered message log (for the replay).")
+    report_digest = models.CharField(
+        max_length=64, help_text="Digest of the report, to tell duplicates from conflicts."
+    )
+    reported_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["league", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.match.match_id}: {self.outcome}"
+
+
+class EventQuerySet(models.QuerySet):
+    def update(self, **kwargs):  # the log is append-only
+        raise TypeError("the event log is append-only")
+
+    def delete(self):
+        raise TypeError("the event log is append-only")
+
+
+class Event(models.Model):
+    """Append-only log of every protocol message the LM receives or sends, and each transition."""
+
+    class Direction(models.TextChoices):
+        IN = "IN"
+        OUT = "OUT"
+        STATE = "STATE"
+
+    league = models.ForeignKey(League, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    direction = models.CharField(max_length=5, choices=Direction.choices)
+    kind = models.CharField(max_length=40, help_text="Message type, or the name of a state transition.")
+    agent = models.CharField(max_length=40, blank=True, default="", help_text="Sender or recipient.")
+    match_id = models.CharField(max_length=16, blank=True, default="")
+    payload = models.JSONField(default=dict)
+
+    objects = EventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["league", "id"])]
+
+    def __str__(self) -> str:
+        return f"{self.at:%H:%M:%S} {self.direction} {self.kind} {self.agent}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None and not kwargs.get("force_insert"):
+            raise TypeError("the event log is append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise TypeError("the event log is append-only")

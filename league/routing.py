@@ -1,0 +1,3 @@
+"""Websocket routes of the live dashboard."""
+
+websocket_urlpatterns: list = []

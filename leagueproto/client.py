@@ -1,0 +1,291 @@
+"""The outgoing side: one pooled async HTTP client per process, with the retry policy.
+
+aiohttp, not httpx, on this hot path: MEASUREMENTS.md measured httpx's async client 10-20×
+slower on this machine. Everything outside this module sees only :class:`AgentClient`.
+
+We send dialect A (``method`` = tool name, flat message in ``params``). An endpoint that
+answers -32601 but speaks MCP gets ``tools/call`` instead, remembered per endpoint
+(PROTOCOL.md §2); a stateful MCP server that wants a session gets an ``initialize`` first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from leagueproto.errors import ErrorCode
+from leagueproto.jsonutil import dumps, loads
+
+ERROR_MESSAGE_TYPES = frozenset({"LEAGUE_ERROR", "GAME_ERROR"})
+DEFAULT_MAX_RESPONSE = 256 * 1024
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """E001 (timeout) and E009 (connection) are retried ``retries`` times, ``delay`` s apart."""
+
+    retries: int = 3
+    delay: float = 2.0
+
+
+NO_RETRY = RetryPolicy(retries=0, delay=0.0)
+
+
+@dataclass
+class CallResult:
+    reply: dict[str, Any]
+    is_error: bool  # the agent answered with LEAGUE_ERROR / GAME_ERROR (or MCP isError)
+    latency_ms: float
+    attempts: int
+    dialect: str
+
+
+class CallFailed(Exception):
+    """No usable reply: E001 timeout, E009 connection, E010 HTTP 5xx, E002 malformed reply."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        detail: str,
+        *,
+        attempts: int = 1,
+        latency_ms: float = 0.0,
+        http_status: int | None = None,
+        rpc_error: dict | None = None,
+    ) -> None:
+        super().__init__(f"{code.value} {detail}")
+        self.code = code
+        self.detail = detail
+        self.attempts = attempts
+        self.latency_ms = latency_ms
+        self.http_status = http_status
+        self.rpc_error = rpc_error
+
+
+class _MethodNotFound(Exception):
+    pass
+
+
+def unwrap_reply(result: Any) -> tuple[dict[str, Any], bool]:
+    """Read a reply from ``result``, ``structuredContent``, ``content[0].text`` or ``response``."""
+    if not isinstance(result, dict):
+        raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, "result is not a JSON object")
+    is_error = bool(result.get("isError"))
+    reply: Any = result
+    if isinstance(result.get("structuredContent"), dict):
+        reply = result["structuredContent"]
+    elif isinstance(result.get("content"), list) and result["content"]:
+        first = result["content"][0]
+        if isinstance(first, dict) and isinstance(first.get("text"), str):
+            try:
+                reply = loads(first["text"])
+            except ValueError as exc:
+                raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, "content text is not JSON") from exc
+    elif isinstance(result.get("response"), dict):
+        reply = result["response"]
+    if not isinstance(reply, dict):
+        raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, "reply is not a JSON object")
+    return reply, is_error or reply.get("message_type") in ERROR_MESSAGE_TYPES
+
+
+def _parse_sse(text: str) -> Any:
+    """The last JSON-RPC message in a text/event-stream body (MCP servers may answer so)."""
+    found = None
+    for line in text.splitlines():
+        if line.startswith("data:"):
+            data = line[5:].strip()
+            if data:
+                try:
+                    found = loads(data)
+                except ValueError:
+                    continue
+    if found is None:
+        raise ValueError("no JSON data event in the stream")
+    return found
+
+
+class AgentClient:
+    """Pooled keep-alive client. Create inside the event loop that will use it; close it last."""
+
+    def __init__(
+        self,
+        *,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE,
+        connection_limit: int = 1024,
+        user_agent: str = "even-odd-league/1.0",
+    ) -> None:
+        self.max_response_bytes = max_response_bytes
+        self.connection_limit = connection_limit
+        self.user_agent = user_agent
+        self._session: aiohttp.ClientSession | None = None
+        self._ids = itertools.count(1)
+        self._dialects: dict[str, str] = {}  # endpoint → "mcp" once it refused dialect A
+        self._mcp_sessions: dict[str, str] = {}  # endpoint → Mcp-Session-Id for stateful servers
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self.connection_limit, limit_per_host=0, ttl_dns_cache=300)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                headers={"User-Agent": self.user_agent},
+                skip_auto_headers=("Accept-Encoding",),
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def dialect_of(self, endpoint: str) -> str:
+        return self._dialects.get(endpoint, "direct")
+
+    async def call(
+        self,
+        endpoint: str,
+        method: str,
+        params: dict[str, Any],
+        *,
+        timeout: float = 10.0,
+        policy: RetryPolicy = NO_RETRY,
+        headers: dict[str, str] | None = None,
+    ) -> CallResult:
+        """Call ``method`` on an agent; retries E001/E009 per ``policy``; raises CallFailed."""
+        started = time.perf_counter()
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                reply, is_error, dialect = await self._attempt(endpoint, method, params, timeout, headers)
+                latency = (time.perf_counter() - started) * 1000
+                return CallResult(reply, is_error, latency, attempts, dialect)
+            except CallFailed as exc:
+                exc.attempts = attempts
+                exc.latency_ms = (time.perf_counter() - started) * 1000
+                retryable = exc.code in (ErrorCode.TIMEOUT_ERROR, ErrorCode.CONNECTION_ERROR)
+                if not retryable or attempts > policy.retries:
+                    raise
+            await asyncio.sleep(policy.delay)
+
+    async def _attempt(
+        self, endpoint: str, method: str, params: dict[str, Any], timeout: float, headers: dict[str, str] | None
+    ) -> tuple[dict[str, Any], bool, str]:
+        if self._dialects.get(endpoint) != "mcp":
+            try:
+                result = await self._rpc(endpoint, method, params, timeout, headers)
+                reply, is_error = unwrap_reply(result)
+                return reply, is_error, "direct"
+            except _MethodNotFound:
+                pass  # fall back to the MCP form below, and remember it
+        result = await self._mcp_call(endpoint, method, params, timeout, headers)
+        self._dialects[endpoint] = "mcp"
+        reply, is_error = unwrap_reply(result)
+        return reply, is_error, "mcp"
+
+    async def _mcp_call(
+        self, endpoint: str, method: str, params: dict[str, Any], timeout: float, headers: dict[str, str] | None
+    ) -> Any:
+        call_params = {"name": method, "arguments": params}
+        try:
+            return await self._rpc(endpoint, "tools/call", call_params, timeout, headers, mcp=True)
+        except _MethodNotFound as exc:
+            raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, f"agent has no method or tool {method!r}") from exc
+        except CallFailed as exc:
+            # A stateful MCP server refuses calls without a session: open one, then retry once.
+            if exc.http_status not in (400, 404) or endpoint in self._mcp_sessions:
+                raise
+            await self._open_mcp_session(endpoint, timeout, headers)
+            return await self._rpc(endpoint, "tools/call", call_params, timeout, headers, mcp=True)
+
+    async def _open_mcp_session(self, endpoint: str, timeout: float, headers: dict[str, str] | None) -> None:
+        init = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "even-odd-league", "version": "1.0.0"},
+        }
+        await self._rpc(endpoint, "initialize", init, timeout, headers, mcp=True)
+        await self._post(endpoint, {"jsonrpc": "2.0", "method": "notifications/initialized"}, timeout, headers, True)
+
+    async def _rpc(
+        self,
+        endpoint: str,
+        method: str,
+        params: dict[str, Any],
+        timeout: float,
+        headers: dict[str, str] | None,
+        mcp: bool = False,
+    ) -> Any:
+        request_id = next(self._ids)
+        status, body, content_type = await self._post(
+            endpoint, {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, timeout, headers, mcp
+        )
+        try:
+            text = body.decode("utf-8")
+            payload = _parse_sse(text) if "text/event-stream" in content_type else loads(text)
+        except ValueError as exc:
+            if status >= 500:
+                raise CallFailed(ErrorCode.INTERNAL_SERVER_ERROR, f"HTTP {status}", http_status=status) from exc
+            raise CallFailed(
+                ErrorCode.INVALID_MESSAGE_FORMAT, f"reply is not JSON (HTTP {status})", http_status=status
+            ) from exc
+        if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
+            error = payload["error"]
+            if error.get("code") == -32601:
+                raise _MethodNotFound(method)
+            raise CallFailed(
+                ErrorCode.INVALID_MESSAGE_FORMAT,
+                f"JSON-RPC error {error.get('code')}: {error.get('message')}",
+                http_status=status,
+                rpc_error=error,
+            )
+        if status >= 500:
+            raise CallFailed(ErrorCode.INTERNAL_SERVER_ERROR, f"HTTP {status}", http_status=status)
+        if not isinstance(payload, dict) or "result" not in payload:
+            raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, "reply is not a JSON-RPC response", http_status=status)
+        return payload["result"]
+
+    async def _post(
+        self, endpoint: str, payload: dict, timeout: float, headers: dict[str, str] | None, mcp: bool
+    ) -> tuple[int, bytes, str]:
+        send_headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        if mcp and endpoint in self._mcp_sessions:
+            send_headers["Mcp-Session-Id"] = self._mcp_sessions[endpoint]
+        if headers:
+            send_headers.update(headers)
+        try:
+            async with asyncio.timeout(timeout):
+                async with self._get_session().post(
+                    endpoint, data=dumps(payload), headers=send_headers, allow_redirects=False
+                ) as resp:
+                    if mcp and resp.headers.get("Mcp-Session-Id"):
+                        self._mcp_sessions[endpoint] = resp.headers["Mcp-Session-Id"]
+                    if 300 <= resp.status < 400:
+                        raise CallFailed(
+                            ErrorCode.CONNECTION_ERROR,
+                            f"redirect to {resp.headers.get('Location')!r} not followed",
+                            http_status=resp.status,
+                        )
+                    declared = resp.content_length
+                    if declared is not None and declared > self.max_response_bytes:
+                        raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, "reply too large", http_status=resp.status)
+                    body = bytearray()
+                    async for chunk in resp.content.iter_chunked(65536):
+                        body += chunk
+                        if len(body) > self.max_response_bytes:
+                            raise CallFailed(
+                                ErrorCode.INVALID_MESSAGE_FORMAT, "reply too large", http_status=resp.status
+                            )
+                    return resp.status, bytes(body), resp.headers.get("Content-Type", "")
+        except TimeoutError as exc:
+            raise CallFailed(ErrorCode.TIMEOUT_ERROR, f"no reply within {timeout:g} s") from exc
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError) as exc:
+            raise CallFailed(ErrorCode.CONNECTION_ERROR, f"connection failed: {exc.__class__.__name__}: {exc}") from exc
+        except aiohttp.InvalidURL as exc:
+            raise CallFailed(ErrorCode.CONNECTION_ERROR, f"invalid endpoint URL: {endpoint}") from exc
+        except aiohttp.ClientResponseError as exc:
+            raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, f"bad HTTP reply: {exc}") from exc

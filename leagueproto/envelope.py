@@ -1,0 +1,152 @@
+"""The league.v2 message envelope: building messages and validating the ones we receive."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from leagueproto.errors import ErrorCode, LeagueError
+
+PROTOCOL_VERSION = "league.v2"
+MIN_AGENT_PROTOCOL_VERSION = (2, 0, 0)
+ENVELOPE_FIELDS = ("protocol", "message_type", "sender", "timestamp", "conversation_id")
+
+_SENDER_RE = re.compile(r"^(league_manager|(player|referee):[A-Za-z0-9_.\-]{1,64})$")
+# ISO-8601 date-time; the zone is checked separately so that we can tell E021 from garbage.
+_TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(?P<zone>Z|z|[+-]\d{2}:?\d{2})?$")
+
+
+def utc_now() -> str:
+    """Now as the spec writes it: whole seconds, UTC, ending in ``Z``."""
+    return format_timestamp(datetime.now(UTC))
+
+
+def format_timestamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def deadline_in(seconds: float) -> str:
+    return format_timestamp(datetime.now(UTC) + timedelta(seconds=seconds))
+
+
+def new_conversation_id(prefix: str = "conv") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
+
+def make_message(
+    message_type: str,
+    sender: str,
+    *,
+    conversation_id: str | None = None,
+    auth_token: str | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """A flat league.v2 message with the envelope first, exactly as the spec's examples."""
+    msg: dict[str, Any] = {
+        "protocol": PROTOCOL_VERSION,
+        "message_type": message_type,
+        "sender": sender,
+        "timestamp": utc_now(),
+        "conversation_id": conversation_id or new_conversation_id(),
+    }
+    if auth_token is not None:
+        msg["auth_token"] = auth_token
+    msg.update(fields)
+    return msg
+
+
+def parse_timestamp(value: Any) -> datetime:
+    """Parse a UTC timestamp; anything with another zone, or none, is E021."""
+    if not isinstance(value, str):
+        raise LeagueError(
+            ErrorCode.INVALID_TIMESTAMP,
+            "timestamp must be an ISO-8601 string in UTC",
+            context={"timestamp": value},
+        )
+    match = _TS_RE.match(value)
+    if not match:
+        raise LeagueError(
+            ErrorCode.INVALID_TIMESTAMP,
+            "timestamp is not ISO-8601 (expected e.g. 2025-01-15T10:30:00Z)",
+            context={"timestamp": value},
+        )
+    zone = match.group("zone")
+    if zone is None or zone.upper() != "Z" and zone.replace(":", "") not in ("+0000", "-0000"):
+        raise LeagueError(
+            ErrorCode.INVALID_TIMESTAMP,
+            "timestamp must be UTC: end it with 'Z' or '+00:00'",
+            context={"timestamp": value},
+        )
+    try:
+        return datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise LeagueError(
+            ErrorCode.INVALID_TIMESTAMP, f"timestamp is not a valid date: {exc}", context={"timestamp": value}
+        ) from exc
+
+
+def parse_sender(sender: str) -> tuple[str, str | None]:
+    """``"player:P01"`` → ``("player", "P01")``; ``"league_manager"`` → ``("league_manager", None)``."""
+    if not isinstance(sender, str) or not _SENDER_RE.match(sender):
+        raise LeagueError(
+            ErrorCode.INVALID_MESSAGE_FORMAT,
+            "sender must be 'league_manager', 'player:<id>' or 'referee:<id>'",
+            context={"sender": sender},
+        )
+    if sender == "league_manager":
+        return "league_manager", None
+    kind, _, ident = sender.partition(":")
+    return kind, ident
+
+
+def parse_version(text: Any) -> tuple[int, ...] | None:
+    if not isinstance(text, str):
+        return None
+    parts = re.findall(r"\d+", text)
+    return tuple(int(p) for p in parts[:3]) if parts else None
+
+
+def check_agent_protocol_version(version: Any) -> None:
+    """E018 unless the agent declares protocol_version 2.0.0 or later."""
+    parsed = parse_version(version)
+    if parsed is None:
+        raise LeagueError(
+            ErrorCode.MISSING_REQUIRED_FIELD if version is None else ErrorCode.PROTOCOL_VERSION_MISMATCH,
+            "protocol_version is required (e.g. '2.1.0')"
+            if version is None
+            else f"protocol_version {version!r} is not a version number",
+            context={"field": "protocol_version", "minimum": "2.0.0"},
+        )
+    if parsed + (0,) * (3 - len(parsed)) < MIN_AGENT_PROTOCOL_VERSION:
+        raise LeagueError(
+            ErrorCode.PROTOCOL_VERSION_MISMATCH,
+            f"protocol_version {version} is below the minimum 2.0.0",
+            context={"protocol_version": version, "minimum": "2.0.0"},
+        )
+
+
+def validate_envelope(message: Any) -> dict[str, Any]:
+    """Check the league.v2 envelope of a received message (E003, E018, E021, E002).
+
+    Returns the message unchanged; the tool's own model validates the rest.
+    """
+    if not isinstance(message, dict):
+        raise LeagueError(ErrorCode.INVALID_MESSAGE_FORMAT, "a league message must be a JSON object")
+    missing = [f for f in ENVELOPE_FIELDS if message.get(f) in (None, "")]
+    if missing:
+        raise LeagueError(
+            ErrorCode.MISSING_REQUIRED_FIELD,
+            f"missing required envelope field(s): {', '.join(missing)}",
+            context={"missing_fields": missing},
+        )
+    if message["protocol"] != PROTOCOL_VERSION:
+        raise LeagueError(
+            ErrorCode.PROTOCOL_VERSION_MISMATCH,
+            f"protocol must be '{PROTOCOL_VERSION}', got {message['protocol']!r}",
+            context={"protocol": message["protocol"], "expected": PROTOCOL_VERSION},
+        )
+    parse_timestamp(message["timestamp"])
+    parse_sender(message["sender"])
+    return message

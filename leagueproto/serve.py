@@ -1,0 +1,93 @@
+"""Running ASGI apps with uvicorn (uvloop + httptools): in the foreground or in a thread.
+
+uvicorn is chosen over daphne for the agents by measurement (MEASUREMENTS.md: ~3× the
+calls/s on this machine); the LM keeps daphne/Channels for its websockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import uvicorn
+
+
+def bind_sockets(host: str, ports: Sequence[int]) -> list[socket.socket]:
+    """Bind listening sockets up front, so port 0 gives a known ephemeral port."""
+    sockets = []
+    for port in ports:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+        sock.set_inheritable(True)
+        sockets.append(sock)
+    return sockets
+
+
+def make_server(app: Any, *, lifespan: str = "on", log_level: str = "warning") -> uvicorn.Server:
+    config = uvicorn.Config(
+        app,
+        loop="uvloop",
+        http="httptools",
+        lifespan=lifespan,
+        log_level=log_level,
+        access_log=False,
+        timeout_keep_alive=30,
+        backlog=2048,
+    )
+    return uvicorn.Server(config)
+
+
+class ThreadedServer:
+    """An ASGI app served from a background thread with its own event loop (tests, tools)."""
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", ports: Sequence[int] = (0,), lifespan: str = "on") -> None:
+        self.sockets = bind_sockets(host, ports)
+        self.host = host
+        self.server = make_server(app, lifespan=lifespan)
+        self._thread = threading.Thread(target=self._run, daemon=True, name="asgi-server")
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def ports(self) -> list[int]:
+        return [s.getsockname()[1] for s in self.sockets]
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.ports[0]}/mcp"
+
+    def urls(self) -> list[str]:
+        return [f"http://{self.host}:{p}/mcp" for p in self.ports]
+
+    def _run(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self.server.serve(sockets=self.sockets))
+
+    def start(self, timeout: float = 10.0) -> ThreadedServer:
+        self._thread.start()
+        deadline = threading.Event()
+        for _ in range(int(timeout * 100)):
+            if self.server.started:
+                return self
+            if not self._thread.is_alive():
+                break
+            deadline.wait(0.01)
+        raise RuntimeError("server did not start")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout)
+        for sock in self.sockets:
+            sock.close()
+
+    def __enter__(self) -> ThreadedServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,297 @@
+"""JSON-RPC 2.0 + MCP dispatch over a :class:`~leagueproto.tools.Toolset`.
+
+Pure request → response logic, shared by the LM's Django view and the referee/player ASGI
+apps. Both dialects of PROTOCOL.md §2 are accepted on the same endpoint:
+
+* direct: ``{"method": "choose_parity", "params": {<message>}}`` → ``{"result": {<reply>}}``
+* MCP: ``tools/call`` → ``{"content": [...], "structuredContent": {...}, "isError": ...}``
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from leagueproto import jsonrpc
+from leagueproto.errors import LeagueError
+from leagueproto.jsonrpc import JsonRpcError
+from leagueproto.jsonutil import depth_exceeds, dumps, dumps_str, loads
+from leagueproto.tools import CallContext, Tool, Toolset
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_MCP_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+LATEST_MCP_VERSION = SUPPORTED_MCP_VERSIONS[-1]
+# Methods some students use to wrap any league message; routed by its message_type.
+GENERIC_METHODS = frozenset({"mcp_message", "handle_message", "protocol/message", "message"})
+DEFAULT_MAX_BODY = 64 * 1024
+DEFAULT_MAX_DEPTH = 32
+_NO_ID = object()
+
+
+@dataclass
+class HttpResponse:
+    status: int
+    body: bytes = b""
+    headers: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def json(self) -> Any:
+        return loads(self.body) if self.body else None
+
+
+def _json_response(status: int, payload: Any, extra_headers: Iterable[tuple[str, str]] = ()) -> HttpResponse:
+    return HttpResponse(status, dumps(payload), [("content-type", "application/json"), *extra_headers])
+
+
+class McpServer:
+    """Serves one :class:`Toolset` over JSON-RPC (both dialects). Stateless: no sessions."""
+
+    def __init__(
+        self,
+        toolset: Toolset,
+        *,
+        max_body_bytes: int = DEFAULT_MAX_BODY,
+        max_json_depth: int = DEFAULT_MAX_DEPTH,
+        allowed_origins: Iterable[str] = (),
+    ) -> None:
+        self.toolset = toolset
+        self.max_body_bytes = max_body_bytes
+        self.max_json_depth = max_json_depth
+        self.allowed_origins = {o.rstrip("/").lower() for o in allowed_origins}
+
+    # -- HTTP -----------------------------------------------------------------------------
+    def origin_allowed(self, origin: str | None, host: str | None) -> bool:
+        """MCP servers must check Origin (DNS rebinding): same host, loopback, or configured."""
+        if not origin:
+            return True
+        origin = origin.rstrip("/").lower()
+        if origin in self.allowed_origins or "*" in self.allowed_origins:
+            return True
+        parts = urlsplit(origin)
+        if parts.hostname in ("localhost", "127.0.0.1", "::1"):
+            return True
+        return bool(host) and parts.netloc == host.lower()
+
+    async def handle_http(
+        self,
+        http_method: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        client_host: str | None = None,
+        local_port: int | None = None,
+    ) -> HttpResponse:
+        """One HTTP exchange on ``/mcp``; ``headers`` must have lower-case names."""
+        if http_method != "POST":
+            return _json_response(
+                405,
+                jsonrpc.error_response(None, jsonrpc.INVALID_REQUEST, "Only POST is supported on /mcp"),
+                [("allow", "POST")],
+            )
+        if not self.origin_allowed(headers.get("origin"), headers.get("host")):
+            return _json_response(403, jsonrpc.error_response(None, jsonrpc.INVALID_REQUEST, "Origin not allowed"))
+        if len(body) > self.max_body_bytes:
+            return body_too_large(self.max_body_bytes)
+        try:
+            payload = loads(body)
+        except ValueError as exc:
+            return _json_response(400, jsonrpc.error_response(None, jsonrpc.PARSE_ERROR, f"Parse error: {exc}"))
+        if depth_exceeds(payload, self.max_json_depth):
+            return _json_response(
+                400,
+                jsonrpc.error_response(
+                    None, jsonrpc.INVALID_REQUEST, f"JSON nests deeper than {self.max_json_depth} levels"
+                ),
+            )
+        base = CallContext(method="", dialect="direct", headers=headers, client_host=client_host, local_port=local_port)
+        status, response, extra = await self.handle_payload(payload, base)
+        if response is None:
+            return HttpResponse(status, b"", list(extra))
+        return _json_response(status, response, extra)
+
+    async def handle_payload(self, payload: Any, base: CallContext) -> tuple[int, Any, list[tuple[str, str]]]:
+        """Returns (HTTP status, response object or None, extra headers)."""
+        if isinstance(payload, list):
+            if not payload:
+                return 400, jsonrpc.error_response(None, jsonrpc.INVALID_REQUEST, "Empty batch"), []
+            responses = []
+            for item in payload:
+                _, response, _ = await self._handle_one(item, base)
+                if response is not None:
+                    responses.append(response)
+            return (200, responses, []) if responses else (202, None, [])
+        return await self._handle_one(payload, base)
+
+    # -- one JSON-RPC message -------------------------------------------------------------
+    async def _handle_one(self, msg: Any, base: CallContext) -> tuple[int, dict | None, list[tuple[str, str]]]:
+        if not isinstance(msg, dict):
+            return 400, jsonrpc.error_response(None, jsonrpc.INVALID_REQUEST, "Request must be a JSON object"), []
+        request_id = msg.get("id", _NO_ID)
+        rid = None if request_id is _NO_ID else request_id
+        if msg.get("jsonrpc") != "2.0":
+            return 400, jsonrpc.error_response(rid, jsonrpc.INVALID_REQUEST, "jsonrpc must be exactly '2.0'"), []
+        if rid is not None and not isinstance(rid, (str, int, float)) or isinstance(rid, bool):
+            return 400, jsonrpc.error_response(None, jsonrpc.INVALID_REQUEST, "id must be a string, number or null"), []
+        method = msg.get("method")
+        if not isinstance(method, str) or not method:
+            if "result" in msg or "error" in msg:
+                return 202, None, []  # a response sent to us (e.g. to a server ping): nothing to answer
+            return 400, jsonrpc.error_response(rid, jsonrpc.INVALID_REQUEST, "method must be a non-empty string"), []
+        params = msg.get("params", {})
+        if params is None:
+            params = {}
+        if not isinstance(params, (dict, list)):
+            return 400, jsonrpc.error_response(rid, jsonrpc.INVALID_REQUEST, "params must be an object or array"), []
+        is_notification = request_id is _NO_ID
+        ctx = CallContext(
+            method=method,
+            dialect="direct",
+            headers=base.headers,
+            client_host=base.client_host,
+            local_port=base.local_port,
+            request_id=rid,
+        )
+        extra: list[tuple[str, str]] = []
+        try:
+            result, status = await self._dispatch(method, params, ctx, is_notification)
+        except JsonRpcError as exc:
+            if is_notification:
+                return 202, None, []
+            return 200, jsonrpc.error_response(rid, exc.code, exc.message, exc.data), []
+        except Exception:  # a bug of ours: answer it, never a 500
+            log.exception("internal error in %s", method)
+            if is_notification:
+                return 202, None, []
+            return 200, jsonrpc.error_response(rid, jsonrpc.INTERNAL_ERROR, "Internal error"), []
+        if is_notification:
+            return 202, None, []
+        return status, jsonrpc.result_response(rid, result), extra
+
+    async def _dispatch(
+        self, method: str, params: dict | list, ctx: CallContext, is_notification: bool
+    ) -> tuple[Any, int]:
+        if method.startswith("notifications/"):
+            return None, 202
+        if method == "initialize":
+            return self._initialize(_object_params(params)), 200
+        if method == "ping":
+            return {"ok": True, "message": "pong"}, 200
+        if method == "tools/list":
+            return {"tools": self.toolset.tools_list()}, 200
+        if method == "tools/call":
+            return await self._tools_call(_object_params(params), ctx)
+        if method == "resources/list":
+            return {"resources": [_resource_entry(r) for r in self.toolset.resources if not r.is_template]}, 200
+        if method == "resources/templates/list":
+            return {"resourceTemplates": [_template_entry(r) for r in self.toolset.resources if r.is_template]}, 200
+        if method == "resources/read":
+            return await self._resources_read(_object_params(params)), 200
+        if method in ("prompts/list",):
+            return {"prompts": []}, 200
+        return await self._direct(method, params, ctx)
+
+    def _initialize(self, params: dict) -> dict:
+        requested = params.get("protocolVersion")
+        version = requested if requested in SUPPORTED_MCP_VERSIONS else LATEST_MCP_VERSION
+        result: dict[str, Any] = {
+            "protocolVersion": version,
+            "capabilities": {
+                "tools": {"listChanged": False},
+                "resources": {"subscribe": False, "listChanged": False},
+            },
+            "serverInfo": {"name": self.toolset.name, "version": self.toolset.version},
+        }
+        if self.toolset.instructions:
+            result["instructions"] = self.toolset.instructions
+        return result
+
+    async def _tools_call(self, params: dict, ctx: CallContext) -> tuple[dict, int]:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise JsonRpcError(jsonrpc.INVALID_PARAMS, "tools/call needs params.name")
+        tool = self.toolset.tools.get(name) or self.toolset.find_tool(name)
+        if tool is None:
+            raise JsonRpcError(jsonrpc.INVALID_PARAMS, f"Unknown tool: {name}")
+        arguments = params.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            raise JsonRpcError(jsonrpc.INVALID_PARAMS, "tools/call arguments must be an object")
+        ctx.dialect = "mcp"
+        reply, is_error, status = await self._call(tool, arguments, ctx)
+        return {
+            "content": [{"type": "text", "text": dumps_str(reply)}],
+            "structuredContent": reply,
+            "isError": is_error,
+        }, status
+
+    async def _direct(self, method: str, params: dict | list, ctx: CallContext) -> tuple[dict, int]:
+        message: Any = params
+        tool: Tool | None = self.toolset.find_tool(method)
+        if isinstance(params, list):
+            if tool is None and method not in GENERIC_METHODS:
+                raise JsonRpcError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")
+            raise JsonRpcError(jsonrpc.INVALID_PARAMS, "params must be an object (the league message)")
+        # Liberal input: {"message": {...}} wrappers and generic methods routed by message_type.
+        inner = params.get("message")
+        if isinstance(inner, dict) and ("message_type" in inner or tool is None):
+            message = inner
+        if tool is None:
+            if method not in GENERIC_METHODS:
+                raise JsonRpcError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")
+            message_type = message.get("message_type")
+            tool = self.toolset.find_tool(message_type) if isinstance(message_type, str) else None
+            if tool is None:
+                raise JsonRpcError(
+                    jsonrpc.INVALID_PARAMS,
+                    f"{method} needs a message whose message_type this agent handles",
+                    {"message_type": message_type},
+                )
+        reply, _, status = await self._call(tool, message, ctx)
+        return reply, status
+
+    async def _call(self, tool: Tool, arguments: dict, ctx: CallContext) -> tuple[dict, bool, int]:
+        try:
+            reply, is_error = await self.toolset.call(tool, arguments, ctx)
+        except LeagueError as err:  # raised outside the handler (e.g. by a rate limiter)
+            return self.toolset.error_reply(err, arguments), True, err.http_status
+        status = 200
+        if is_error and reply.get("error_code") == "E017":
+            status = 429
+        return reply, is_error, status
+
+    async def _resources_read(self, params: dict) -> dict:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise JsonRpcError(jsonrpc.INVALID_PARAMS, "resources/read needs params.uri")
+        found = self.toolset.find_resource(uri)
+        if found is None:
+            raise JsonRpcError(jsonrpc.RESOURCE_NOT_FOUND, f"Resource not found: {uri}", {"uri": uri})
+        resource, args = found
+        try:
+            data = await resource.reader(uri, args)
+        except LookupError as exc:
+            raise JsonRpcError(jsonrpc.RESOURCE_NOT_FOUND, f"Resource not found: {uri}", {"uri": uri}) from exc
+        return {"contents": [{"uri": uri, "mimeType": resource.mime_type, "text": dumps_str(data)}]}
+
+
+def body_too_large(limit: int) -> HttpResponse:
+    return _json_response(
+        413, jsonrpc.error_response(None, jsonrpc.INVALID_REQUEST, f"Request body larger than {limit} bytes")
+    )
+
+
+def _object_params(params: dict | list) -> dict:
+    if not isinstance(params, dict):
+        raise JsonRpcError(jsonrpc.INVALID_PARAMS, "params must be an object")
+    return params
+
+
+def _resource_entry(r: Any) -> dict:
+    return {"uri": r.uri, "name": r.name, "description": r.description, "mimeType": r.mime_type}
+
+
+def _template_entry(r: Any) -> dict:
+    return {"uriTemplate": r.uri, "name": r.name, "description": r.description, "mimeType": r.mime_type}

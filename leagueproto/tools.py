@@ -1,0 +1,227 @@
+"""A registry of tools and resources: what an agent offers, independent of transport."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from leagueproto.envelope import make_message, validate_envelope
+from leagueproto.errors import ErrorCode, LeagueError, game_error_message, league_error_message
+from leagueproto.messages import Empty
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Any, "CallContext"], Awaitable[dict[str, Any]]]
+Authenticator = Callable[["Tool", dict[str, Any], "CallContext"], Awaitable[Any]]
+ResourceReader = Callable[[str, dict[str, str]], Awaitable[Any]]
+
+
+@dataclass
+class CallContext:
+    """What a handler may know about the call besides its arguments."""
+
+    method: str
+    dialect: str  # "direct" (method = tool name) or "mcp" (tools/call)
+    headers: Mapping[str, str] = field(default_factory=dict)  # lower-case names
+    client_host: str | None = None
+    local_port: int | None = None
+    request_id: Any = None
+    identity: Any = None  # whatever the authenticator returned
+
+    @property
+    def bearer_token(self) -> str | None:
+        value = self.headers.get("authorization", "")
+        scheme, _, token = value.partition(" ")
+        return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    handler: Handler
+    model: type[BaseModel]
+    description: str = ""
+    aliases: tuple[str, ...] = ()
+    message_types: tuple[str, ...] = ()
+    envelope: bool = True  # arguments are a league message whose envelope is validated
+    auth: str | None = None  # role the authenticator must confirm, e.g. "player", "referee"
+
+    def input_schema(self) -> dict[str, Any]:
+        schema = self.model.model_json_schema()
+        schema.setdefault("type", "object")
+        schema.setdefault("properties", {})
+        return schema
+
+
+@dataclass(frozen=True)
+class Resource:
+    uri: str  # a URI, or a template such as "game://state/{match_id}"
+    name: str
+    reader: ResourceReader
+    description: str = ""
+    mime_type: str = "application/json"
+
+    @property
+    def is_template(self) -> bool:
+        return "{" in self.uri
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        if not self.is_template:
+            return {} if uri == self.uri else None
+        pattern = re.escape(self.uri)
+        pattern = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", pattern)
+        found = re.fullmatch(pattern, uri)
+        return found.groupdict() if found else None
+
+
+def _validation_error(exc: ValidationError) -> LeagueError:
+    """Map pydantic's errors to the catalog: a missing field is E003, anything else E002."""
+    errors = exc.errors(include_url=False, include_input=False)
+    missing = [".".join(str(p) for p in e["loc"]) for e in errors if e["type"] == "missing"]
+    if missing:
+        return LeagueError(
+            ErrorCode.MISSING_REQUIRED_FIELD,
+            f"missing required field(s): {', '.join(missing)}",
+            context={"missing_fields": missing},
+        )
+    details = [{"field": ".".join(str(p) for p in e["loc"]), "problem": e["msg"]} for e in errors]
+    summary = "; ".join(f"{d['field']}: {d['problem']}" for d in details)
+    return LeagueError(ErrorCode.INVALID_MESSAGE_FORMAT, f"invalid field(s): {summary}", context={"errors": details})
+
+
+class Toolset:
+    """The tools and resources of one agent, and how its errors are answered.
+
+    ``sender`` is the agent's envelope sender (a callable, since a referee's id is known only
+    after registration). ``error_message_type`` is LEAGUE_ERROR for the LM, GAME_ERROR for a
+    referee or player.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        version: str = "1.0.0",
+        sender: str | Callable[[], str],
+        error_message_type: str = "LEAGUE_ERROR",
+        authenticator: Authenticator | None = None,
+        instructions: str | None = None,
+    ) -> None:
+        self.name = name
+        self.version = version
+        self._sender = sender
+        self.error_message_type = error_message_type
+        self.authenticator = authenticator
+        self.instructions = instructions
+        self.tools: dict[str, Tool] = {}
+        self._routes: dict[str, Tool] = {}
+        self.resources: list[Resource] = []
+
+    @property
+    def sender(self) -> str:
+        return self._sender() if callable(self._sender) else self._sender
+
+    # -- registration -------------------------------------------------------------------
+    def add_tool(self, tool: Tool) -> Tool:
+        for key in (tool.name, *tool.aliases, *tool.message_types):
+            if key in self._routes and self._routes[key] is not tool:
+                raise ValueError(f"route {key!r} is already taken by {self._routes[key].name}")
+            self._routes[key] = tool
+        self.tools[tool.name] = tool
+        return tool
+
+    def tool(
+        self,
+        name: str,
+        model: type[BaseModel] | None = None,
+        *,
+        description: str = "",
+        aliases: tuple[str, ...] = (),
+        message_types: tuple[str, ...] = (),
+        envelope: bool = True,
+        auth: str | None = None,
+    ) -> Callable[[Handler], Handler]:
+        def register(handler: Handler) -> Handler:
+            self.add_tool(
+                Tool(
+                    name=name,
+                    handler=handler,
+                    model=model or Empty,
+                    description=description or (handler.__doc__ or "").strip().split("\n")[0],
+                    aliases=aliases,
+                    message_types=message_types,
+                    envelope=envelope,
+                    auth=auth,
+                )
+            )
+            return handler
+
+        return register
+
+    def resource(
+        self, uri: str, *, name: str, description: str = "", mime_type: str = "application/json"
+    ) -> Callable[[ResourceReader], ResourceReader]:
+        def register(reader: ResourceReader) -> ResourceReader:
+            self.resources.append(Resource(uri, name, reader, description, mime_type))
+            return reader
+
+        return register
+
+    # -- lookup -------------------------------------------------------------------------
+    def find_tool(self, method: str) -> Tool | None:
+        return self._routes.get(method)
+
+    def find_resource(self, uri: str) -> tuple[Resource, dict[str, str]] | None:
+        for resource in self.resources:
+            params = resource.match(uri)
+            if params is not None:
+                return resource, params
+        return None
+
+    def tools_list(self) -> list[dict[str, Any]]:
+        return [
+            {"name": t.name, "description": t.description, "inputSchema": t.input_schema()} for t in self.tools.values()
+        ]
+
+    # -- calling ------------------------------------------------------------------------
+    async def call(self, tool: Tool, arguments: dict[str, Any], ctx: CallContext) -> tuple[dict[str, Any], bool]:
+        """Run a tool; returns ``(reply, is_error)``. League errors become error replies.
+
+        Unexpected exceptions propagate: the server answers them with JSON-RPC -32603.
+        """
+        try:
+            if tool.envelope:
+                validate_envelope(arguments)
+            try:
+                message = tool.model.model_validate(arguments)
+            except ValidationError as exc:
+                raise _validation_error(exc) from None
+            if tool.auth and self.authenticator is not None:
+                ctx.identity = await self.authenticator(tool, arguments, ctx)
+            return await tool.handler(message, ctx), False
+        except LeagueError as err:
+            return self.error_reply(err, arguments), True
+
+    def error_reply(self, err: LeagueError, arguments: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        args = arguments if isinstance(arguments, Mapping) else {}
+        conversation_id = args.get("conversation_id") if isinstance(args.get("conversation_id"), str) else None
+        if self.error_message_type == "GAME_ERROR":
+            match_id = args.get("match_id") if isinstance(args.get("match_id"), str) else None
+            return game_error_message(err, sender=self.sender, match_id=match_id, conversation_id=conversation_id)
+        return league_error_message(err, sender=self.sender, conversation_id=conversation_id)
+
+    def message(self, message_type: str, **fields: Any) -> dict[str, Any]:
+        """A message from this agent (a new conversation unless ``conversation_id`` is given)."""
+        return make_message(message_type, self.sender, **fields)
+
+    def reply(self, request: Any, message_type: str, **fields: Any) -> dict[str, Any]:
+        """A reply to ``request`` (a LeagueMessage or dict): same conversation_id."""
+        conversation_id = getattr(request, "conversation_id", None)
+        if conversation_id is None and isinstance(request, Mapping):
+            conversation_id = request.get("conversation_id")
+        return make_message(message_type, self.sender, conversation_id=conversation_id, **fields)

@@ -1,0 +1,46 @@
+"""Fixtures shared by the whole suite: live servers on loopback and agent processes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.servers import live_database_url
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def lm_server(transactional_db) -> Iterator[str]:
+    """The League Manager's ASGI app (Django + Channels) on an ephemeral loopback port.
+
+    Yields its ``/mcp`` URL. Uses the test database, committed for real (transactional_db),
+    so agent processes and other threads see the same rows.
+    """
+    from leagueproto.serve import ThreadedServer
+    from leaguesite.asgi import application
+
+    server = ThreadedServer(application, lifespan="off").start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def agent_env(transactional_db) -> dict[str, str]:
+    """Environment for a ``manage.py`` subprocess that shares the test database."""
+    env = dict(os.environ)
+    env["DATABASE_URL"] = live_database_url()
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("PYTHONPATH", str(ROOT))
+    return env
+
+
+@pytest.fixture
+def manage_py() -> list[str]:
+    return [sys.executable, str(ROOT / "manage.py")]

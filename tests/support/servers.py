@@ -1,0 +1,80 @@
+"""Helpers to run real agents for tests: the test database URL, processes, waiting for ports."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+
+
+def live_database_url() -> str:
+    """A DATABASE_URL naming the test database pytest-django created (for subprocesses)."""
+    from django.db import connection
+
+    settings = connection.settings_dict
+    if settings["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{settings['NAME']}"
+    user = settings.get("USER") or "postgres"
+    host = settings.get("HOST") or "127.0.0.1"
+    port = settings.get("PORT") or 5432
+    return f"postgres://{user}@{host}:{port}/{settings['NAME']}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive free loopback ports."""
+    for _ in range(200):
+        base = free_port()
+        if base + count > 65000:
+            continue
+        ok = True
+        for port in range(base, base + count):
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise RuntimeError("no run of free ports")
+
+
+def wait_for_port(port: int, host: str = "127.0.0.1", timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            sock.settimeout(0.2)
+            if sock.connect_ex((host, port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on {host}:{port} after {timeout} s")
+
+
+class Process:
+    """A child process that is always killed at the end of the test."""
+
+    def __init__(self, args: Sequence[str], env: dict[str, str], log_path: str | None = None) -> None:
+        self.log = open(log_path, "w") if log_path else subprocess.DEVNULL  # noqa: SIM115
+        self.proc = subprocess.Popen(list(args), env=env, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def terminate(self, timeout: float = 10.0) -> int | None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode
