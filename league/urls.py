@@ -1,3 +1,11 @@
-from django.urls import path  # noqa: F401
+from django.urls import include, path
 
-urlpatterns: list = []
+from league.mcp_view import mcp_view
+
+urlpatterns = [
+    # Exactly /mcp (and /mcp/), never a redirect: agents POST here.
+    path("mcp", mcp_view, name="mcp"),
+    path("mcp/", mcp_view),
+    path("api/", include("league.api.urls")),
+    path("", include("league.pages.urls")),
+]
