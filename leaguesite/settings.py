@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "channels",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "league",
     "referee",
     "players",
@@ -147,6 +148,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Read-only access to leagues, standings, schedules, matches and agents.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI and Redoc assets come from drf-spectacular-sidecar: no CDN at run time.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # -- the league ------------------------------------------------------------------------------
