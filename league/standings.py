@@ -1,0 +1,157 @@
+"""Standings: pure functions from match results to ranked rows (PROTOCOL.md §7).
+
+No Django, no HTTP, no clock: the LM feeds in ``ResultRow``s built from ``MatchResult`` rows.
+
+Counting rules:
+- every result counts one ``played`` for both players;
+- 3 points is a win, 1 a draw, anything else a loss;
+- a technical loss is a loss (0 points) *and* counts in ``technical_losses``, so
+  ``losses`` includes technical losses; when both players fail, both get a (technical) loss.
+
+Ranking: points, then wins, then draws (all descending), then head-to-head points among exactly
+the group of players tied on those three, then player id ascending (numerically for ``P<number>``,
+so P100 sorts after P99). The final key is unique, so ranks are 1..n without gaps or ties.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+_NUMBERED_ID = re.compile(r"^([A-Za-z_:]*)(\d+)$")
+
+
+def id_sort_key(agent_id: str) -> tuple[str, int, str]:
+    """Sort key for agent ids: ``P2`` < ``P10`` < ``P99`` < ``P100``; other ids sort by text."""
+    match = _NUMBERED_ID.match(agent_id)
+    if match:
+        return (match.group(1), int(match.group(2)), agent_id)
+    return (agent_id, -1, agent_id)
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    match_id: str
+    player_a: str
+    player_b: str
+    points_a: int
+    points_b: int
+    technical_loss_a: bool = False
+    technical_loss_b: bool = False
+
+
+@dataclass(frozen=True)
+class StandingRow:
+    rank: int
+    player_id: str
+    played: int
+    wins: int
+    draws: int
+    losses: int
+    technical_losses: int
+    points: int
+
+
+@dataclass
+class _Tally:
+    played: int = 0
+    wins: int = 0
+    draws: int = 0
+    losses: int = 0
+    technical_losses: int = 0
+    points: int = 0
+
+    def add(self, points: int, technical_loss: bool) -> None:
+        self.played += 1
+        self.points += points
+        if points == 3:
+            self.wins += 1
+        elif points == 1:
+            self.draws += 1
+        else:
+            self.losses += 1
+        if technical_loss:
+            self.technical_losses += 1
+
+
+@dataclass
+class StandingsTable:
+    """Standings kept up to date one result at a time.
+
+    ``rows()`` always equals ``compute_standings(players, every result added so far)``.
+    Adding the same match twice raises ``ValueError``: a result counts once.
+    """
+
+    tallies: dict[str, _Tally] = field(default_factory=dict)
+    # head_to_head[(x, y)] = points x took from matches against y
+    head_to_head: dict[tuple[str, str], int] = field(default_factory=dict)
+    match_ids: set[str] = field(default_factory=set)
+
+    @classmethod
+    def for_players(cls, player_ids: Iterable[str]) -> StandingsTable:
+        table = cls()
+        for player_id in player_ids:
+            table.add_player(player_id)
+        return table
+
+    def add_player(self, player_id: str) -> None:
+        self.tallies.setdefault(player_id, _Tally())
+
+    def add(self, result: ResultRow) -> None:
+        if result.match_id in self.match_ids:
+            raise ValueError(f"match {result.match_id} is already counted")
+        if result.player_a == result.player_b:
+            raise ValueError(f"match {result.match_id}: a player cannot play itself")
+        for player_id in (result.player_a, result.player_b):
+            if player_id not in self.tallies:
+                raise ValueError(f"match {result.match_id}: {player_id} is not in the standings")
+        self.match_ids.add(result.match_id)
+        self.tallies[result.player_a].add(result.points_a, result.technical_loss_a)
+        self.tallies[result.player_b].add(result.points_b, result.technical_loss_b)
+        for me, other, points in (
+            (result.player_a, result.player_b, result.points_a),
+            (result.player_b, result.player_a, result.points_b),
+        ):
+            self.head_to_head[(me, other)] = self.head_to_head.get((me, other), 0) + points
+
+    def rows(self) -> list[StandingRow]:
+        def primary(player_id: str) -> tuple[int, int, int]:
+            tally = self.tallies[player_id]
+            return (tally.points, tally.wins, tally.draws)
+
+        groups: dict[tuple[int, int, int], list[str]] = {}
+        for player_id in self.tallies:
+            groups.setdefault(primary(player_id), []).append(player_id)
+
+        ordered: list[str] = []
+        for key in sorted(groups, reverse=True):
+            group = groups[key]
+            if len(group) == 1:
+                ordered.extend(group)
+                continue
+            # Head-to-head only among exactly this tied group.
+            h2h = {p: sum(self.head_to_head.get((p, q), 0) for q in group if q != p) for p in group}
+            ordered.extend(sorted(group, key=lambda p: (-h2h[p], id_sort_key(p))))
+
+        return [
+            StandingRow(
+                rank=rank,
+                player_id=player_id,
+                played=self.tallies[player_id].played,
+                wins=self.tallies[player_id].wins,
+                draws=self.tallies[player_id].draws,
+                losses=self.tallies[player_id].losses,
+                technical_losses=self.tallies[player_id].technical_losses,
+                points=self.tallies[player_id].points,
+            )
+            for rank, player_id in enumerate(ordered, start=1)
+        ]
+
+
+def compute_standings(player_ids: Iterable[str], results: Iterable[ResultRow]) -> list[StandingRow]:
+    """Ranked standings of ``player_ids`` (players without results appear with zeros)."""
+    table = StandingsTable.for_players(player_ids)
+    for result in results:
+        table.add(result)
+    return table.rows()
