@@ -109,6 +109,12 @@ def _parse_sse(text: str) -> Any:
     return found
 
 
+def _wants_mcp_session(exc: CallFailed) -> bool:
+    """A stateful MCP server (e.g. one built on the official SDK) refusing a call without a session."""
+    message = str((exc.rpc_error or {}).get("message", ""))
+    return exc.http_status in (400, 404) and "session" in message.lower()
+
+
 class AgentClient:
     """Pooled keep-alive client. Create inside the event loop that will use it; close it last."""
 
@@ -126,6 +132,7 @@ class AgentClient:
         self._ids = itertools.count(1)
         self._dialects: dict[str, str] = {}  # endpoint → "mcp" once it refused dialect A
         self._mcp_sessions: dict[str, str] = {}  # endpoint → Mcp-Session-Id for stateful servers
+        self._mcp_initialized: set[str] = set()
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -182,6 +189,9 @@ class AgentClient:
                 return reply, is_error, "direct"
             except _MethodNotFound:
                 pass  # fall back to the MCP form below, and remember it
+            except CallFailed as exc:
+                if not _wants_mcp_session(exc):
+                    raise
         result = await self._mcp_call(endpoint, method, params, timeout, headers)
         self._dialects[endpoint] = "mcp"
         reply, is_error = unwrap_reply(result)
@@ -197,7 +207,7 @@ class AgentClient:
             raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, f"agent has no method or tool {method!r}") from exc
         except CallFailed as exc:
             # A stateful MCP server refuses calls without a session: open one, then retry once.
-            if exc.http_status not in (400, 404) or endpoint in self._mcp_sessions:
+            if exc.http_status not in (400, 404) or endpoint in self._mcp_initialized:
                 raise
             await self._open_mcp_session(endpoint, timeout, headers)
             return await self._rpc(endpoint, "tools/call", call_params, timeout, headers, mcp=True)
@@ -208,7 +218,9 @@ class AgentClient:
             "capabilities": {},
             "clientInfo": {"name": "even-odd-league", "version": "1.0.0"},
         }
+        self._mcp_sessions.pop(endpoint, None)
         await self._rpc(endpoint, "initialize", init, timeout, headers, mcp=True)
+        self._mcp_initialized.add(endpoint)
         await self._post(endpoint, {"jsonrpc": "2.0", "method": "notifications/initialized"}, timeout, headers, True)
 
     async def _rpc(

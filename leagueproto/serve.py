@@ -48,6 +48,7 @@ class ThreadedServer:
 
     def __init__(self, app: Any, host: str = "127.0.0.1", ports: Sequence[int] = (0,), lifespan: str = "on") -> None:
         self.sockets = bind_sockets(host, ports)
+        self._ports = [s.getsockname()[1] for s in self.sockets]
         self.host = host
         self.server = make_server(app, lifespan=lifespan)
         self._thread = threading.Thread(target=self._run, daemon=True, name="asgi-server")
@@ -55,7 +56,7 @@ class ThreadedServer:
 
     @property
     def ports(self) -> list[int]:
-        return [s.getsockname()[1] for s in self.sockets]
+        return list(self._ports)
 
     @property
     def url(self) -> str:
