@@ -1,0 +1,1 @@
+"""Benchmarks (``python manage.py bench …``): measured figures, never asserted in tests."""
