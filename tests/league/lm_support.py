@@ -1,0 +1,133 @@
+"""Helpers for the League Manager's tests: messages, JSON-RPC calls, leagues and agents."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import httpx
+
+from league import actions
+from league.models import League, Match, Player, Referee
+from leagueproto.envelope import new_conversation_id, utc_now
+
+_ids = itertools.count(1)
+_ports = itertools.count(9101)
+
+
+def message(message_type: str, sender: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "protocol": "league.v2",
+        "message_type": message_type,
+        "sender": sender,
+        "timestamp": utc_now(),
+        "conversation_id": new_conversation_id("test"),
+        **fields,
+    }
+
+
+def post(url: str, payload: Any, **kwargs: Any) -> httpx.Response:
+    return httpx.post(url, json=payload, timeout=10, **kwargs)
+
+
+def rpc(url: str, method: str, params: Any, **kwargs: Any) -> dict[str, Any]:
+    """A dialect-A call; returns the whole JSON-RPC response (asserting HTTP 200)."""
+    response = post(url, {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}, **kwargs)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def call(url: str, method: str, params: Any, **kwargs: Any) -> dict[str, Any]:
+    """A dialect-A call; returns the reply message."""
+    body = rpc(url, method, params, **kwargs)
+    assert "result" in body, body
+    return body["result"]
+
+
+def player_meta(endpoint: str | None = None, **overrides: Any) -> dict[str, Any]:
+    return {
+        "display_name": "Agent Alpha",
+        "version": "1.0.0",
+        "protocol_version": "2.1.0",
+        "game_types": ["even_odd"],
+        "contact_endpoint": endpoint or f"http://127.0.0.1:{next(_ports)}/mcp",
+        **overrides,
+    }
+
+
+def referee_meta(endpoint: str | None = None, **overrides: Any) -> dict[str, Any]:
+    return {
+        "display_name": "Referee",
+        "version": "1.0.0",
+        "game_types": ["even_odd"],
+        "contact_endpoint": endpoint or f"http://127.0.0.1:{next(_ports)}/mcp",
+        "max_concurrent_matches": 2,
+        **overrides,
+    }
+
+
+def register_player(url: str, name: str = "alpha", **fields: Any) -> dict[str, Any]:
+    meta = fields.pop("player_meta", None) or player_meta(display_name=name)
+    return call(
+        url, "register_player", message("LEAGUE_REGISTER_REQUEST", f"player:{name}", player_meta=meta, **fields)
+    )
+
+
+def register_referee(url: str, name: str = "ref", **fields: Any) -> dict[str, Any]:
+    meta = fields.pop("referee_meta", None) or referee_meta(display_name=name)
+    return call(
+        url, "register_referee", message("REFEREE_REGISTER_REQUEST", f"referee:{name}", referee_meta=meta, **fields)
+    )
+
+
+def make_league(league_id: str = "test_league", *, open_seconds: float | None = 600, **settings: Any) -> League:
+    league = actions.create_league(name=league_id.replace("_", " ").title(), league_id=league_id, **settings)
+    if open_seconds is not None:
+        league = actions.open_registration(league, open_seconds)
+    return league
+
+
+def assigned_match(
+    league: League, referee_id: str = "REF01", a: str = "P01", b: str = "P02", match_id: str = "R1M1"
+) -> Match:
+    """A match of round 1 assigned to ``referee_id`` (what the conductor will do)."""
+    referee = Referee.objects.get(league=league, referee_id=referee_id)
+    pa = Player.objects.get(league=league, player_id=a)
+    pb = Player.objects.get(league=league, player_id=b)
+    return actions.create_match(league, 1, pa, pb, match_id=match_id, referee=referee)
+
+
+def win_report(referee: dict[str, Any], match_id: str = "R1M1", winner: str = "P01", loser: str = "P02", **extra: Any):
+    """A MATCH_RESULT_REPORT message from a registered referee (``referee`` = its registration reply)."""
+    return message(
+        "MATCH_RESULT_REPORT",
+        f"referee:{referee['referee_id']}",
+        auth_token=referee["auth_token"],
+        league_id=referee["league_id"],
+        round_id=1,
+        match_id=match_id,
+        game_type="even_odd",
+        result={
+            "status": "WIN",
+            "winner": winner,
+            "score": {winner: 3, loser: 0},
+            "technical_loss": [],
+            "details": {"drawn_number": 8, "number_parity": "even", "choices": {winner: "even", loser: "odd"}},
+        },
+        match_log=[
+            {
+                "seq": 1,
+                "at": utc_now(),
+                "t_ms": 0,
+                "direction": "OUT",
+                "peer": winner,
+                "method": "handle_game_invitation",
+                "message_type": "GAME_INVITATION",
+                "outcome": "ok",
+                "attempt": 1,
+                "latency_ms": 1.5,
+                "message": {"message_type": "GAME_INVITATION", "auth_token": "match-secret"},
+            }
+        ],
+        **extra,
+    )
