@@ -120,6 +120,8 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# The LM serves /static/ itself unless a web server in front does (then SERVE_STATIC=0).
+SERVE_STATIC = env_bool("SERVE_STATIC", True)
 LOGIN_URL = "admin:login"
 
 # -- security (see `manage.py check --deploy` and docs/operations.md) -----------------------------
@@ -152,6 +154,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "LeagueStatusEnum": "league.models.League.Status",
+        "AgentStatusEnum": "league.models.AgentStatus",
+        "MatchStatusEnum": "league.models.Match.Status",
+        "ResultStatusEnum": ["WIN", "DRAW", "TECHNICAL_LOSS"],
+    },
 }
 
 # -- the league ------------------------------------------------------------------------------

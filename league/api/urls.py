@@ -1,1 +1,32 @@
-urlpatterns: list = []
+"""/api/: the read-only REST API, its OpenAPI schema and Swagger UI."""
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from league.api import views
+
+router = DefaultRouter()
+router.register("leagues", views.LeagueViewSet, basename="league")
+
+LEAGUE = "leagues/<slug:league_id>/"
+match_list = views.MatchViewSet.as_view({"get": "list"})
+match_detail = views.MatchViewSet.as_view({"get": "retrieve"})
+match_log = views.MatchViewSet.as_view({"get": "log"})
+player_list = views.PlayerViewSet.as_view({"get": "list"})
+player_detail = views.PlayerViewSet.as_view({"get": "retrieve"})
+referee_list = views.RefereeViewSet.as_view({"get": "list"})
+referee_detail = views.RefereeViewSet.as_view({"get": "retrieve"})
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path(LEAGUE + "matches/", match_list, name="api-match-list"),
+    path(LEAGUE + "matches/<str:match_id>/", match_detail, name="api-match-detail"),
+    path(LEAGUE + "matches/<str:match_id>/log/", match_log, name="api-match-log"),
+    path(LEAGUE + "players/", player_list, name="api-player-list"),
+    path(LEAGUE + "players/<str:player_id>/", player_detail, name="api-player-detail"),
+    path(LEAGUE + "referees/", referee_list, name="api-referee-list"),
+    path(LEAGUE + "referees/<str:referee_id>/", referee_detail, name="api-referee-detail"),
+    path("", include(router.urls)),
+]

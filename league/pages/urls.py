@@ -1,1 +1,21 @@
-urlpatterns: list = []
+"""Public pages of the dashboard, and the static files the pages need."""
+
+from django.conf import settings
+from django.contrib.staticfiles.views import serve
+from django.urls import path, re_path
+
+from league.pages import views
+
+urlpatterns = [
+    path("", views.league_list, name="league-list"),
+    path("leagues/<slug:league_id>/", views.league_detail, name="league-detail"),
+    path("leagues/<slug:league_id>/matches/<str:match_id>/", views.match_detail, name="match-detail"),
+    path("leagues/<slug:league_id>/players/<str:player_id>/", views.player_detail, name="player-detail"),
+    path("leagues/<slug:league_id>/referees/<str:referee_id>/", views.referee_detail, name="referee-detail"),
+]
+
+if getattr(settings, "SERVE_STATIC", True):
+    # The LM runs as one ASGI process with no web server in front by default (make demo):
+    # serve /static/ from the finders. Behind nginx, set SERVE_STATIC=0 and collectstatic.
+    prefix = settings.STATIC_URL.strip("/")
+    urlpatterns.append(re_path(rf"^{prefix}/(?P<path>.*)$", serve, {"insecure": True}))

@@ -1,0 +1,183 @@
+"""Real league rows for dashboard tests: a scheduled league and results recorded as the LM does.
+
+Results go straight into the models (the dashboard reads the database, whoever wrote it) and
+every change is announced with ``league.events.broadcast`` after commit (contract 6).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from league.events import broadcast
+from league.models import League, Match, MatchResult, Player, Referee, Round, hash_token
+from league.schedule import schedule_matches
+
+NAMES = ["Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot", "Golf", "Hotel"]
+
+
+def make_league(
+    league_id: str = "spring_cup",
+    players: int = 4,
+    *,
+    status: str = League.Status.RUNNING,
+    scheduled: bool = True,
+    referees: int = 1,
+) -> League:
+    league = League.objects.create(
+        league_id=league_id,
+        name=league_id.replace("_", " ").title(),
+        status=status,
+        registration_closes_at=timezone.now() + timedelta(minutes=5),
+        started_at=timezone.now() if scheduled else None,
+    )
+    for i in range(players):
+        Player.objects.create(
+            league=league,
+            player_id=f"P{i + 1:02d}",
+            display_name=NAMES[i % len(NAMES)],
+            endpoint=f"http://127.0.0.1:{8101 + i}/mcp",
+            token_hash=hash_token(f"player-secret-{i}"),
+            game_types=["even_odd"],
+            version="1.0.0",
+        )
+    for i in range(referees):
+        Referee.objects.create(
+            league=league,
+            referee_id=f"REF{i + 1:02d}",
+            display_name=f"Referee {i + 1}",
+            endpoint=f"http://127.0.0.1:{8001 + i}/mcp",
+            token_hash=hash_token(f"referee-secret-{i}"),
+            game_types=["even_odd"],
+        )
+    if scheduled:
+        ids = [f"P{i + 1:02d}" for i in range(players)]
+        by_id = {p.player_id: p for p in league.players.all()}
+        rounds: dict[int, Round] = {}
+        for sm in schedule_matches(ids):
+            if sm.round_number not in rounds:
+                rounds[sm.round_number] = Round.objects.create(league=league, number=sm.round_number)
+            Match.objects.create(
+                league=league,
+                round=rounds[sm.round_number],
+                match_id=sm.match_id,
+                player_a=by_id[sm.player_a],
+                player_b=by_id[sm.player_b],
+                game_type=league.game_type,
+            )
+        league.current_round = 1
+        league.save(update_fields=["current_round"])
+        Round.objects.filter(league=league, number=1).update(status=Round.Status.ANNOUNCED)
+    return league
+
+
+def start(match: Match) -> None:
+    with transaction.atomic():
+        match.referee = match.league.referees.first()
+        match.status = Match.Status.RUNNING
+        match.assigned_at = timezone.now()
+        match.save(update_fields=["referee", "status", "assigned_at"])
+        broadcast(match.league.league_id, "match_started", {"match_id": match.match_id})
+
+
+def play(match: Match, choice_a: str, choice_b: str, drawn: int, *, technical: str | None = None) -> MatchResult:
+    """Record a finished even/odd match as the referee reports it; ``technical`` names a failing side
+    ("A" or "B") whose opponent wins 3-0."""
+    a, b = match.player_a.player_id, match.player_b.player_id
+    parity = "even" if drawn % 2 == 0 else "odd"
+    if technical:
+        outcome = MatchResult.Outcome.WIN_B if technical == "A" else MatchResult.Outcome.WIN_A
+        reason = f"{a if technical == 'A' else b} did not answer choose_parity"
+    elif choice_a == choice_b:
+        outcome, reason = MatchResult.Outcome.DRAW, "both chose the same parity"
+    elif choice_a == parity:
+        outcome, reason = MatchResult.Outcome.WIN_A, f"{a} chose {parity}"
+    else:
+        outcome, reason = MatchResult.Outcome.WIN_B, f"{b} chose {parity}"
+    points = {"WIN_A": (3, 0), "WIN_B": (0, 3), "DRAW": (1, 1)}[outcome]
+    now = timezone.now()
+    log = [
+        _entry(1, 0, "OUT", a, "handle_game_invitation", "GAME_INVITATION"),
+        _entry(2, 4, "IN", a, "handle_game_invitation", "GAME_JOIN_ACK", latency=4.1),
+        _entry(3, 5, "OUT", b, "choose_parity", "CHOOSE_PARITY_CALL"),
+    ]
+    if technical:
+        log.append(_entry(4, 300, "OUT", b, "choose_parity", "CHOOSE_PARITY_CALL", outcome="timeout", attempt=1))
+        log.append(_entry(5, 600, "OUT", b, "choose_parity", "CHOOSE_PARITY_CALL", outcome="timeout", attempt=2))
+    else:
+        log.append(_entry(4, 9, "IN", b, "choose_parity", "CHOOSE_PARITY_RESPONSE", latency=3.7, choice=choice_b))
+    log.append(_entry(len(log) + 1, 610, "EVENT", "referee", "", "NUMBER_DRAWN", drawn_number=drawn))
+    with transaction.atomic():
+        result = MatchResult.objects.create(
+            match=match,
+            league=match.league,
+            referee=match.referee or match.league.referees.first(),
+            outcome=outcome,
+            winner=match.player_a if outcome == "WIN_A" else match.player_b if outcome == "WIN_B" else None,
+            points_a=points[0],
+            points_b=points[1],
+            technical_loss_a=technical == "A",
+            technical_loss_b=technical == "B",
+            details={
+                "drawn_number": drawn,
+                "number_parity": parity,
+                "choices": {a: choice_a, b: choice_b} if not technical else {a: choice_a},
+                "reason": reason,
+            },
+            log=log,
+            report_digest=f"digest-{match.match_id}",
+        )
+        match.status = Match.Status.FINISHED
+        match.finished_at = now
+        match.referee = result.referee
+        match.save(update_fields=["status", "finished_at", "referee"])
+        rnd = match.round
+        if not rnd.matches.exclude(status=Match.Status.FINISHED).exists():
+            rnd.status = Round.Status.COMPLETED
+            rnd.completed_at = now
+            rnd.save(update_fields=["status", "completed_at"])
+            league = match.league
+            nxt = league.rounds.filter(number=rnd.number + 1).first()
+            if nxt:
+                nxt.status = Round.Status.ANNOUNCED
+                nxt.save(update_fields=["status"])
+                league.current_round = nxt.number
+                league.save(update_fields=["current_round"])
+            broadcast(league.league_id, "round_completed", {"round_id": rnd.number})
+        broadcast(match.league.league_id, "match_finished", {"match_id": match.match_id})
+    return result
+
+
+def complete(league: League) -> None:
+    from league.api.readmodel import standings
+
+    with transaction.atomic():
+        top = standings(league)[0]
+        league.status = League.Status.COMPLETED
+        league.champion = league.players.get(player_id=top["player_id"])
+        league.completed_at = timezone.now()
+        league.save(update_fields=["status", "champion", "completed_at"])
+        broadcast(league.league_id, "league_completed", {"champion": top["player_id"]})
+
+
+def play_round(league: League, number: int, drawn: int = 4) -> None:
+    for match in Match.objects.filter(league=league, round__number=number).select_related("player_a", "player_b"):
+        play(match, "even", "odd", drawn)
+
+
+def _entry(seq, t_ms, direction, peer, method, message_type, *, outcome="ok", attempt=1, latency=None, **message):
+    return {
+        "seq": seq,
+        "at": "2025-01-15T10:15:00Z",
+        "t_ms": t_ms,
+        "direction": direction,
+        "peer": peer,
+        "method": method,
+        "message_type": message_type,
+        "outcome": outcome,
+        "attempt": attempt,
+        "latency_ms": latency,
+        "message": {"message_type": message_type, **message},
+    }
