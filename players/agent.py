@@ -1,0 +1,797 @@
+"""The player agent: a :class:`Player` (tools, registration, memory) and a :class:`PlayerHost`
+that serves one or many players from one process and one uvicorn server (one socket each).
+
+Lifecycle (seed 001): INIT → REGISTERED → ACTIVE → SHUTDOWN; SUSPENDED after repeated
+failures (registration attempts, or matches lost on time), back to ACTIVE on recovery.
+Per match (PDR §6.1.3): INVITED → PLAYING → AWAITING_RESULT → (GAME_OVER) done.
+
+The player never imports league/ or referee/: everything crosses HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import inspect
+import logging
+import random
+import re
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from leagueproto.asgi import make_asgi_app
+from leagueproto.client import AgentClient, CallFailed
+from leagueproto.envelope import make_message, parse_sender, parse_timestamp, utc_now
+from leagueproto.errors import ErrorCode, LeagueError
+from leagueproto.serve import ThreadedServer, bind_sockets, make_server
+from leagueproto.server import McpServer
+from leagueproto.tools import CallContext, Tool, Toolset
+from players import messages as m
+from players.memory import Memory, load_state, save_state
+from players.strategies import Strategy, make_strategy
+from players.strategies.base import PARITIES, MoveSituation, ParitySituation, number_of_parity
+
+log = logging.getLogger("players")
+
+PROTOCOL_VERSION = "2.1.0"
+GAME_TYPES = ("even_odd", "even_odd_bo5")
+MIN_BUDGET = 0.05  # even a past deadline gives a fast strategy this long (deadlines are whole seconds)
+FAILURES_TO_SUSPEND = 3
+RETRYABLE_REGISTRATION_CODES = {"E001", "E008", "E009", "E010", "E017"}
+
+
+class Lifecycle:
+    INIT = "INIT"
+    REGISTERED = "REGISTERED"
+    ACTIVE = "ACTIVE"
+    SUSPENDED = "SUSPENDED"
+    SHUTDOWN = "SHUTDOWN"
+
+
+@dataclass
+class PlayerConfig:
+    name: str
+    strategy: str = "random"
+    league_url: str | None = None
+    league_id: str | None = None
+    host: str = "127.0.0.1"
+    advertise_host: str | None = None
+    port: int = 0
+    state_dir: Path | None = None
+    version: str = "1.0.0"
+    decision_cap: float = 10.0  # never think longer than this, whatever the deadline
+    safety_margin: float = 0.25  # answer this long before the deadline
+    register_timeout: float = 10.0
+    register_attempts: int = 10
+    register_backoff: float = 0.5  # first retry delay; doubles, capped at 10 s
+    strategy_options: dict[str, Any] = field(default_factory=dict)
+
+
+def time_budget(
+    deadline: str | None, time_limit: float | None, cap: float, margin: float, now: datetime | None = None
+) -> float:
+    """Seconds a strategy may think: min(deadline - now, time limit, cap) minus a safety margin."""
+    remaining = cap
+    if deadline:
+        try:
+            left = (parse_timestamp(deadline) - (now or datetime.now(UTC))).total_seconds()
+            remaining = min(remaining, left)
+        except LeagueError:
+            pass  # a malformed deadline: the cap still bounds us
+    if time_limit and time_limit > 0:
+        remaining = min(remaining, float(time_limit))
+    return max(MIN_BUDGET, min(remaining - margin, remaining * 0.8))
+
+
+def sender_name(name: str) -> str:
+    """A display name made safe for ``player:<name>`` before we have an id."""
+    return re.sub(r"[^A-Za-z0-9_.\-]", "_", name)[:64] or "player"
+
+
+class Player:
+    """One player: its toolset and MCP server, identity, memory and strategy."""
+
+    def __init__(
+        self,
+        config: PlayerConfig,
+        *,
+        strategy: Strategy | None = None,
+        rng: random.Random | None = None,
+        executor: Executor | None = None,
+        echo: Callable[[str], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.rng = rng or random.Random()
+        self.strategy = strategy or make_strategy(config.strategy, rng=self.rng, **config.strategy_options)
+        self.executor = executor
+        self.echo = echo or (lambda line: log.info("%s", line))
+        self.port = config.port
+        self.lifecycle = Lifecycle.INIT
+        self.player_id: str | None = None
+        self.token: str | None = None
+        self.lm_token: str | None = None
+        self.league_id = config.league_id
+        self.memory = Memory()
+        self.in_play: dict[str, dict[str, Any]] = {}  # match_id → what we know of a running match
+        self.failures = 0  # consecutive failures (registration attempts, matches lost on time)
+        self.registration: dict[str, Any] | None = None  # the LM's last answer, for the CLI
+        self.client: AgentClient | None = None
+        self.on_registered: Callable[[Player], Awaitable[None]] | None = None  # e.g. runplayer --query
+        self.done = asyncio.Event()
+        self._load()
+        self.toolset = self._build_toolset()
+        self.server = McpServer(self.toolset)
+
+    # -- identity ------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def sender(self) -> str:
+        return f"player:{self.player_id or sender_name(self.name)}"
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.config.advertise_host or self.config.host}:{self.port}/mcp"
+
+    @property
+    def state_path(self) -> Path | None:
+        return self.config.state_dir / f"{sender_name(self.name)}.json" if self.config.state_dir else None
+
+    def _load(self) -> None:
+        path = self.state_path
+        if path is None:
+            return
+        data = load_state(path)
+        self.memory = Memory.from_dict(data.get("memory") or {})
+        identity = data.get("identity") or {}
+        if identity.get("league_url") == self.config.league_url and identity.get("player_id"):
+            self.player_id = identity["player_id"]
+            self.token = identity.get("auth_token")
+            self.lm_token = identity.get("league_manager_token")
+            self.league_id = self.league_id or identity.get("league_id")
+
+    def save(self) -> None:
+        path = self.state_path
+        if path is None:
+            return
+        identity = {
+            "display_name": self.name,
+            "league_url": self.config.league_url,
+            "league_id": self.league_id,
+            "player_id": self.player_id,
+            "auth_token": self.token,
+            "league_manager_token": self.lm_token,
+        }
+        try:
+            save_state(path, {"identity": identity, "memory": self.memory.to_dict()})
+        except OSError as exc:  # memory is a bonus: never lose a match over a full disk
+            log.warning("%s: cannot save state to %s: %s", self.name, path, exc)
+
+    def _set_lifecycle(self, state: str) -> None:
+        if state != self.lifecycle:
+            log.debug("%s: %s → %s", self.name, self.lifecycle, state)
+            self.lifecycle = state
+        if state == Lifecycle.SHUTDOWN:
+            self.done.set()
+
+    def shutdown(self) -> None:
+        self._set_lifecycle(Lifecycle.SHUTDOWN)
+
+    # -- talking to the League Manager ----------------------------------------------------------
+    def registration_request(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "player_meta": {
+                "display_name": self.name,
+                "version": self.config.version,
+                "protocol_version": PROTOCOL_VERSION,
+                "game_types": list(GAME_TYPES),
+                "contact_endpoint": self.endpoint,
+            }
+        }
+        if self.league_id:
+            fields["league_id"] = self.league_id
+        return make_message("LEAGUE_REGISTER_REQUEST", self.sender, auth_token=self.token, **fields)
+
+    async def register(self) -> bool:
+        """Register with the LM (retrying transport errors and "no league open yet" with backoff).
+
+        A player that kept its identity in --state-dir sends its token, so the LM updates its
+        endpoint instead of rejecting a duplicate. Returns True once ACCEPTED.
+        """
+        if not self.config.league_url or self.client is None:
+            raise RuntimeError("register() needs config.league_url and a client")
+        delay = self.config.register_backoff
+        for attempt in range(1, self.config.register_attempts + 1):
+            reason = await self._register_once()
+            if reason is None:
+                if self.on_registered is not None:
+                    await self.on_registered(self)
+                return True
+            if reason == "rejected":
+                self.shutdown()
+                return False
+            self.failures += 1
+            if self.failures >= FAILURES_TO_SUSPEND:
+                self._set_lifecycle(Lifecycle.SUSPENDED)
+            if attempt < self.config.register_attempts:
+                await asyncio.sleep(delay * self.rng.uniform(0.8, 1.2))
+                delay = min(delay * 2, 10.0)
+        self.echo(f"{self.name}: giving up registration after {self.config.register_attempts} attempts")
+        self.shutdown()
+        return False
+
+    async def _register_once(self) -> str | None:
+        """None when accepted, "rejected" when final, else the retryable reason."""
+        assert self.client is not None and self.config.league_url
+        try:
+            result = await self.client.call(
+                self.config.league_url,
+                "register_player",
+                self.registration_request(),
+                timeout=self.config.register_timeout,
+            )
+        except CallFailed as exc:
+            log.info("%s: registration attempt failed: %s", self.name, exc)
+            return exc.code.value
+        reply = result.reply
+        self.registration = reply
+        if reply.get("status") == "ACCEPTED" and reply.get("player_id"):
+            self.player_id = reply["player_id"]
+            self.token = reply.get("auth_token") or self.token
+            self.lm_token = reply.get("league_manager_token") or self.lm_token
+            self.league_id = reply.get("league_id") or self.league_id
+            self.failures = 0
+            self._set_lifecycle(Lifecycle.REGISTERED)
+            self.save()
+            self.echo(f"{self.name}: registered as {self.player_id} in {self.league_id} ({self.endpoint})")
+            return None
+        code = reply.get("error_code")
+        if self.token and (code in ("E005", "E012") or reply.get("status") == "REJECTED"):
+            # Our saved identity belongs to another league (or was removed): join as new.
+            log.info("%s: saved identity refused (%s), registering afresh", self.name, code or reply.get("reason"))
+            self.player_id = self.token = self.lm_token = None
+            return "identity"
+        if code in RETRYABLE_REGISTRATION_CODES:
+            return code
+        self.echo(
+            f"{self.name}: registration refused: {reply.get('reason') or reply.get('error_description') or reply}"
+        )
+        return "rejected"
+
+    async def query(self, query_type: str, query_params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Ask the LM ``league_query`` (GET_STANDINGS, GET_SCHEDULE, GET_NEXT_MATCH, GET_PLAYER_STATS)."""
+        if not self.config.league_url or self.client is None:
+            raise RuntimeError("query() needs config.league_url and a client")
+        params = dict(query_params or {})
+        if self.player_id and query_type in ("GET_NEXT_MATCH", "GET_PLAYER_STATS"):
+            params.setdefault("player_id", self.player_id)
+        fields: dict[str, Any] = {"query_type": query_type, "query_params": params}
+        if self.league_id:
+            fields["league_id"] = self.league_id
+        message = make_message("LEAGUE_QUERY", self.sender, auth_token=self.token, **fields)
+        result = await self.client.call(self.config.league_url, "league_query", message, timeout=10.0)
+        return result.reply
+
+    # -- authentication of incoming calls --------------------------------------------------------
+    async def _authenticate(self, tool: Tool, arguments: dict[str, Any], ctx: CallContext) -> str:
+        kind, ident = parse_sender(arguments["sender"])
+        token = arguments.get("auth_token") or ctx.bearer_token
+        if tool.auth == "referee":
+            if kind != "referee":
+                raise LeagueError(
+                    ErrorCode.AUTH_TOKEN_INVALID,
+                    f"{tool.name} is a referee call; sender {arguments['sender']!r} is not a referee",
+                    context={"sender": arguments["sender"], "expected": "referee:<id>"},
+                )
+            if not token:
+                raise LeagueError(
+                    ErrorCode.AUTH_TOKEN_MISSING,
+                    "referee calls must carry the match token as auth_token (or Authorization: Bearer)",
+                    context={"tool": tool.name},
+                )
+            self._check_match_token(tool, arguments, token)
+            return f"referee:{ident}"
+        if tool.auth == "league_manager":
+            if kind != "league_manager":
+                raise LeagueError(
+                    ErrorCode.AUTH_TOKEN_INVALID,
+                    f"{tool.name} comes from the League Manager only, not {arguments['sender']!r}",
+                    context={"sender": arguments["sender"], "expected": "league_manager"},
+                )
+            if self.lm_token is not None:
+                if not token:
+                    raise LeagueError(
+                        ErrorCode.AUTH_TOKEN_MISSING,
+                        "League Manager calls must carry the league_manager_token given at registration",
+                        context={"tool": tool.name},
+                    )
+                if not hmac.compare_digest(str(token), self.lm_token):
+                    raise LeagueError(
+                        ErrorCode.AUTH_TOKEN_INVALID,
+                        "auth_token is not the league_manager_token this player received at registration",
+                        context={"tool": tool.name},
+                    )
+            return "league_manager"
+        return kind
+
+    def _check_match_token(self, tool: Tool, arguments: dict[str, Any], token: str) -> None:
+        """The invitation binds a match to its token; later calls for that match must reuse it."""
+        match_id = arguments.get("match_id")
+        if not isinstance(match_id, str):
+            return
+        if tool.name == "handle_game_invitation":
+            return  # (re)binds: a reassigned match comes with a new referee and token
+        bound = self.in_play.get(match_id, {}).get("token")
+        if bound is not None and not hmac.compare_digest(str(token), bound):
+            raise LeagueError(
+                ErrorCode.AUTH_TOKEN_INVALID,
+                f"auth_token differs from the match token of the invitation to {match_id}",
+                context={"match_id": match_id},
+            )
+
+    def _check_addressee(self, msg: Any) -> None:
+        wanted = getattr(msg, "player_id", None)
+        if wanted and self.player_id and wanted != self.player_id:
+            raise LeagueError(
+                ErrorCode.PLAYER_NOT_REGISTERED,
+                f"this endpoint serves {self.player_id}, not {wanted}",
+                context={"player_id": wanted, "served": self.player_id},
+            )
+
+    # -- replies --------------------------------------------------------------------------------
+    def _reply(self, msg: Any, message_type: str, **fields: Any) -> dict[str, Any]:
+        return self.toolset.reply(msg, message_type, auth_token=self.token, **fields)
+
+    def _ack(self, msg: Any, **extra: Any) -> dict[str, Any]:
+        fields: dict[str, Any] = {"status": "received"}
+        if self.player_id:
+            fields["player_id"] = self.player_id
+        if getattr(msg, "match_id", None):
+            fields["match_id"] = msg.match_id
+        if getattr(msg, "round_id", None) is not None:
+            fields["round_id"] = msg.round_id
+        fields.update(extra)
+        return self._reply(msg, "ACK", **fields)
+
+    def _game_fields(self, msg: Any) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        if msg.league_id or self.league_id:
+            fields["league_id"] = msg.league_id or self.league_id
+        if msg.round_id is not None:
+            fields["round_id"] = msg.round_id
+        fields["match_id"] = msg.match_id
+        fields["player_id"] = self.player_id or msg.player_id
+        return fields
+
+    def _match(self, msg: Any) -> dict[str, Any]:
+        record = self.in_play.get(msg.match_id)
+        if record is None:
+            if len(self.in_play) >= 200:  # matches whose GAME_OVER never came
+                self.in_play.pop(next(iter(self.in_play)))
+            record = self.in_play[msg.match_id] = {"match_id": msg.match_id, "state": "INVITED"}
+        if msg.round_id is not None:
+            record["round_id"] = msg.round_id
+        return record
+
+    def _activate(self) -> None:
+        if self.lifecycle in (Lifecycle.INIT, Lifecycle.REGISTERED):
+            self._set_lifecycle(Lifecycle.ACTIVE)
+
+    # -- deciding under a deadline --------------------------------------------------------------
+    async def decide(
+        self, method: str, situation: Any, fallback: Callable[[], Any], valid: Callable
+    ) -> tuple[Any, str]:
+        """Run the strategy within ``situation.budget``; (answer, how) where how is "strategy" or
+        "fallback:<why>". A slow, failing or nonsensical strategy never costs the deadline."""
+        func = getattr(self.strategy, method)
+        try:
+            if inspect.iscoroutinefunction(func):
+                raw = await asyncio.wait_for(func(situation), situation.budget)
+            else:
+                loop = asyncio.get_running_loop()
+                raw = await asyncio.wait_for(loop.run_in_executor(self.executor, func, situation), situation.budget)
+                if inspect.isawaitable(raw):
+                    raw = await asyncio.wait_for(raw, situation.budget)
+        except TimeoutError:
+            log.warning("%s: strategy %s too slow (%.2f s budget): safe move", self.name, method, situation.budget)
+            return fallback(), "fallback:timeout"
+        except Exception:
+            log.exception("%s: strategy %s failed: safe move", self.name, method)
+            return fallback(), "fallback:error"
+        answer = valid(raw)
+        if answer is None:
+            log.warning("%s: strategy %s answered %r: safe move", self.name, method, raw)
+            return fallback(), "fallback:invalid"
+        return answer, "strategy"
+
+    # -- tools ----------------------------------------------------------------------------------
+    def _build_toolset(self) -> Toolset:
+        ts = Toolset(
+            name=f"player-{sender_name(self.name)}",
+            version=self.config.version,
+            sender=lambda: self.sender,
+            error_message_type="GAME_ERROR",
+            authenticator=self._authenticate,
+            instructions="An Even/Odd league player (league.v2). Referees invite it and ask for choices.",
+        )
+
+        @ts.tool(
+            "handle_game_invitation",
+            m.GameInvitation,
+            aliases=("game_invitation",),
+            message_types=("GAME_INVITATION",),
+            auth="referee",
+        )
+        async def handle_game_invitation(msg: m.GameInvitation, ctx: CallContext) -> dict:
+            """Accept a referee's invitation to a match (GAME_INVITATION → GAME_JOIN_ACK, within 5 s)."""
+            self._check_addressee(msg)
+            arrival = utc_now()
+            record = self._match(msg)
+            accept = msg.game_type in GAME_TYPES
+            record.update(
+                state="PLAYING" if accept else "DECLINED",
+                opponent_id=msg.opponent_id,
+                role=msg.role_in_match,
+                game_type=msg.game_type,
+                token=msg.auth_token or ctx.bearer_token,
+                referee=msg.sender,
+            )
+            self._activate()
+            fields = self._game_fields(msg)
+            fields.update(arrival_timestamp=arrival, accept=accept)
+            if not accept:
+                fields["reason"] = f"game type {msg.game_type!r} is not supported (supported: {', '.join(GAME_TYPES)})"
+            return self._reply(msg, "GAME_JOIN_ACK", **fields)
+
+        @ts.tool("choose_parity", m.ChooseParityCall, message_types=("CHOOSE_PARITY_CALL",), auth="referee")
+        async def choose_parity(msg: m.ChooseParityCall, ctx: CallContext) -> dict:
+            """Choose "even" or "odd" (CHOOSE_PARITY_CALL → CHOOSE_PARITY_RESPONSE, before the deadline)."""
+            self._check_addressee(msg)
+            record = self._match(msg)
+            opponent = msg.context.opponent_id or record.get("opponent_id")
+            record["opponent_id"] = opponent
+            situation = ParitySituation(
+                player_id=self.player_id or self.name,
+                opponent_id=opponent,
+                match_id=msg.match_id,
+                round_id=msg.round_id if msg.round_id is not None else msg.context.round_id,
+                game_type=msg.game_type,
+                your_standings=msg.context.your_standings,
+                opponent_history=self.memory.parity_history(opponent),
+                my_history=self.memory.my_parity_history(opponent),
+                recent_matches=self.memory.matches[-5:],
+                league_standings=self.memory.standings,
+                budget=time_budget(msg.deadline, None, self.config.decision_cap, self.config.safety_margin),
+            )
+            choice, how = await self.decide(
+                "choose_parity", situation, lambda: self.rng.choice(PARITIES), _valid_parity
+            )
+            record.update(state="AWAITING_RESULT", my_choice=choice, decided_by=how)
+            self._activate()
+            return self._reply(msg, "CHOOSE_PARITY_RESPONSE", **self._game_fields(msg), parity_choice=choice)
+
+        @ts.tool("notify_game_start", m.GameStart, message_types=("GAME_START",), auth="referee")
+        async def notify_game_start(msg: m.GameStart, ctx: CallContext) -> dict:
+            """A best-of-5 match starts: learn our role (GAME_START → ACK)."""
+            record = self._match(msg)
+            for entry in msg.players:
+                if entry.get("player_id") == self.player_id:
+                    record["bo5_role"] = str(entry.get("role", "")).upper() or None
+                elif entry.get("player_id"):
+                    record["opponent_id"] = entry["player_id"]
+            record["game_type"] = msg.game_config.get("game_type") or record.get("game_type") or "even_odd_bo5"
+            return self._ack(msg)
+
+        @ts.tool("make_move", m.MoveRequest, aliases=("move_request",), message_types=("MOVE_REQUEST",), auth="referee")
+        async def make_move(msg: m.MoveRequest, ctx: CallContext) -> dict:
+            """Pick a number 1-5 for a best-of-5 round (MOVE_REQUEST → MOVE_RESPONSE)."""
+            self._check_addressee(msg)
+            record = self._match(msg)
+            state = msg.game_state
+            role = str(state.get("your_role") or record.get("bo5_role") or "ODD").upper()
+            opponent = record.get("opponent_id")
+            this_match = _opponent_moves_in(state.get("previous_rounds"), self.player_id) or record.get(
+                "opponent_moves", []
+            )
+            situation = MoveSituation(
+                player_id=self.player_id or self.name,
+                opponent_id=opponent,
+                match_id=msg.match_id,
+                role=role,
+                game_round=msg.game_round,
+                scores=state.get("scores") or {},
+                opponent_moves=self.memory.move_history(opponent) + list(this_match),
+                my_moves=list(record.get("my_moves", [])),
+                recent_matches=self.memory.matches[-5:],
+                budget=time_budget(
+                    msg.deadline, msg.time_limit_seconds, self.config.decision_cap, self.config.safety_margin
+                ),
+            )
+            number, how = await self.decide(
+                "choose_move", situation, lambda: number_of_parity(self.rng.choice(PARITIES), self.rng), _valid_move
+            )
+            record.setdefault("my_moves", []).append(number)
+            record.update(state="PLAYING", bo5_role=role, decided_by=how)
+            self._activate()
+            fields = self._game_fields(msg)
+            return self._reply(msg, "MOVE_RESPONSE", **fields, game_round=msg.game_round, move={"number": number})
+
+        @ts.tool("notify_round_result", m.RoundResult, message_types=("ROUND_RESULT",), auth="referee")
+        async def notify_round_result(msg: m.RoundResult, ctx: CallContext) -> dict:
+            """The outcome of one best-of-5 round (ROUND_RESULT → ACK)."""
+            record = self._match(msg)
+            for pid, number in msg.moves.items():
+                if pid != self.player_id and isinstance(number, int):
+                    record.setdefault("opponent_moves", []).append(number)
+                    record.setdefault("opponent_id", pid)
+            record["scores"] = msg.scores
+            return self._ack(msg)
+
+        @ts.tool(
+            "notify_match_result",
+            m.GameOver,
+            aliases=("notify_game_over",),
+            message_types=("GAME_OVER",),
+            auth="referee",
+        )
+        async def notify_match_result(msg: m.GameOver, ctx: CallContext) -> dict:
+            """The match is over: remember it and learn from it (GAME_OVER → ACK)."""
+            self._finish_match(msg)
+            return self._ack(msg)
+
+        @ts.tool("notify_game_error", m.GameErrorNotice, message_types=("GAME_ERROR",), auth="referee")
+        async def notify_game_error(msg: m.GameErrorNotice, ctx: CallContext) -> dict:
+            """A referee tells us we did something wrong (GAME_ERROR → ACK)."""
+            self.memory.record_error(
+                {
+                    "at": msg.timestamp,
+                    "match_id": msg.match_id,
+                    "error_code": msg.error_code,
+                    "description": msg.error_description,
+                    "consequence": msg.consequence,
+                }
+            )
+            self.echo(f"{self.name}: GAME_ERROR {msg.error_code} in {msg.match_id}: {msg.error_description}")
+            return self._ack(msg)
+
+        @ts.tool(
+            "notify_round",
+            m.RoundAnnouncement,
+            message_types=("ROUND_ANNOUNCEMENT",),
+            auth="league_manager",
+        )
+        async def notify_round(msg: m.RoundAnnouncement, ctx: CallContext) -> dict:
+            """A round starts (ROUND_ANNOUNCEMENT → ACK)."""
+            mine = [x for x in msg.matches if self.player_id in (x.get("player_A_id"), x.get("player_B_id"))]
+            self.memory.league["current_round"] = msg.round_id
+            self.memory.league["my_matches"] = mine
+            self._activate()
+            return self._ack(msg)
+
+        @ts.tool(
+            "update_standings",
+            m.StandingsUpdate,
+            message_types=("LEAGUE_STANDINGS_UPDATE",),
+            auth="league_manager",
+        )
+        async def update_standings(msg: m.StandingsUpdate, ctx: CallContext) -> dict:
+            """New standings after a round (LEAGUE_STANDINGS_UPDATE → ACK)."""
+            self.memory.standings = msg.standings
+            self.save()
+            return self._ack(msg)
+
+        @ts.tool(
+            "notify_round_completed",
+            m.RoundCompleted,
+            message_types=("ROUND_COMPLETED",),
+            auth="league_manager",
+        )
+        async def notify_round_completed(msg: m.RoundCompleted, ctx: CallContext) -> dict:
+            """A round is over (ROUND_COMPLETED → ACK)."""
+            self.memory.league["rounds_completed"] = msg.round_id
+            self.memory.league["next_round_id"] = msg.next_round_id
+            return self._ack(msg)
+
+        @ts.tool(
+            "notify_league_completed",
+            m.LeagueCompleted,
+            message_types=("LEAGUE_COMPLETED",),
+            auth="league_manager",
+        )
+        async def notify_league_completed(msg: m.LeagueCompleted, ctx: CallContext) -> dict:
+            """The league is over (LEAGUE_COMPLETED → ACK); the player shuts down after answering."""
+            if msg.final_standings:
+                self.memory.standings = msg.final_standings
+            self.memory.league.update(champion=msg.champion, completed_at=msg.timestamp)
+            champion = (msg.champion or {}).get("player_id")
+            mine = next((r for r in msg.final_standings if r.get("player_id") == self.player_id), None)
+            self.echo(
+                f"{self.name}: league completed; champion {champion}"
+                + (f"; we finished #{mine.get('rank')} with {mine.get('points')} points" if mine else "")
+            )
+            self.save()
+            self.shutdown()
+            return self._ack(msg)
+
+        @ts.tool("get_player_state", envelope=False, aliases=("get_my_state",), message_types=("GET_PLAYER_STATE",))
+        async def get_player_state(msg: Any, ctx: CallContext) -> dict:
+            """This player's identity, lifecycle, strategy, statistics and history."""
+            return self.toolset.message("PLAYER_STATE", **self.state())
+
+        return ts
+
+    def state(self) -> dict[str, Any]:
+        """Everything but the secrets."""
+        strategy_stats = getattr(self.strategy, "stats", None)
+        return {
+            "player_id": self.player_id,
+            "display_name": self.name,
+            "league_id": self.league_id,
+            "lifecycle": self.lifecycle,
+            "endpoint": self.endpoint,
+            "strategy": self.strategy.name,
+            "strategy_stats": dict(strategy_stats) if strategy_stats else {},
+            "matches_in_play": sorted(self.in_play),
+            **self.memory.to_dict(),
+        }
+
+    def _finish_match(self, msg: m.GameOver) -> None:
+        record = self.in_play.pop(msg.match_id, {"match_id": msg.match_id})
+        result = msg.game_result
+        status = str(result.get("status", "")).upper()
+        winner = result.get("winner_player_id", result.get("winner"))
+        choices = result.get("choices") if isinstance(result.get("choices"), dict) else {}
+        opponent = record.get("opponent_id") or next((p for p in choices if p != self.player_id), None)
+        if status == "DRAW":
+            outcome, points = "DRAW", 1
+        elif winner == self.player_id:
+            outcome, points = "WIN", 3
+        elif status == "TECHNICAL_LOSS":
+            outcome, points = "TECHNICAL_LOSS", 0
+        else:
+            outcome, points = "LOSS", 0
+        opponent_moves = record.get("opponent_moves") or _opponent_moves_in(result.get("rounds"), self.player_id)
+        entry = {
+            "match_id": msg.match_id,
+            "round_id": record.get("round_id", msg.round_id),
+            "league_id": msg.league_id or self.league_id,
+            "game_type": msg.game_type or record.get("game_type"),
+            "opponent_id": opponent,
+            "role": record.get("bo5_role") or record.get("role"),
+            "my_choice": choices.get(self.player_id, record.get("my_choice")),
+            "opponent_choice": choices.get(opponent) if opponent else None,
+            "drawn_number": result.get("drawn_number"),
+            "my_moves": record.get("my_moves"),
+            "opponent_moves": opponent_moves or None,
+            "result": outcome,
+            "points": points,
+            "reason": result.get("reason"),
+            "decided_by": record.get("decided_by"),
+            "finished_at": msg.timestamp,
+        }
+        self.memory.record_match({k: v for k, v in entry.items() if v is not None})
+        # Lost on time or by invalid moves three times running: we are failing, say so.
+        if outcome == "TECHNICAL_LOSS":
+            self.failures += 1
+            if self.failures >= FAILURES_TO_SUSPEND:
+                self._set_lifecycle(Lifecycle.SUSPENDED)
+        else:
+            self.failures = 0
+            if self.lifecycle == Lifecycle.SUSPENDED:
+                self._set_lifecycle(Lifecycle.ACTIVE)
+        self.save()
+        detail = f"chose {entry.get('my_choice')}, number {entry.get('drawn_number')}" if entry.get("my_choice") else ""
+        self.echo(f"{self.name}/{self.player_id}: {msg.match_id} vs {opponent}: {outcome} {detail}".rstrip())
+
+
+def _valid_parity(raw: Any) -> str | None:
+    return raw if raw in PARITIES else None
+
+
+def _valid_move(raw: Any) -> int | None:
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and 1 <= raw <= 5 else None
+
+
+def _opponent_moves_in(rounds: Any, player_id: str | None) -> list[int]:
+    """The opponent's numbers from a list of round records ({"moves": {"P01": 3, "P02": 2}, …})."""
+    found: list[int] = []
+    if not isinstance(rounds, list):
+        return found
+    for entry in rounds:
+        moves = entry.get("moves") if isinstance(entry, dict) else None
+        if isinstance(moves, dict):
+            found.extend(v for k, v in moves.items() if k != player_id and isinstance(v, int))
+    return found
+
+
+class PlayerHost:
+    """Serves N players from one process: one uvicorn server bound to N sockets, the player
+    picked by the local port; one AgentClient and one thread pool shared by all."""
+
+    def __init__(self, players: list[Player], *, register: bool = True, stay: bool = False) -> None:
+        self.players = players
+        self.register = register
+        self.stay = stay
+        self.by_port: dict[int, Player] = {}
+        self.client: AgentClient | None = None
+        self.executor = ThreadPoolExecutor(max_workers=min(32, 4 + len(players)), thread_name_prefix="strategy")
+        for player in players:
+            player.executor = player.executor or self.executor
+        self._tasks: list[asyncio.Task] = []
+        self._uvicorn: Any = None
+        self.app = make_asgi_app(self._resolve, on_startup=[self._startup], on_shutdown=[self._shutdown])
+
+    @classmethod
+    def build(
+        cls,
+        config: PlayerConfig,
+        count: int = 1,
+        *,
+        register: bool = True,
+        stay: bool = False,
+        echo: Callable[[str], None] | None = None,
+    ) -> PlayerHost:
+        """``count`` players from one config: names Alpha-1 … and ports port … port+count-1."""
+        players = []
+        for index in range(count):
+            name = config.name if count == 1 else f"{config.name}-{index + 1}"
+            port = config.port + index if config.port else 0
+            players.append(Player(replace(config, name=name, port=port), echo=echo))
+        return cls(players, register=register, stay=stay)
+
+    def _resolve(self, port: int | None) -> McpServer | None:
+        player = self.by_port.get(port) if port is not None else None
+        return player.server if player else None
+
+    def _bind_ports(self, ports: list[int]) -> None:
+        for player, port in zip(self.players, ports, strict=True):
+            player.port = port
+            self.by_port[port] = player
+
+    async def _startup(self) -> None:
+        self.client = AgentClient()
+        for player in self.players:
+            player.client = self.client
+        if self.register:
+            for player in self.players:
+                if player.config.league_url:
+                    self._tasks.append(asyncio.create_task(player.register(), name=f"register-{player.name}"))
+        if not self.stay:
+            self._tasks.append(asyncio.create_task(self._exit_when_done(), name="exit-when-done"))
+
+    async def _exit_when_done(self) -> None:
+        """Once every player has shut down (league completed, or refused), stop serving."""
+        await asyncio.gather(*(p.done.wait() for p in self.players))
+        await asyncio.sleep(0.2)  # let the last replies go out
+        if self._uvicorn is not None:
+            self._uvicorn.should_exit = True
+
+    async def _shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for player in self.players:
+            player.save()
+        if self.client is not None:
+            await self.client.close()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def serve_forever(self, host: str = "127.0.0.1") -> None:
+        """Run in the foreground until every player is done (or SIGINT/SIGTERM)."""
+        sockets = bind_sockets(host, [p.config.port for p in self.players])
+        self._bind_ports([s.getsockname()[1] for s in sockets])
+        self._uvicorn = make_server(self.app)
+        self._uvicorn.run(sockets=sockets)
+
+    def start_in_thread(self, host: str = "127.0.0.1") -> ThreadedServer:
+        """Serve from a background thread (tests); stop it with ``.stop()`` on the result."""
+        server = ThreadedServer(self.app, host=host, ports=[p.config.port for p in self.players])
+        self._bind_ports(server.ports)
+        self._uvicorn = server.server
+        return server.start()

@@ -1,0 +1,105 @@
+"""``manage.py runplayer``: run one player (or ``--count N`` players) against a League Manager."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from leagueproto.client import AgentClient, CallFailed
+from players.agent import Player, PlayerConfig, PlayerHost
+from players.strategies import STRATEGIES
+
+QUERIES = ("GET_STANDINGS", "GET_SCHEDULE", "GET_NEXT_MATCH", "GET_PLAYER_STATS")
+
+
+class Command(BaseCommand):
+    help = "Run an Even/Odd league player agent (POST /mcp) that registers with the League Manager."
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--port", type=int, default=8101, help="First port (players use port … port+count-1).")
+        parser.add_argument("--host", default="127.0.0.1", help="Address to listen on.")
+        parser.add_argument("--advertise-host", help="Host name the LM and referees should use to reach us.")
+        parser.add_argument("--name", default="Player", help="Display name (Alpha-1, Alpha-2 … with --count).")
+        parser.add_argument("--strategy", default="random", choices=sorted(STRATEGIES))
+        parser.add_argument("--league-url", default="http://127.0.0.1:8000/mcp", help="The LM's /mcp URL.")
+        parser.add_argument("--league-id", help="League to join (default: the one open for registration).")
+        parser.add_argument("--count", type=int, default=1, help="Host this many independent players.")
+        parser.add_argument("--state-dir", type=Path, help="Keep identity and memory here (JSON per player).")
+        parser.add_argument("--stay", action="store_true", help="Keep serving after LEAGUE_COMPLETED.")
+        parser.add_argument("--no-register", action="store_true", help="Serve only; do not register.")
+        parser.add_argument("--query", choices=QUERIES, help="Ask the LM league_query and print the answer.")
+        parser.add_argument("--decision-cap", type=float, default=10.0, help="Max seconds a strategy may think.")
+        parser.add_argument("--register-attempts", type=int, default=10)
+        parser.add_argument("--llm-model", help="Gemini model for --strategy llm (default $GEMINI_MODEL).")
+        parser.add_argument("--llm-timeout", type=float, help="Seconds to wait for Gemini (default $GEMINI_TIMEOUT).")
+        parser.add_argument("--log-level", default="INFO")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        logging.basicConfig(level=options["log_level"].upper(), format="%(asctime)s %(name)s %(message)s")
+        if options["count"] < 1:
+            raise CommandError("--count must be at least 1")
+        strategy_options: dict[str, Any] = {}
+        if options["strategy"] == "llm":
+            if options["llm_model"]:
+                strategy_options["model"] = options["llm_model"]
+            if options["llm_timeout"] is not None:
+                strategy_options["timeout"] = options["llm_timeout"]
+        config = PlayerConfig(
+            name=options["name"],
+            strategy=options["strategy"],
+            league_url=options["league_url"],
+            league_id=options["league_id"],
+            host=options["host"],
+            advertise_host=options["advertise_host"],
+            port=options["port"],
+            state_dir=options["state_dir"],
+            decision_cap=options["decision_cap"],
+            register_attempts=options["register_attempts"],
+            strategy_options=strategy_options,
+        )
+        if options["query"] and options["count"] == 1:
+            saved = Player(config)
+            if saved.token:  # a known identity: just ask, no need to serve
+                self._print(asyncio.run(self._query(saved, options["query"])))
+                return
+        host = PlayerHost.build(
+            config, options["count"], register=not options["no_register"], stay=options["stay"], echo=self._echo
+        )
+        if options["query"]:
+            self._query_after_registration(host, options["query"])
+        self._echo(
+            f"serving {len(host.players)} player(s) ({options['strategy']}) on {options['host']}:"
+            f"{options['port']}{'…' + str(options['port'] + options['count'] - 1) if options['count'] > 1 else ''}"
+        )
+        host.serve_forever(options["host"])
+
+    def _query_after_registration(self, host: PlayerHost, query_type: str) -> None:
+        async def print_query(player: Player) -> None:
+            try:
+                self._print(await player.query(query_type))
+            except CallFailed as exc:
+                self.stderr.write(f"query failed: {exc}")
+
+        host.players[0].on_registered = print_query
+
+    async def _query(self, player: Player, query_type: str) -> dict[str, Any]:
+        player.client = AgentClient()
+        try:
+            return await player.query(query_type)
+        except CallFailed as exc:
+            raise CommandError(f"query failed: {exc}") from exc
+        finally:
+            await player.client.close()
+
+    def _print(self, reply: dict[str, Any]) -> None:
+        self.stdout.write(json.dumps(reply, indent=2))
+
+    def _echo(self, line: str) -> None:
+        self.stdout.write(line)
+        self.stdout.flush()

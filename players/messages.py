@@ -1,0 +1,102 @@
+"""Pydantic models of the messages a player receives (they also give tools/list its schemas).
+
+Liberal on purpose: fields a referee or LM may leave out have defaults, extra fields are
+allowed (league.v2 agents add their own), and ids accept int or str where the seeds differ.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from leagueproto.messages import LeagueMessage
+
+RoundId = int | str | None
+
+
+class RefereeMessage(LeagueMessage):
+    league_id: str | None = None
+    round_id: RoundId = None
+    match_id: str = Field(description="The match, e.g. R1M1.")
+    player_id: str | None = Field(None, description="The addressee (this player's id).")
+
+
+class GameInvitation(RefereeMessage):
+    game_type: str = Field("even_odd", description="even_odd or even_odd_bo5.")
+    role_in_match: str | None = Field(None, description="PLAYER_A or PLAYER_B.")
+    opponent_id: str | None = None
+
+
+class ParityContext(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    opponent_id: str | None = None
+    round_id: RoundId = None
+    your_standings: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChooseParityCall(RefereeMessage):
+    game_type: str = "even_odd"
+    context: ParityContext = Field(default_factory=ParityContext)
+    deadline: str | None = Field(None, description="UTC time by which the choice must arrive.")
+
+
+class GameStart(RefereeMessage):
+    game_config: dict[str, Any] = Field(default_factory=dict)
+    players: list[dict[str, Any]] = Field(default_factory=list, description="[{player_id, role ODD|EVEN}]")
+
+
+class MoveRequest(RefereeMessage):
+    game_round: int = 1
+    game_state: dict[str, Any] = Field(default_factory=dict, description="{your_role, scores, previous_rounds}")
+    time_limit_seconds: float | None = None
+    deadline: str | None = None
+
+
+class RoundResult(RefereeMessage):
+    game_round: int | None = None
+    moves: dict[str, Any] = Field(default_factory=dict)
+    sum: int | None = None
+    sum_type: str | None = None
+    round_winner: str | None = None
+    scores: dict[str, Any] = Field(default_factory=dict)
+
+
+class GameOver(RefereeMessage):
+    game_type: str | None = None
+    game_result: dict[str, Any] = Field(description="{status, winner_player_id, drawn_number, choices, …}")
+
+
+class GameErrorNotice(LeagueMessage):
+    match_id: str | None = None
+    round_id: RoundId = None
+    error_code: str | None = None
+    error_name: str | None = None
+    error_description: str | None = None
+    consequence: str | None = None
+
+
+class LmMessage(LeagueMessage):
+    league_id: str | None = None
+    round_id: RoundId = None
+
+
+class RoundAnnouncement(LmMessage):
+    matches: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class StandingsUpdate(LmMessage):
+    standings: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class RoundCompleted(LmMessage):
+    matches_completed: int | None = None
+    next_round_id: RoundId = None
+
+
+class LeagueCompleted(LmMessage):
+    champion: dict[str, Any] | None = None
+    final_standings: list[dict[str, Any]] = Field(default_factory=list)
+    total_rounds: int | None = None
+    total_matches: int | None = None

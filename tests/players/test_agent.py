@@ -1,0 +1,370 @@
+"""The player agent over real HTTP: registration, the referee's calls in both dialects,
+authentication, reply envelopes, deadlines, memory and lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+
+import httpx
+import pytest
+
+from leagueproto.envelope import make_message
+from players.agent import Lifecycle, Player, PlayerConfig, PlayerHost, time_budget
+from players.strategies import make_strategy
+from players.strategies.base import Strategy
+from tests.players.conftest import ScriptedReferee, player, wait_until
+
+WHOLE_SECOND_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+
+
+def registered(lm, serve_players, name: str = "Alpha", **config) -> Player:
+    p = player(name, league_url=lm.url, register_backoff=0.01, **config)
+    serve_players(p, register=True)
+    wait_until(lambda: p.lifecycle == Lifecycle.REGISTERED)
+    return p
+
+
+def test_it_registers_with_protocol_version_game_types_and_its_endpoint(scripted_lm, serve_players):
+    p = registered(scripted_lm, serve_players)
+    request = scripted_lm.registrations[0]
+    assert request["message_type"] == "LEAGUE_REGISTER_REQUEST"
+    assert request["sender"] == "player:Alpha"
+    assert request["player_meta"] == {
+        "display_name": "Alpha",
+        "version": "1.0.0",
+        "protocol_version": "2.1.0",
+        "game_types": ["even_odd", "even_odd_bo5"],
+        "contact_endpoint": p.endpoint,
+    }
+    assert p.player_id == "P01" and p.token == scripted_lm.tokens["P01"]
+    assert p.lm_token == scripted_lm.lm_tokens["P01"]
+    assert p.endpoint == f"http://127.0.0.1:{p.port}/mcp"
+
+
+def test_it_retries_registration_until_a_league_opens(scripted_lm, serve_players):
+    scripted_lm.refuse_first = 2  # E008 twice: no league open yet
+    p = registered(scripted_lm, serve_players)
+    assert len(scripted_lm.registrations) == 3
+    assert p.player_id == "P01"
+
+
+def test_it_is_suspended_then_shut_down_when_the_lm_never_answers(serve_players):
+    # Nothing listens on port 9 (discard) on loopback: every attempt is a connection error.
+    p = player("Lonely", league_url="http://127.0.0.1:9/mcp", register_backoff=0.01, register_attempts=4)
+    seen: set[str] = set()
+    serve_players(p, register=True)
+    wait_until(lambda: seen.add(p.lifecycle) or p.lifecycle == Lifecycle.SHUTDOWN)
+    assert Lifecycle.SUSPENDED in seen
+    assert p.failures == 4
+
+
+async def test_it_answers_an_invitation_and_a_choice_in_dialect_a(scripted_lm, serve_players, referee_client):
+    p = registered(scripted_lm, serve_players, strategy="always_odd")
+    ref = ScriptedReferee(referee_client, p.endpoint)
+    ack = (await ref.call("handle_game_invitation", ref.invitation())).reply
+    assert ack["message_type"] == "GAME_JOIN_ACK"
+    assert ack["accept"] is True and ack["player_id"] == "P01" and ack["match_id"] == "R1M1"
+    assert ack["conversation_id"] == "conv-r1m1"
+    assert WHOLE_SECOND_Z.match(ack["arrival_timestamp"])
+    choice = (await ref.call("choose_parity", ref.parity_call())).reply
+    assert choice["message_type"] == "CHOOSE_PARITY_RESPONSE"
+    assert choice["parity_choice"] == "odd"
+    for reply in (ack, choice):
+        assert reply["protocol"] == "league.v2"
+        assert reply["sender"] == "player:P01"
+        assert reply["auth_token"] == p.token
+        assert WHOLE_SECOND_Z.match(reply["timestamp"])
+
+
+async def test_it_answers_an_invitation_and_a_choice_in_dialect_b(scripted_lm, serve_players, referee_client):
+    p = registered(scripted_lm, serve_players, strategy="always_even")
+    ref = ScriptedReferee(referee_client, p.endpoint)
+    result = await ref.call_mcp("handle_game_invitation", ref.invitation())
+    assert result["isError"] is False
+    assert result["structuredContent"]["message_type"] == "GAME_JOIN_ACK"
+    result = await ref.call_mcp("choose_parity", ref.parity_call())
+    reply = result["structuredContent"]
+    assert reply["parity_choice"] == "even" and reply["auth_token"] == p.token
+    assert '"parity_choice":"even"' in result["content"][0]["text"]
+
+
+async def test_it_lists_its_tools_with_input_schemas(serve_players):
+    p = player()
+    serve_players(p)
+    async with httpx.AsyncClient() as http:
+        response = await http.post(p.endpoint, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    tools = {t["name"]: t for t in response.json()["result"]["tools"]}
+    expected = {
+        "handle_game_invitation",
+        "choose_parity",
+        "notify_game_start",
+        "make_move",
+        "notify_round_result",
+        "notify_match_result",
+        "notify_game_error",
+        "notify_round",
+        "update_standings",
+        "notify_round_completed",
+        "notify_league_completed",
+        "get_player_state",
+    }
+    assert expected <= set(tools)
+    assert "deadline" in tools["choose_parity"]["inputSchema"]["properties"]
+
+
+async def test_it_rejects_referee_calls_without_a_token(scripted_lm, serve_players, referee_client):
+    p = registered(scripted_lm, serve_players)
+    ref = ScriptedReferee(referee_client, p.endpoint)
+    message = ref.invitation()
+    del message["auth_token"]
+    result = await ref.call("handle_game_invitation", message)
+    assert result.is_error
+    assert result.reply["message_type"] == "GAME_ERROR"
+    assert result.reply["error_code"] == "E011"
+    assert result.reply["match_id"] == "R1M1"
+
+
+async def test_it_rejects_game_calls_from_a_non_referee(scripted_lm, serve_players, referee_client):
+    p = registered(scripted_lm, serve_players)
+    ref = ScriptedReferee(referee_client, p.endpoint)
+    result = await ref.call("choose_parity", ref.parity_call(sender="player:P02"))
+    assert result.reply["error_code"] == "E012"
+
+
+async def test_it_rejects_a_choice_call_with_another_token_than_the_invitation(
+    scripted_lm, serve_players, referee_client
+):
+    p = registered(scripted_lm, serve_players)
+    ref = ScriptedReferee(referee_client, p.endpoint)
+    await ref.call("handle_game_invitation", ref.invitation())
+    result = await ref.call("choose_parity", ref.parity_call(auth_token="someone-elses-token"))
+    assert result.reply["error_code"] == "E012"
+
+
+async def test_it_checks_lm_notifications_against_the_league_manager_token(scripted_lm, serve_players, referee_client):
+    p = registered(scripted_lm, serve_players)
+    standings = [{"rank": 1, "player_id": "P01", "points": 3}]
+
+    def update(token: str | None, sender: str = "league_manager") -> dict:
+        return make_message("LEAGUE_STANDINGS_UPDATE", sender, auth_token=token, round_id=1, standings=standings)
+
+    wrong = await referee_client.call(p.endpoint, "update_standings", update("forged"))
+    assert wrong.reply["error_code"] == "E012"
+    missing = await referee_client.call(p.endpoint, "update_standings", update(None))
+    assert missing.reply["error_code"] == "E011"
+    from_referee = await referee_client.call(p.endpoint, "update_standings", update(p.lm_token, "referee:REF01"))
+    assert from_referee.reply["error_code"] == "E012"
+    ok = await referee_client.call(p.endpoint, "update_standings", update(p.lm_token))
+    assert ok.reply["message_type"] == "ACK" and ok.reply["status"] == "received"
+    assert p.memory.standings == standings
+
+
+class Sleepy(Strategy):
+    name = "sleepy"
+
+    def choose_parity(self, situation):
+        time.sleep(5)
+        return "even"
+
+    async def choose_move(self, situation):
+        await asyncio.sleep(5)
+        return 3
+
+
+class Broken(Strategy):
+    name = "broken"
+
+    def choose_parity(self, situation):
+        raise RuntimeError("strategy bug")
+
+    def choose_move(self, situation):
+        return 9  # not a legal move
+
+
+@pytest.mark.parametrize("strategy", [Sleepy(), Broken()], ids=["sleeps", "raises"])
+async def test_a_slow_or_failing_strategy_still_answers_a_valid_choice_in_time(
+    strategy, scripted_lm, serve_players, referee_client
+):
+    p = registered(scripted_lm, serve_players, strategy_obj=strategy, decision_cap=0.3)
+    ref = ScriptedReferee(referee_client, p.endpoint)
+    await ref.call("handle_game_invitation", ref.invitation())
+    # The referee waits at most 1 s; the strategy would need 5 s (or never answers well).
+    reply = (await ref.call("choose_parity", ref.parity_call(seconds=1), timeout=1.0)).reply
+    assert reply["parity_choice"] in ("even", "odd")
+    assert p.in_play["R1M1"]["decided_by"] in ("fallback:timeout", "fallback:error")
+    await ref.call("notify_game_start", ref.message("GAME_START", "R1M2", players=[]))
+    move = ref.message("MOVE_REQUEST", "R1M2", game_round=1, game_state={"your_role": "ODD"}, time_limit_seconds=1)
+    reply = (await ref.call("make_move", move, timeout=1.0)).reply
+    assert reply["message_type"] == "MOVE_RESPONSE"
+    assert reply["move"]["number"] in (1, 2, 3, 4, 5)
+    assert p.in_play["R1M2"]["decided_by"] in ("fallback:timeout", "fallback:invalid")
+
+
+def test_the_time_budget_keeps_a_margin_before_the_deadline():
+    from datetime import UTC, datetime
+
+    now = datetime(2025, 1, 15, 10, 30, 0, tzinfo=UTC)
+    assert time_budget("2025-01-15T10:30:30Z", None, cap=10, margin=0.25, now=now) == 8.0  # the cap
+    assert time_budget("2025-01-15T10:30:02Z", None, cap=10, margin=0.25, now=now) == 1.6
+    assert time_budget("2025-01-15T10:29:00Z", None, cap=10, margin=0.25, now=now) == 0.05  # already late
+    assert time_budget(None, 1.0, cap=10, margin=0.25) == 0.75
+    assert time_budget("not a time", None, cap=2, margin=0.25) == 1.6
+
+
+async def test_it_plays_a_best_of_five_match(scripted_lm, serve_players, referee_client):
+    p = registered(scripted_lm, serve_players, strategy="always_odd")
+    ref = ScriptedReferee(referee_client, p.endpoint)
+    await ref.call("handle_game_invitation", ref.invitation(game_type="even_odd_bo5"))
+    start = ref.message(
+        "GAME_START",
+        game_config={"game_type": "even_odd_bo5", "rounds_to_win": 3, "max_rounds": 5, "time_limit_seconds": 30},
+        players=[{"player_id": "P01", "role": "ODD"}, {"player_id": "P02", "role": "EVEN"}],
+    )
+    assert (await ref.call("notify_game_start", start)).reply["message_type"] == "ACK"
+    previous = []
+    for game_round in (1, 2, 3):
+        state = {"your_role": "ODD", "scores": {"P01": game_round - 1, "P02": 0}, "previous_rounds": previous}
+        request = ref.message("MOVE_REQUEST", game_round=game_round, game_state=state, time_limit_seconds=30)
+        reply = (await ref.call("make_move", request)).reply
+        assert reply["game_round"] == game_round
+        number = reply["move"]["number"]
+        assert number in (1, 3, 5)
+        moves = {"P01": number, "P02": 2}
+        previous.append({"game_round": game_round, "moves": moves})
+        result = ref.message(
+            "ROUND_RESULT",
+            game_round=game_round,
+            moves=moves,
+            sum=number + 2,
+            sum_type="ODD",
+            round_winner="P01",
+            scores={"P01": game_round, "P02": 0},
+        )
+        assert (await ref.call("notify_round_result", result)).reply["status"] == "received"
+    over = ref.message(
+        "GAME_OVER",
+        game_type="even_odd_bo5",
+        game_result={"status": "WIN", "winner_player_id": "P01", "scores": {"P01": 3, "P02": 0}, "rounds": previous},
+    )
+    await ref.call("notify_match_result", over)
+    record = p.memory.matches[-1]
+    assert record["result"] == "WIN" and record["points"] == 3
+    assert record["opponent_moves"] == [2, 2, 2]
+    assert p.memory.move_history("P02") == [2, 2, 2]
+
+
+async def test_it_remembers_results_and_keeps_them_across_a_restart(
+    tmp_path, scripted_lm, serve_players, referee_client
+):
+    p = registered(scripted_lm, serve_players, strategy="adaptive", state_dir=tmp_path)
+    ref = ScriptedReferee(referee_client, p.endpoint)
+    for n in range(1, 4):
+        await ref.play(f"R{n}M1", "P02", their_choice="even", number=n)
+    assert p.memory.parity_history("P02") == ["even", "even", "even"]
+    assert p.memory.stats["played"] == 3
+    state_file = tmp_path / "Alpha.json"
+    assert oct(state_file.stat().st_mode & 0o777) == "0o600"
+
+    # The same player started again: same identity (sends its token), same memory.
+    again = player("Alpha", league_url=scripted_lm.url, strategy="adaptive", state_dir=tmp_path, register_backoff=0.01)
+    assert again.player_id == "P01" and again.memory.parity_history("P02") == ["even"] * 3
+    serve_players(again, register=True)
+    wait_until(lambda: again.lifecycle == Lifecycle.REGISTERED)
+    assert scripted_lm.registrations[-1]["auth_token"] == p.token
+    assert again.player_id == "P01"
+    # Having learnt that P02 always says even, the adaptive player now says odd.
+    ref2 = ScriptedReferee(referee_client, again.endpoint)
+    assert await ref2.play("R4M1", "P02", their_choice="even", number=4) == "odd"
+
+
+async def test_get_player_state_returns_history_and_statistics_but_no_secrets(
+    scripted_lm, serve_players, referee_client
+):
+    p = registered(scripted_lm, serve_players, strategy="always_even")
+    ref = ScriptedReferee(referee_client, p.endpoint)
+    await ref.play("R1M1", "P02", their_choice="odd", number=8)
+    async with httpx.AsyncClient() as http:
+        response = await http.post(p.endpoint, json={"jsonrpc": "2.0", "id": 1, "method": "get_player_state"})
+    state = response.json()["result"]
+    assert state["message_type"] == "PLAYER_STATE"
+    assert state["player_id"] == "P01" and state["strategy"] == "always_even"
+    assert state["lifecycle"] == Lifecycle.ACTIVE
+    assert state["stats"]["wins"] == 1 and state["stats"]["points"] == 3
+    assert state["matches"][0]["opponent_choice"] == "odd"
+    assert state["opponents"]["P02"]["parity_choices"] == ["odd"]
+    assert p.token not in response.text and p.lm_token not in response.text
+
+
+def test_a_host_serves_many_players_each_with_its_own_identity_and_strategy(scripted_lm):
+    config = PlayerConfig(name="Beta", strategy="alternate", league_url=scripted_lm.url, register_backoff=0.01)
+    host = PlayerHost.build(config, 3, stay=True)
+    server = host.start_in_thread()
+    try:
+        wait_until(lambda: all(p.lifecycle == Lifecycle.REGISTERED for p in host.players))
+        assert [p.name for p in host.players] == ["Beta-1", "Beta-2", "Beta-3"]
+        assert len({p.port for p in host.players}) == 3
+        assert len({p.token for p in host.players}) == 3
+        assert len({id(p.strategy) for p in host.players}) == 3
+        endpoints = {r["player_meta"]["contact_endpoint"] for r in scripted_lm.registrations}
+        assert endpoints == {p.endpoint for p in host.players}
+        for p in host.players:  # each port answers as its own player
+            response = httpx.post(p.endpoint, json={"jsonrpc": "2.0", "id": 1, "method": "get_player_state"})
+            assert response.json()["result"]["player_id"] == p.player_id
+    finally:
+        server.stop()
+
+
+async def test_it_shuts_down_after_league_completed(scripted_lm, referee_client):
+    config = PlayerConfig(name="Gamma", league_url=scripted_lm.url, register_backoff=0.01)
+    host = PlayerHost.build(config, 1, stay=False)
+    server = host.start_in_thread()
+    try:
+        p = host.players[0]
+        await asyncio.to_thread(wait_until, lambda: p.lifecycle == Lifecycle.REGISTERED)
+        announce = make_message(
+            "ROUND_ANNOUNCEMENT",
+            "league_manager",
+            auth_token=p.lm_token,
+            round_id=1,
+            matches=[{"match_id": "R1M1", "game_type": "even_odd", "player_A_id": "P01", "player_B_id": "P02"}],
+        )
+        await referee_client.call(p.endpoint, "notify_round", announce)
+        assert p.lifecycle == Lifecycle.ACTIVE and p.memory.league["my_matches"][0]["match_id"] == "R1M1"
+        done = make_message(
+            "LEAGUE_COMPLETED",
+            "league_manager",
+            auth_token=p.lm_token,
+            champion={"player_id": "P01", "display_name": "Gamma", "points": 3},
+            final_standings=[{"rank": 1, "player_id": "P01", "points": 3}],
+            total_rounds=1,
+            total_matches=1,
+        )
+        reply = (await referee_client.call(p.endpoint, "notify_league_completed", done)).reply
+        assert reply["message_type"] == "ACK"
+        assert p.lifecycle == Lifecycle.SHUTDOWN
+        await asyncio.to_thread(wait_until, lambda: not server._thread.is_alive())  # the server stopped by itself
+    finally:
+        server.stop()
+
+
+async def test_it_asks_the_lm_a_league_query(scripted_lm, serve_players):
+    p = registered(scripted_lm, serve_players)
+    from leagueproto.client import AgentClient
+
+    p.client = AgentClient()
+    try:
+        reply = await p.query("GET_NEXT_MATCH")
+    finally:
+        await p.client.close()
+    assert reply["message_type"] == "LEAGUE_QUERY_RESPONSE" and reply["success"] is True
+    query = scripted_lm.queries[-1]
+    assert query["query_type"] == "GET_NEXT_MATCH" and query["query_params"] == {"player_id": "P01"}
+    assert query["sender"] == "player:P01" and query["auth_token"] == p.token
+
+
+def test_strategies_are_chosen_by_name():
+    assert make_strategy("adaptive").name == "adaptive"
+    with pytest.raises(ValueError, match="unknown strategy"):
+        make_strategy("clairvoyant")
