@@ -1,0 +1,330 @@
+"""The League Manager as an agent: its tools, resources and authenticator (PROTOCOL.md §4).
+
+Transport (both dialects, JSON-RPC errors, MCP) is leagueproto's; rules and state changes are in
+league/actions.py and league/queries.py. Every tool call is written to the Event log: the message
+received and the reply sent, tokens stripped.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from asgiref.sync import sync_to_async
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from league import actions, queries
+from league.auth import Identity, authenticate, presented_token
+from league.events import event_row
+from league.models import Event, League
+from leagueproto.errors import ErrorCode, LeagueError
+from leagueproto.messages import LeagueMessage
+from leagueproto.tools import CallContext, Tool, Toolset
+
+QUERY_TYPES = ("GET_STANDINGS", "GET_SCHEDULE", "GET_NEXT_MATCH", "GET_PLAYER_STATS")
+
+
+# -- message models (they also generate each tool's inputSchema) ---------------------------------
+class PlayerMeta(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    display_name: str = Field(min_length=1, max_length=100, description="Shown in standings.")
+    version: str = Field("", max_length=32, description="Your agent's version.")
+    protocol_version: str = Field(description="league protocol version you speak; at least 2.0.0 (e.g. '2.1.0').")
+    game_types: list[str] = Field(description="Games you can play, e.g. ['even_odd'].")
+    contact_endpoint: str = Field(max_length=500, description="Your POST /mcp URL, e.g. http://127.0.0.1:8101/mcp.")
+
+
+class RefereeMeta(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    display_name: str = Field(min_length=1, max_length=100)
+    version: str = Field("", max_length=32)
+    protocol_version: str | None = Field(None, description="Optional; when given, at least 2.0.0.")
+    game_types: list[str] = Field(description="Games you can referee, e.g. ['even_odd', 'even_odd_bo5'].")
+    contact_endpoint: str = Field(max_length=500, description="Your POST /mcp URL.")
+    max_concurrent_matches: int = Field(2, ge=1, le=10_000, description="Matches you run at once.")
+
+
+class RegisterPlayerRequest(LeagueMessage):
+    """LEAGUE_REGISTER_REQUEST."""
+
+    league_id: str | None = Field(None, description="Omit to join the one league open for registration.")
+    player_meta: PlayerMeta
+
+
+class RegisterRefereeRequest(LeagueMessage):
+    """REFEREE_REGISTER_REQUEST."""
+
+    league_id: str | None = Field(None, description="Omit to join the one league open for registration.")
+    referee_meta: RefereeMeta
+
+
+class ReportedResult(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    status: Literal["WIN", "DRAW", "TECHNICAL_LOSS"]
+    winner: str | None = None
+    score: dict[str, int] = Field(description="Points per player: win 3/0, draw 1/1, technical loss 3/0 or 0/0.")
+    technical_loss: list[str] = Field(default_factory=list, description="Players who lost technically.")
+    details: dict[str, Any] = Field(default_factory=dict, description="Game specific: choices, drawn_number, …")
+
+
+class MatchResultReport(LeagueMessage):
+    """MATCH_RESULT_REPORT, from the referee the match is assigned to."""
+
+    league_id: str | None = None
+    round_id: int | None = None
+    match_id: str
+    game_type: str | None = None
+    result: ReportedResult
+    match_log: list[dict[str, Any]] = Field(default_factory=list, description="The ordered message log.")
+
+
+class LeagueQuery(LeagueMessage):
+    """LEAGUE_QUERY."""
+
+    league_id: str | None = None
+    query_type: Literal["GET_STANDINGS", "GET_SCHEDULE", "GET_NEXT_MATCH", "GET_PLAYER_STATS"]
+    query_params: dict[str, Any] = Field(
+        default_factory=dict, description="player_id (GET_NEXT_MATCH, GET_PLAYER_STATS), round_id (GET_SCHEDULE)."
+    )
+
+    @field_validator("query_type", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.strip().upper() if isinstance(value, str) else value
+
+    @field_validator("query_params", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+
+class GetStandings(BaseModel):
+    """Arguments of get_standings: an envelope is welcome but not required."""
+
+    model_config = ConfigDict(extra="allow")
+
+    league_id: str | None = Field(None, description="Omit for the league in progress.")
+    conversation_id: str | None = None
+
+
+# -- the toolset --------------------------------------------------------------------------------
+class LeagueManagerToolset(Toolset):
+    """A Toolset that writes every call to the Event log: what came in and what went out."""
+
+    async def call(self, tool: Tool, arguments: dict[str, Any], ctx: CallContext) -> tuple[dict[str, Any], bool]:
+        reply, is_error = await super().call(tool, arguments, ctx)
+        await sync_to_async(log_exchange)(tool, arguments, reply, ctx.identity)
+        return reply, is_error
+
+
+def log_exchange(tool: Tool, request: dict[str, Any], reply: dict[str, Any], identity: Identity | None) -> None:
+    """Two Event rows (IN request, OUT reply) in one insert."""
+    league = identity.league if identity else None
+    if league is None:
+        league_id = reply.get("league_id") or request.get("league_id")
+        if isinstance(league_id, str) and league_id:
+            league = League.objects.filter(league_id=league_id).first()
+    sender = request.get("sender") if isinstance(request.get("sender"), str) else ""
+    recipient = sender
+    if reply.get("player_id") and reply.get("message_type") == "LEAGUE_REGISTER_RESPONSE":
+        recipient = f"player:{reply['player_id']}"
+    elif reply.get("referee_id"):
+        recipient = f"referee:{reply['referee_id']}"
+    match_id = request.get("match_id") if isinstance(request.get("match_id"), str) else ""
+    Event.objects.bulk_create(
+        [
+            event_row(
+                league, "IN", request.get("message_type") or tool.name, agent=sender, match_id=match_id, payload=request
+            ),
+            event_row(league, "OUT", reply.get("message_type", ""), agent=recipient, match_id=match_id, payload=reply),
+        ]
+    )
+
+
+async def _authenticate(tool: Tool, arguments: dict[str, Any], ctx: CallContext) -> Identity:
+    return await sync_to_async(authenticate)(tool.auth or "agent", arguments, ctx.bearer_token)
+
+
+toolset = LeagueManagerToolset(
+    name="league-manager",
+    version="2.0.0",
+    sender="league_manager",
+    error_message_type="LEAGUE_ERROR",
+    authenticator=_authenticate,
+    instructions=(
+        "Even/Odd League Manager (league.v2). Register with register_player or register_referee, keep the "
+        "auth_token you get (it is shown once) and send it in every later message."
+    ),
+)
+
+
+def _registration_reply(msg: LeagueMessage, message_type: str, id_field: str, reg: actions.Registration) -> dict:
+    reply = toolset.reply(
+        msg,
+        message_type,
+        league_id=reg.league_id,
+        **{id_field: reg.agent_id},
+        status=reg.status,
+        reason=reg.reason,
+    )
+    reply["auth_token"] = reg.auth_token
+    reply["league_manager_token"] = reg.league_manager_token
+    return reply
+
+
+@toolset.tool(
+    "register_player",
+    RegisterPlayerRequest,
+    message_types=("LEAGUE_REGISTER_REQUEST",),
+    description="Join a league as a player; returns your player_id and auth_token (shown once).",
+)
+async def register_player(msg: RegisterPlayerRequest, ctx: CallContext) -> dict[str, Any]:
+    token = presented_token(msg.model_dump(), ctx.bearer_token)
+    reg = await sync_to_async(actions.register_player)(msg.league_id, msg.player_meta.model_dump(), token)
+    return _registration_reply(msg, "LEAGUE_REGISTER_RESPONSE", "player_id", reg)
+
+
+@toolset.tool(
+    "register_referee",
+    RegisterRefereeRequest,
+    message_types=("REFEREE_REGISTER_REQUEST",),
+    description="Join a league as a referee; returns your referee_id and auth_token (shown once).",
+)
+async def register_referee(msg: RegisterRefereeRequest, ctx: CallContext) -> dict[str, Any]:
+    kind = msg.sender.partition(":")[0]
+    if kind != "referee":
+        raise LeagueError(
+            ErrorCode.AUTH_TOKEN_INVALID,
+            "only a referee can register as a referee (sender must be 'referee:<name>')",
+            context={"sender": msg.sender},
+        )
+    token = presented_token(msg.model_dump(), ctx.bearer_token)
+    reg = await sync_to_async(actions.register_referee)(msg.league_id, msg.referee_meta.model_dump(), token)
+    return _registration_reply(msg, "REFEREE_REGISTER_RESPONSE", "referee_id", reg)
+
+
+@toolset.tool(
+    "report_match_result",
+    MatchResultReport,
+    message_types=("MATCH_RESULT_REPORT",),
+    auth="referee",
+    description="The assigned referee reports a match result (idempotent: a repeat is DUPLICATE).",
+)
+async def report_match_result(msg: MatchResultReport, ctx: CallContext) -> dict[str, Any]:
+    identity: Identity = ctx.identity
+    recorded = await sync_to_async(actions.record_result)(
+        identity.agent, msg.match_id, msg.result.model_dump(), msg.match_log
+    )
+    return toolset.reply(
+        msg, "MATCH_RESULT_ACK", league_id=identity.league.league_id, match_id=msg.match_id, status=recorded.status
+    )
+
+
+def _run_query(identity: Identity, query_type: str, params: dict[str, Any]) -> dict[str, Any]:
+    league = identity.league
+    if query_type == "GET_STANDINGS":
+        return {"round_id": league.current_round, "standings": queries.standings(league)}
+    if query_type == "GET_SCHEDULE":
+        round_id = params.get("round_id")
+        if round_id is not None and not isinstance(round_id, int):
+            raise LeagueError(ErrorCode.INVALID_MESSAGE_FORMAT, "query_params.round_id must be an integer")
+        player_id = params.get("player_id")
+        return {"rounds": queries.schedule(league, round_id=round_id, player_id=player_id)}
+    player_id = params.get("player_id")
+    if identity.kind == "player":
+        if player_id not in (None, identity.agent_id):
+            raise LeagueError(
+                ErrorCode.AUTH_TOKEN_INVALID,
+                f"a player may ask {query_type} only about itself ({identity.agent_id})",
+                context={"player_id": player_id},
+            )
+        player_id = identity.agent_id
+    elif not isinstance(player_id, str) or not player_id:
+        raise LeagueError(
+            ErrorCode.MISSING_REQUIRED_FIELD,
+            f"{query_type} needs query_params.player_id",
+            context={"missing_fields": ["query_params.player_id"]},
+        )
+    if query_type == "GET_NEXT_MATCH":
+        return {"player_id": player_id, "next_match": queries.next_match(league, player_id)}
+    return queries.player_stats(league, player_id)
+
+
+@toolset.tool(
+    "league_query",
+    LeagueQuery,
+    aliases=("handle_league_query",),
+    message_types=("LEAGUE_QUERY",),
+    auth="agent",
+    description="Ask the league: GET_STANDINGS, GET_SCHEDULE, GET_NEXT_MATCH or GET_PLAYER_STATS.",
+)
+async def league_query(msg: LeagueQuery, ctx: CallContext) -> dict[str, Any]:
+    identity: Identity = ctx.identity
+    data = await sync_to_async(_run_query)(identity, msg.query_type, msg.query_params)
+    return toolset.reply(
+        msg,
+        "LEAGUE_QUERY_RESPONSE",
+        league_id=identity.league.league_id,
+        query_type=msg.query_type,
+        success=True,
+        data=data,
+    )
+
+
+def _standings_payload(league_id: str | None = None) -> dict[str, Any]:
+    league = queries.get_league(league_id)
+    return {
+        "league_id": league.league_id,
+        "status": league.status,
+        "round_id": league.current_round,
+        "standings": queries.standings(league),
+    }
+
+
+@toolset.tool(
+    "get_standings",
+    GetStandings,
+    envelope=False,
+    description="Current standings of a league (public; league_id optional).",
+)
+async def get_standings(msg: GetStandings, ctx: CallContext) -> dict[str, Any]:
+    payload = await sync_to_async(_standings_payload)(msg.league_id)
+    return toolset.reply(msg, "LEAGUE_STANDINGS", **payload)
+
+
+# -- resources ----------------------------------------------------------------------------------
+def _resource(read: Any) -> Any:
+    """Run a sync reader; an unknown league or match becomes 'resource not found'."""
+
+    async def reader(uri: str, params: dict[str, str]) -> Any:
+        try:
+            return await sync_to_async(read)(**params)
+        except LeagueError as exc:
+            raise LookupError(exc.description) from exc
+
+    return reader
+
+
+def _schedule_payload(league_id: str | None = None) -> dict[str, Any]:
+    league = queries.get_league(league_id)
+    return {"league_id": league.league_id, "status": league.status, "rounds": queries.schedule(league)}
+
+
+def _state_payload(match_id: str, league_id: str | None = None) -> dict[str, Any]:
+    return queries.match_state(queries.get_league(league_id), match_id)
+
+
+toolset.resource("league://standings", name="League Standings", description="Standings of the league in progress")(
+    _resource(_standings_payload)
+)
+toolset.resource("league://schedule", name="League Schedule", description="Rounds and matches with their status")(
+    _resource(_schedule_payload)
+)
+toolset.resource("game://state/{match_id}", name="Match State", description="One match of the league in progress")(
+    _resource(_state_payload)
+)
+toolset.resource("league://{league_id}/standings", name="Standings of a league")(_resource(_standings_payload))
+toolset.resource("league://{league_id}/schedule", name="Schedule of a league")(_resource(_schedule_payload))
+toolset.resource("game://state/{league_id}/{match_id}", name="Match state in a league")(_resource(_state_payload))
