@@ -1,0 +1,541 @@
+"""The referee agent: its tools, its registration with the LM, capacity, and report delivery.
+
+``Referee(config).asgi_app()`` is a complete agent: serve it with uvicorn (``runreferee``) or
+in a thread (tests). Matches run as asyncio tasks in the server's event loop; results go to
+the LM with ``report_match_result`` and are re-sent until acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import re
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from random import Random
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from leagueproto.asgi import make_asgi_app
+from leagueproto.client import AgentClient, CallFailed, RetryPolicy
+from leagueproto.envelope import make_message, new_conversation_id
+from leagueproto.errors import RETRYABLE, ErrorCode, LeagueError
+from leagueproto.messages import LeagueMessage
+from leagueproto.server import McpServer
+from leagueproto.tools import CallContext, Toolset
+from referee.games import GAMES, get_game
+from referee.runner import MatchRunner, MatchSpec, Seat, Timeouts
+from referee.store import StateStore
+
+log = logging.getLogger(__name__)
+
+VERSION = "1.0.0"
+AGENT_PROTOCOL_VERSION = "2.1.0"
+FINISHED_KEPT = 1000  # finished matches kept in memory for get_match_state and idempotency
+
+
+@dataclass
+class RefereeConfig:
+    name: str = "Referee"
+    host: str = "127.0.0.1"
+    port: int = 8001
+    league_url: str | None = None
+    league_id: str | None = None
+    max_concurrent: int = 4
+    register: bool = True
+    state_dir: str | Path | None = None
+    advertise_host: str | None = None
+    endpoint: str | None = None  # overrides host/port/advertise_host (tests on ephemeral ports)
+    grace_seconds: float = 30.0
+    register_timeout: float = 10.0
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+    report_retry: RetryPolicy = field(default_factory=RetryPolicy)
+    rng: Random | None = None
+
+    @property
+    def contact_endpoint(self) -> str:
+        if self.endpoint:
+            return self.endpoint
+        host = self.advertise_host or self.host
+        if host in ("0.0.0.0", "::"):
+            host = "127.0.0.1"
+        return f"http://{host}:{self.port}/mcp"
+
+
+class StartMatch(LeagueMessage):
+    """START_MATCH (contract 1): the LM assigns one match to this referee."""
+
+    league_id: str
+    round_id: int
+    match_id: str
+    game_type: str = "even_odd"
+    player_A_id: str
+    player_B_id: str
+    player_A_endpoint: str
+    player_B_endpoint: str
+    match_token: str | None = Field(None, description="Bearer the referee sends to both players.")
+    timeouts: dict[str, float] = Field(default_factory=dict)
+    retry: dict[str, float] = Field(default_factory=dict)
+    max_invalid_moves: int = 3
+    standings: dict[str, Any] = Field(
+        default_factory=dict, description="Optional {player_id: {wins, losses, draws}} passed to players."
+    )
+
+
+class RunMatch(BaseModel):
+    """run_match: a START_MATCH message, or seed 002's {match_id, player1, player2} (synchronous)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class MatchQuery(BaseModel):
+    """get_match_state: {match_id, league_id?}; an envelope is optional."""
+
+    model_config = ConfigDict(extra="allow")
+    match_id: str
+    league_id: str | None = None
+
+
+class RoundAnnouncement(LeagueMessage):
+    round_id: int | None = None
+    matches: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class LeagueCompleted(LeagueMessage):
+    champion: dict[str, Any] | None = None
+    final_standings: list[dict[str, Any]] = Field(default_factory=list)
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-]", "_", name)[:64] or "referee"
+
+
+class Referee:
+    def __init__(self, config: RefereeConfig) -> None:
+        self.config = config
+        self.store = StateStore(config.state_dir)
+        self.referee_id: str | None = None
+        self.auth_token: str | None = None
+        self.league_manager_token: str | None = None
+        self.league_id: str | None = config.league_id
+        self.accepting = True
+        self.matches: OrderedDict[str, MatchRunner] = OrderedDict()
+        self.reports: dict[str, dict[str, Any]] = {}  # key → the LM's acknowledgement
+        self.last_round: dict[str, Any] | None = None
+        self.league_completed: dict[str, Any] | None = None
+        self._match_tasks: dict[str, asyncio.Task] = {}
+        self._report_tasks: dict[str, asyncio.Task] = {}
+        self._register_task: asyncio.Task | None = None
+        self._registered: asyncio.Event | None = None
+        self.client: AgentClient | None = None
+        self.toolset = self._build_toolset()
+        self.server = McpServer(self.toolset)
+
+    # -- identity -----------------------------------------------------------------------------
+    @property
+    def sender(self) -> str:
+        return f"referee:{self.referee_id or _safe_name(self.config.name)}"
+
+    @property
+    def active_matches(self) -> int:
+        return sum(1 for task in self._match_tasks.values() if not task.done())
+
+    def asgi_app(self) -> Any:
+        return make_asgi_app(self.server, on_startup=[self.startup], on_shutdown=[self.shutdown])
+
+    # -- lifecycle (run inside the server's event loop) ---------------------------------------
+    async def startup(self) -> None:
+        self.client = AgentClient()
+        self._registered = asyncio.Event()
+        identity = self.store.load_identity()
+        if identity and identity.get("league_url") == self.config.league_url:
+            self._adopt(identity)
+        for pending in self.store.pending_reports():
+            self._start_report(pending["key"], pending)
+        if self.config.register and self.config.league_url:
+            self._register_task = asyncio.create_task(self._register_loop(), name="referee-register")
+
+    async def shutdown(self) -> None:
+        """Stop taking matches; let running ones finish within the grace period.
+
+        A match cut off by the grace period is abandoned (the LM reassigns it after its
+        deadline); reports not yet acknowledged stay in ``--state-dir`` for the next start.
+        """
+        self.accepting = False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.grace_seconds
+        running = [t for t in self._match_tasks.values() if not t.done()]
+        if running:
+            await asyncio.wait(running, timeout=self.config.grace_seconds)
+        reports = [t for t in self._report_tasks.values() if not t.done()]
+        if reports:
+            await asyncio.wait(reports, timeout=max(0.0, min(deadline - loop.time(), 5.0)))
+        leftovers = [t for t in (*self._match_tasks.values(), *self._report_tasks.values()) if not t.done()]
+        if self._register_task and not self._register_task.done():
+            leftovers.append(self._register_task)
+        for task in leftovers:
+            task.cancel()
+        await asyncio.gather(*leftovers, return_exceptions=True)
+        if self.client:
+            await self.client.close()
+
+    # -- registration -------------------------------------------------------------------------
+    def _adopt(self, identity: Mapping[str, Any]) -> None:
+        self.referee_id = identity.get("referee_id")
+        self.auth_token = identity.get("auth_token")
+        self.league_manager_token = identity.get("league_manager_token")
+        self.league_id = identity.get("league_id") or self.league_id
+        if self._registered is not None and self.referee_id and self.auth_token:
+            self._registered.set()
+
+    def registration_request(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "referee_meta": {
+                "display_name": self.config.name,
+                "version": VERSION,
+                "protocol_version": AGENT_PROTOCOL_VERSION,
+                "game_types": sorted(GAMES),
+                "contact_endpoint": self.config.contact_endpoint,
+                "max_concurrent_matches": self.config.max_concurrent,
+            }
+        }
+        if self.league_id:
+            fields["league_id"] = self.league_id
+        # A known token lets the LM update this referee instead of registering a new one.
+        return make_message(
+            "REFEREE_REGISTER_REQUEST", f"referee:{_safe_name(self.config.name)}", auth_token=self.auth_token, **fields
+        )
+
+    async def register_once(self) -> bool:
+        """One REFEREE_REGISTER_REQUEST; True when the LM accepted it."""
+        assert self.client is not None and self.config.league_url
+        result = await self.client.call(
+            self.config.league_url,
+            "register_referee",
+            self.registration_request(),
+            timeout=self.config.register_timeout,
+        )
+        reply = result.reply
+        if result.is_error or reply.get("status") != "ACCEPTED" or not reply.get("referee_id"):
+            log.warning("registration not accepted: %s", reply.get("reason") or reply.get("error_description") or reply)
+            return False
+        identity = {
+            "league_url": self.config.league_url,
+            "referee_id": reply["referee_id"],
+            "auth_token": reply.get("auth_token") or self.auth_token,
+            "league_manager_token": reply.get("league_manager_token"),
+            "league_id": reply.get("league_id") or self.league_id,
+        }
+        self.store.save_identity(identity)
+        self._adopt(identity)
+        log.info("registered as %s with %s", self.referee_id, self.config.league_url)
+        return True
+
+    async def _register_loop(self) -> None:
+        delay = self.config.backoff_initial
+        while True:
+            try:
+                if await self.register_once():
+                    return
+            except CallFailed as exc:
+                log.info("registration failed (%s), retrying in %.1f s", exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.config.backoff_max)
+
+    async def reregister(self) -> None:
+        """The LM no longer knows our token (E012/E013): register again (once at a time)."""
+        if not (self.config.register and self.config.league_url):
+            return
+        if self._register_task is None or self._register_task.done():
+            assert self._registered is not None
+            self._registered.clear()
+            self._register_task = asyncio.create_task(self._register_loop(), name="referee-reregister")
+        await asyncio.shield(self._register_task)
+
+    # -- tools --------------------------------------------------------------------------------
+    def _build_toolset(self) -> Toolset:
+        toolset = Toolset(
+            name="referee",
+            version=VERSION,
+            sender=lambda: self.sender,
+            error_message_type="GAME_ERROR",
+            instructions="An Even/Odd league referee: the LM assigns matches with start_match.",
+        )
+
+        @toolset.tool("start_match", StartMatch, message_types=("START_MATCH",))
+        async def start_match(msg: StartMatch, ctx: CallContext) -> dict[str, Any]:
+            """Assign a match to this referee; answers at once, the match runs in the background."""
+            self._check_lm_token(msg.auth_token or ctx.bearer_token)
+            return self._start(msg)
+
+        @toolset.tool("run_match", RunMatch, envelope=False)
+        async def run_match(msg: RunMatch, ctx: CallContext) -> dict[str, Any]:
+            """start_match, or seed 002's synchronous form {match_id, player1, player2} (replies with the result)."""
+            raw = dict(msg.model_extra or {})
+            if "message_type" in raw or "player1" not in raw:
+                reply, _ = await toolset.call(toolset.tools["start_match"], raw, ctx)
+                return reply
+            self._check_lm_token(raw.get("auth_token") or ctx.bearer_token)
+            return await self._run_seed_match(raw)
+
+        @toolset.tool("get_match_state", MatchQuery, message_types=("GET_MATCH_STATE",), envelope=False)
+        async def get_match_state(msg: MatchQuery, ctx: CallContext) -> dict[str, Any]:
+            """The state and the full message log of a match this referee runs or ran."""
+            runner = self._find(msg.match_id, msg.league_id)
+            if runner is None:
+                raise LeagueError(
+                    ErrorCode.MATCH_NOT_FOUND,
+                    f"this referee has no match {msg.match_id}",
+                    context={"match_id": msg.match_id, "league_id": msg.league_id},
+                )
+            key = runner.spec.key
+            return toolset.reply(
+                msg.model_extra or {},
+                "MATCH_STATE",
+                **runner.snapshot(),
+                report_status=(self.reports.get(key) or {}).get("status") or ("PENDING" if runner.result else None),
+            )
+
+        @toolset.tool("notify_round", RoundAnnouncement, message_types=("ROUND_ANNOUNCEMENT",))
+        async def notify_round(msg: RoundAnnouncement, ctx: CallContext) -> dict[str, Any]:
+            """ROUND_ANNOUNCEMENT from the LM (informational)."""
+            self._check_lm_token(msg.auth_token or ctx.bearer_token)
+            self.last_round = {"round_id": msg.round_id, "matches": msg.matches}
+            return toolset.reply(msg, "ACK", status="received", round_id=msg.round_id)
+
+        @toolset.tool("notify_league_completed", LeagueCompleted, message_types=("LEAGUE_COMPLETED",))
+        async def notify_league_completed(msg: LeagueCompleted, ctx: CallContext) -> dict[str, Any]:
+            """LEAGUE_COMPLETED from the LM."""
+            self._check_lm_token(msg.auth_token or ctx.bearer_token)
+            self.league_completed = {"champion": msg.champion, "final_standings": msg.final_standings}
+            return toolset.reply(msg, "ACK", status="received")
+
+        return toolset
+
+    def _check_lm_token(self, token: str | None) -> None:
+        """Once registered we know the LM's token for us: only the LM may assign matches."""
+        expected = self.league_manager_token
+        if not expected:
+            return
+        if not token:
+            raise LeagueError(ErrorCode.AUTH_TOKEN_MISSING, "auth_token is required: the LM's token for this referee")
+        if not hmac.compare_digest(token.encode(), expected.encode()):
+            raise LeagueError(ErrorCode.AUTH_TOKEN_INVALID, "auth_token is not the League Manager's token for us")
+
+    def _find(self, match_id: str, league_id: str | None) -> MatchRunner | None:
+        if league_id is not None:
+            return self.matches.get(f"{league_id}:{match_id}")
+        for runner in reversed(self.matches.values()):
+            if runner.spec.match_id == match_id:
+                return runner
+        return None
+
+    def _admit(self, key: str) -> str | None:
+        """Why a new match cannot start now, or None."""
+        if not self.accepting:
+            return "shutting down"
+        if self.active_matches >= self.config.max_concurrent:
+            return "at capacity"
+        return None
+
+    def _start(self, msg: StartMatch) -> dict[str, Any]:
+        key = f"{msg.league_id}:{msg.match_id}"
+
+        def answer(status: str, reason: str | None) -> dict[str, Any]:
+            return self.toolset.reply(
+                msg,
+                "START_MATCH_RESPONSE",
+                league_id=msg.league_id,
+                match_id=msg.match_id,
+                status=status,
+                reason=reason,
+                active_matches=self.active_matches,
+                capacity=self.config.max_concurrent,
+            )
+
+        if key in self.matches:  # idempotent: the LM may resend an assignment
+            runner = self.matches[key]
+            return answer("ACCEPTED", f"already {'finished' if runner.result else 'running'}")
+        if msg.game_type not in GAMES:
+            return answer(
+                "REJECTED", f"game type {msg.game_type!r} not supported (supported: {', '.join(sorted(GAMES))})"
+            )
+        refusal = self._admit(key)
+        if refusal:
+            return answer("REJECTED", refusal)
+        retry = RetryPolicy(retries=int(msg.retry.get("retries", 3)), delay=float(msg.retry.get("delay", 2.0)))
+        spec = MatchSpec(
+            league_id=msg.league_id,
+            round_id=msg.round_id,
+            match_id=msg.match_id,
+            game_type=msg.game_type,
+            player_a=Seat(msg.player_A_id, msg.player_A_endpoint),
+            player_b=Seat(msg.player_B_id, msg.player_B_endpoint),
+            match_token=msg.match_token,
+            timeouts=Timeouts.from_mapping(msg.timeouts),
+            retry=retry,
+            max_invalid_moves=max(0, msg.max_invalid_moves),
+            standings=msg.standings,
+        )
+        runner = self._new_runner(spec)
+        self._match_tasks[key] = asyncio.create_task(self._run_and_report(runner), name=f"match-{key}")
+        return answer("ACCEPTED", None)
+
+    def _new_runner(self, spec: MatchSpec) -> MatchRunner:
+        assert self.client is not None, "the referee serves only after startup()"
+        runner = MatchRunner(spec, get_game(spec.game_type, self.config.rng), self.client, lambda: self.sender)
+        self.matches[spec.key] = runner
+        while len(self.matches) > FINISHED_KEPT:
+            oldest_key, oldest = next(iter(self.matches.items()))
+            if oldest.result is None:
+                break
+            del self.matches[oldest_key]
+            self._match_tasks.pop(oldest_key, None)
+        return runner
+
+    async def _run_and_report(self, runner: MatchRunner) -> None:
+        try:
+            result = await runner.run()
+        except Exception:
+            log.exception("match %s crashed; it is left for the LM to reassign", runner.spec.key)
+            return
+        spec = runner.spec
+        if not self.config.league_url or spec.league_id is None:
+            return
+        pending = {
+            "conversation_id": new_conversation_id(f"conv-{spec.match_id.lower()}-report"),
+            "timeout": spec.timeouts.report,
+            "fields": {
+                "league_id": spec.league_id,
+                "round_id": spec.round_id,
+                "match_id": spec.match_id,
+                "game_type": spec.game_type,
+                "result": result.to_dict(),
+                "match_log": runner.log.entries,
+            },
+        }
+        self.store.save_report(spec.key, pending)
+        self._start_report(spec.key, pending)
+
+    # -- reports ------------------------------------------------------------------------------
+    def _start_report(self, key: str, pending: dict[str, Any]) -> None:
+        if key in self._report_tasks and not self._report_tasks[key].done():
+            return
+        self._report_tasks[key] = asyncio.create_task(self._deliver_report(key, pending), name=f"report-{key}")
+
+    async def _deliver_report(self, key: str, pending: dict[str, Any]) -> None:
+        """Send until the LM acknowledges; transport failures back off exponentially."""
+        assert self.client is not None and self._registered is not None and self.config.league_url
+        delay = max(self.config.report_retry.delay, 0.05)
+        while True:
+            if self.config.register and not self._registered.is_set():
+                await self._registered.wait()
+            message = make_message(
+                "MATCH_RESULT_REPORT",
+                self.sender,
+                conversation_id=pending["conversation_id"],
+                auth_token=self.auth_token,
+                **pending["fields"],
+            )
+            try:
+                result = await self.client.call(
+                    self.config.league_url,
+                    "report_match_result",
+                    message,
+                    timeout=pending.get("timeout", 10.0),
+                    policy=self.config.report_retry,
+                )
+            except CallFailed as exc:
+                log.info("report %s not delivered (%s); retrying in %.1f s", key, exc, delay)
+            else:
+                reply = result.reply
+                code = reply.get("error_code")
+                if not result.is_error and reply.get("status") in ("RECORDED", "DUPLICATE"):
+                    self.reports[key] = reply
+                    self.store.remove_report(key)
+                    return
+                if code in (
+                    ErrorCode.AUTH_TOKEN_INVALID,
+                    ErrorCode.REFEREE_NOT_REGISTERED,
+                    ErrorCode.AUTH_TOKEN_MISSING,
+                ):
+                    log.warning("LM does not know our token (%s): registering again", code)
+                    if self.config.register:
+                        await self.reregister()
+                        continue
+                elif result.is_error and code not in RETRYABLE:
+                    # The LM will never take this report (unknown match, another referee's, conflict).
+                    log.error("LM refused report %s: %s %s", key, code, reply.get("error_description"))
+                    self.reports[key] = reply
+                    self.store.remove_report(key)
+                    return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.config.backoff_max)
+
+    # -- seed 002: synchronous run_match ------------------------------------------------------------
+    async def _run_seed_match(self, raw: dict[str, Any]) -> dict[str, Any]:
+        match_id = str(raw.get("match_id") or new_conversation_id("match"))
+        game_type = raw.get("game_type") or "even_odd"
+        seats = []
+        for n in (1, 2):
+            player = raw.get(f"player{n}")
+            if not isinstance(player, dict) or not isinstance(player.get("endpoint"), str):
+                raise LeagueError(
+                    ErrorCode.MISSING_REQUIRED_FIELD,
+                    f"player{n}.endpoint is required",
+                    context={"missing_fields": [f"player{n}.endpoint"]},
+                )
+            pid = _safe_name(str(player.get("player_id") or player.get("display_name") or f"player{n}"))
+            seats.append(Seat(pid, player["endpoint"], player.get("display_name")))
+        if seats[0].player_id == seats[1].player_id:
+            seats[1] = Seat(seats[1].player_id + "_2", seats[1].endpoint, seats[1].display_name)
+        if game_type not in GAMES:
+            raise LeagueError(ErrorCode.GAME_TYPE_NOT_SUPPORTED, f"game type {game_type!r} not supported")
+        key = f":{match_id}"
+        if key in self.matches and self.matches[key].result is not None:
+            runner = self.matches[key]
+        else:
+            refusal = self._admit(key)
+            if refusal:
+                raise LeagueError(ErrorCode.INVALID_GAME_STATE, f"cannot run the match now: {refusal}")
+            spec = MatchSpec(
+                league_id=None,
+                round_id=raw.get("round_id") if isinstance(raw.get("round_id"), int) else None,
+                match_id=match_id,
+                game_type=game_type,
+                player_a=seats[0],
+                player_b=seats[1],
+                timeouts=Timeouts.from_mapping(raw.get("timeouts")),
+            )
+            runner = self._new_runner(spec)
+            task = asyncio.create_task(runner.run(), name=f"match-{key}")
+            self._match_tasks[key] = task
+            await task
+        return self.toolset.reply(raw, "MATCH_RESULT", **seed_result(runner))
+
+
+def seed_result(runner: MatchRunner) -> dict[str, Any]:
+    """Seed 002's run_match reply (player names, choices, dice roll, winner), plus our result."""
+    assert runner.result is not None
+    a, b = runner.seats
+    details = runner.result.details
+    choices = details.get("choices", {})
+    names = {seat.player_id: seat.display_name or seat.player_id for seat in (a, b)}
+    return {
+        "match_id": runner.spec.match_id,
+        "game_id": runner.conversation_id,
+        "player1": names[a.player_id],
+        "player2": names[b.player_id],
+        "player1_choice": choices.get(a.player_id),
+        "player2_choice": choices.get(b.player_id),
+        "dice_roll": details.get("drawn_number"),
+        "dice_parity": details.get("number_parity"),
+        "winner": names.get(runner.result.winner) if runner.result.winner else None,
+        "is_draw": runner.result.status == "DRAW",
+        "result": runner.result.to_dict(),
+    }

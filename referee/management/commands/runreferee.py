@@ -1,0 +1,50 @@
+"""``manage.py runreferee``: serve one referee agent on its own port (uvicorn, lean ASGI app)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from leagueproto.serve import bind_sockets, make_server
+from referee.agent import Referee, RefereeConfig
+
+
+class Command(BaseCommand):
+    help = "Run a referee agent: serve POST /mcp, register with the League Manager, run assigned matches."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--port", type=int, default=8001)
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--league-url", default="http://127.0.0.1:8000/mcp", help="The LM's /mcp URL.")
+        parser.add_argument("--name", default=None, help="Display name (default Referee-<port>).")
+        parser.add_argument("--max-concurrent", type=int, default=4, help="Matches run at once.")
+        parser.add_argument("--no-register", action="store_true", help="Do not register with the LM.")
+        parser.add_argument("--league-id", default=None, help="The league to join (default: the one open).")
+        parser.add_argument("--state-dir", default=None, help="Keep identity and unsent reports here.")
+        parser.add_argument("--advertise-host", default=None, help="Host the LM and players should use.")
+        parser.add_argument("--grace", type=float, default=30.0, help="Seconds running matches get at shutdown.")
+        parser.add_argument("--log-level", default="info")
+
+    def handle(self, *args, **opts) -> None:
+        logging.basicConfig(level=opts["log_level"].upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        config = RefereeConfig(
+            name=opts["name"] or "",
+            host=opts["host"],
+            port=opts["port"],
+            league_url=opts["league_url"],
+            league_id=opts["league_id"],
+            max_concurrent=max(1, opts["max_concurrent"]),
+            register=not opts["no_register"],
+            state_dir=opts["state_dir"],
+            advertise_host=opts["advertise_host"],
+            grace_seconds=opts["grace"],
+        )
+        sockets = bind_sockets(config.host, [config.port])
+        config.port = sockets[0].getsockname()[1]  # --port 0 picks a free port
+        config.name = config.name or f"Referee-{config.port}"
+        referee = Referee(config)
+        self.stdout.write(f"referee {config.name} serving {config.contact_endpoint}", ending="\n")
+        self.stdout.flush()
+        # uvicorn turns SIGINT/SIGTERM into a graceful stop, which runs Referee.shutdown().
+        make_server(referee.asgi_app(), log_level="warning").run(sockets=sockets)

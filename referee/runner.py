@@ -1,0 +1,419 @@
+"""One match, run against two remote players: the referee's per-match state machine.
+
+WAITING_FOR_PLAYERS → COLLECTING_CHOICES → DRAWING_NUMBER → (COLLECTING_CHOICES …) → FINISHED.
+The runner owns timing, retries, invalid-move handling, technical losses and the match log;
+the game's rules (:mod:`referee.games`) decide what to ask and who won.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from leagueproto.client import AgentClient, CallFailed, CallResult, RetryPolicy
+from leagueproto.envelope import deadline_in, make_message, new_conversation_id, utc_now
+from leagueproto.errors import ErrorCode, LeagueError, game_error_message
+from referee.games import GameRules, InvalidMove, MoveContext, Request
+
+log = logging.getLogger(__name__)
+
+WAITING_FOR_PLAYERS = "WAITING_FOR_PLAYERS"
+COLLECTING_CHOICES = "COLLECTING_CHOICES"
+DRAWING_NUMBER = "DRAWING_NUMBER"
+FINISHED = "FINISHED"
+
+WIN_POINTS, DRAW_POINTS, LOSS_POINTS = 3, 1, 0
+_OUTCOME_OF_CODE = {
+    ErrorCode.TIMEOUT_ERROR: "timeout",
+    ErrorCode.CONNECTION_ERROR: "connection_error",
+}
+_DECLINED = (False, "false", "False", "no", 0)
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds to wait for each kind of reply (PROTOCOL.md §5); the LM sends its league's values."""
+
+    join: float = 5.0
+    move: float = 30.0
+    game_over: float = 5.0
+    report: float = 10.0
+    default: float = 10.0
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any] | None) -> Timeouts:
+        defaults = cls()
+        known = {}
+        for name in ("join", "move", "game_over", "report", "default"):
+            value = (values or {}).get(name)
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+            known[name] = float(value) if ok else getattr(defaults, name)
+        return cls(**known)
+
+
+@dataclass(frozen=True)
+class Seat:
+    player_id: str
+    endpoint: str
+    display_name: str | None = None
+
+
+@dataclass(frozen=True)
+class MatchSpec:
+    """Everything the LM's START_MATCH tells the referee about one match."""
+
+    league_id: str | None
+    round_id: int | None
+    match_id: str
+    game_type: str
+    player_a: Seat
+    player_b: Seat
+    match_token: str | None = None
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_invalid_moves: int = 3
+    standings: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.league_id or ''}:{self.match_id}"
+
+    def opponent(self, seat: Seat) -> Seat:
+        return self.player_b if seat is self.player_a else self.player_a
+
+
+@dataclass
+class MatchResult:
+    """Contract 2's ``result`` object."""
+
+    status: str  # WIN | DRAW | TECHNICAL_LOSS
+    winner: str | None
+    score: dict[str, int]
+    technical_loss: list[str]
+    details: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "winner": self.winner,
+            "score": dict(self.score),
+            "technical_loss": list(self.technical_loss),
+            "details": dict(self.details),
+        }
+
+
+class PlayerFailed(Exception):
+    """A player lost technically: no usable answer after the retries, or declined."""
+
+    def __init__(self, player_id: str, reason: str) -> None:
+        super().__init__(f"{player_id}: {reason}")
+        self.player_id = player_id
+        self.reason = reason
+
+
+def redact(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy safe to show anyone: bearer tokens are replaced."""
+    copy = dict(message)
+    for key in ("auth_token", "league_manager_token", "match_token"):
+        if copy.get(key):
+            copy[key] = "***"
+    return copy
+
+
+class MatchLog:
+    """The ordered record of every message of a match, with timing (contract 2's match_log)."""
+
+    def __init__(self) -> None:
+        self._started = time.perf_counter()
+        self.entries: list[dict[str, Any]] = []
+
+    def add(
+        self,
+        direction: str,
+        peer: str | None,
+        *,
+        method: str | None = None,
+        message_type: str | None = None,
+        outcome: str = "ok",
+        attempt: int = 1,
+        latency_ms: float | None = None,
+        message: Mapping[str, Any] | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        entry = {
+            "seq": len(self.entries) + 1,
+            "at": utc_now(),
+            "t_ms": round((time.perf_counter() - self._started) * 1000, 1),
+            "direction": direction,
+            "peer": peer,
+            "method": method,
+            "message_type": message_type,
+            "outcome": outcome,
+            "attempt": attempt,
+            "latency_ms": None if latency_ms is None else round(latency_ms, 1),
+            "message": redact(message) if message is not None else None,
+            **extra,
+        }
+        self.entries.append(entry)
+        return entry
+
+    def event(self, name: str, **data: Any) -> None:
+        self.add("EVENT", None, message_type=name, attempt=0, message=data)
+
+
+class MatchRunner:
+    """Runs one match; ``run()`` returns its :class:`MatchResult` and never raises for a
+    player's misbehaviour (that is a technical loss)."""
+
+    def __init__(self, spec: MatchSpec, rules: GameRules, client: AgentClient, sender: str | Callable[[], str]) -> None:
+        self.spec = spec
+        self.rules = rules
+        self.client = client
+        self._sender = sender
+        self.status = "IDLE"
+        self.log = MatchLog()
+        self.result: MatchResult | None = None
+        self.conversation_id = new_conversation_id(f"conv-{spec.match_id.lower()}")
+        self.state: Any = rules.new_state(spec.player_a.player_id, spec.player_b.player_id)
+
+    @property
+    def sender(self) -> str:
+        return self._sender() if callable(self._sender) else self._sender
+
+    @property
+    def seats(self) -> tuple[Seat, Seat]:
+        return self.spec.player_a, self.spec.player_b
+
+    def _enter(self, status: str) -> None:
+        self.status = status
+        self.log.event(status)
+
+    # -- the state machine ------------------------------------------------------------------
+    async def run(self) -> MatchResult:
+        self._enter(WAITING_FOR_PLAYERS)
+        failures = await self._both(self._invite)
+        if not failures:
+            await self._notify_both(
+                lambda seat: self.rules.start_notice(self.state, seat.player_id, self.spec.timeouts.move)
+            )
+            while not failures and not self.rules.is_finished(self.state):
+                self._enter(COLLECTING_CHOICES)
+                moves: dict[str, Any] = {}
+                failures = await self._both(lambda seat, m=moves: self._collect_move(seat, m))
+                if failures:
+                    break
+                self._enter(DRAWING_NUMBER)
+                notice = self.rules.apply(self.state, moves)
+                self.log.event("RESOLVED", **self.rules.details(self.state))
+                if notice is not None:
+                    await self._notify_both(lambda _seat, n=notice: n)
+        self.result = self._technical_result(failures) if failures else self._played_result()
+        self._enter(FINISHED)
+        await self._notify_both(self._game_over)
+        return self.result
+
+    async def _both(self, step: Callable[[Seat], Any]) -> list[PlayerFailed]:
+        """Run ``step`` for both players in parallel; returns the players that failed."""
+        outcomes = await asyncio.gather(*(step(seat) for seat in self.seats), return_exceptions=True)
+        failures = []
+        for outcome in outcomes:
+            if isinstance(outcome, PlayerFailed):
+                failures.append(outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
+        return failures
+
+    def _played_result(self) -> MatchResult:
+        outcome = self.rules.outcome(self.state)
+        a, b = (seat.player_id for seat in self.seats)
+        if outcome.status == "DRAW":
+            score = {a: DRAW_POINTS, b: DRAW_POINTS}
+        else:
+            score = {pid: WIN_POINTS if pid == outcome.winner else LOSS_POINTS for pid in (a, b)}
+        details = {**self.rules.details(self.state), "reason": outcome.reason}
+        return MatchResult(outcome.status, outcome.winner, score, [], details)
+
+    def _technical_result(self, failures: list[PlayerFailed]) -> MatchResult:
+        offenders = [f.player_id for f in failures]
+        ids = [seat.player_id for seat in self.seats]
+        winners = [pid for pid in ids if pid not in offenders]
+        winner = winners[0] if len(winners) == 1 else None
+        score = {pid: WIN_POINTS if pid == winner else LOSS_POINTS for pid in ids}
+        reason = "; ".join(f"{f.player_id} {f.reason}" for f in failures)
+        details = {**self.rules.details(self.state), "reason": f"technical loss: {reason}"}
+        return MatchResult("TECHNICAL_LOSS", winner, score, offenders, details)
+
+    # -- steps ------------------------------------------------------------------------------
+    async def _invite(self, seat: Seat) -> None:
+        opponent = self.spec.opponent(seat)
+        message = self._message(
+            seat,
+            "GAME_INVITATION",
+            game_type=self.spec.game_type,
+            role_in_match="PLAYER_A" if seat is self.spec.player_a else "PLAYER_B",
+            opponent_id=opponent.player_id,
+        )
+        try:
+            result = await self._call(seat, "handle_game_invitation", message, self.spec.timeouts.join)
+        except CallFailed as exc:
+            raise PlayerFailed(seat.player_id, f"sent no GAME_JOIN_ACK ({exc.code.value}: {exc.detail})") from None
+        if result.is_error:
+            raise PlayerFailed(seat.player_id, f"answered the invitation with {_error_summary(result.reply)}")
+        if result.reply.get("accept", True) in _DECLINED:
+            raise PlayerFailed(seat.player_id, "declined the invitation (accept: false)")
+
+    async def _collect_move(self, seat: Seat, moves: dict[str, Any]) -> None:
+        opponent = self.spec.opponent(seat)
+        timeout = self.spec.timeouts.move
+        invalid = 0
+        while True:
+            context = MoveContext(
+                round_id=self.spec.round_id or 0,
+                opponent_id=opponent.player_id,
+                time_limit_seconds=timeout,
+                standings=self.spec.standings.get(seat.player_id),
+            )
+            request = self.rules.move_request(self.state, seat.player_id, context)
+            message = self._message(seat, request.message_type, **request.fields, deadline=deadline_in(timeout))
+            try:
+                result = await self._call(seat, request.tool, message, timeout)
+            except CallFailed as exc:
+                raise PlayerFailed(
+                    seat.player_id, f"gave no answer to {request.message_type} ({exc.code.value}: {exc.detail})"
+                ) from None
+            if result.is_error:
+                problem = InvalidMove(f"answered {request.message_type} with {_error_summary(result.reply)}")
+            else:
+                try:
+                    moves[seat.player_id] = self.rules.validate_move(self.state, seat.player_id, result.reply)
+                    return
+                except InvalidMove as bad:
+                    problem = bad
+            self.log.entries[-1]["outcome"] = "invalid"
+            invalid += 1
+            last = invalid > self.spec.max_invalid_moves
+            await self._send_game_error(seat, problem, invalid, last)
+            if last:
+                raise PlayerFailed(seat.player_id, f"sent {invalid} invalid answers (last: {problem.description})")
+
+    async def _send_game_error(self, seat: Seat, problem: InvalidMove, invalid: int, last: bool) -> None:
+        allowed = self.spec.max_invalid_moves
+        err = LeagueError(problem.code, problem.description, context={"player_id": seat.player_id})
+        message = game_error_message(
+            err,
+            sender=self.sender,
+            match_id=self.spec.match_id,
+            conversation_id=self.conversation_id,
+            affected_player=seat.player_id,
+            action_required="none: the match is lost"
+            if last
+            else f"answer again with {problem.expected or 'a valid move'}",
+            retry_count=invalid,
+            max_retries=allowed,
+            consequence="technical loss" if last else f"technical loss after {allowed + 1} invalid answers",
+            auth_token=self.spec.match_token,
+        )
+        message.update(league_id=self.spec.league_id, round_id=self.spec.round_id, player_id=seat.player_id)
+        await self._deliver(seat, Request("notify_game_error", "GAME_ERROR"), message, self.spec.timeouts.default)
+
+    def _game_over(self, seat: Seat) -> Request:
+        assert self.result is not None
+        details = dict(self.result.details)
+        reason = details.pop("reason", "")
+        game_result = {
+            "status": self.result.status,
+            "winner_player_id": self.result.winner,
+            **details,
+            "technical_loss": list(self.result.technical_loss),
+            "reason": reason,
+        }
+        return Request(
+            "notify_match_result", "GAME_OVER", {"game_type": self.spec.game_type, "game_result": game_result}
+        )
+
+    # -- messaging --------------------------------------------------------------------------
+    def _message(self, seat: Seat, message_type: str, **fields: Any) -> dict[str, Any]:
+        return make_message(
+            message_type,
+            self.sender,
+            conversation_id=self.conversation_id,
+            auth_token=self.spec.match_token,
+            league_id=self.spec.league_id,
+            round_id=self.spec.round_id,
+            match_id=self.spec.match_id,
+            player_id=seat.player_id,
+            **fields,
+        )
+
+    async def _notify_both(self, build: Callable[[Seat], Request | None]) -> None:
+        timeout = self.spec.timeouts.game_over if self.status == FINISHED else self.spec.timeouts.default
+
+        async def one(seat: Seat) -> None:
+            request = build(seat)
+            if request is not None:
+                await self._deliver(seat, request, self._message(seat, request.message_type, **request.fields), timeout)
+
+        await asyncio.gather(*(one(seat) for seat in self.seats))
+
+    async def _deliver(self, seat: Seat, request: Request, message: dict[str, Any], timeout: float) -> None:
+        """A notification: a failure to deliver is logged, never fatal."""
+        try:
+            await self._call(seat, request.tool, message, timeout)
+        except CallFailed as exc:
+            log.info("%s: %s to %s not delivered: %s", self.spec.match_id, request.message_type, seat.player_id, exc)
+
+    async def _call(self, seat: Seat, method: str, message: dict[str, Any], timeout: float) -> CallResult:
+        entry = self.log.add(
+            "OUT", seat.player_id, method=method, message_type=message["message_type"], message=message
+        )
+        try:
+            result = await self.client.call(seat.endpoint, method, message, timeout=timeout, policy=self.spec.retry)
+        except CallFailed as exc:
+            entry.update(
+                outcome=_OUTCOME_OF_CODE.get(exc.code, "error"),
+                attempt=exc.attempts,
+                latency_ms=round(exc.latency_ms, 1),
+                error=f"{exc.code.value}: {exc.detail}",
+            )
+            raise
+        entry.update(attempt=result.attempts, latency_ms=round(result.latency_ms, 1), dialect=result.dialect)
+        if result.is_error:
+            entry["outcome"] = "error"
+        self.log.add(
+            "IN",
+            seat.player_id,
+            method=method,
+            message_type=result.reply.get("message_type"),
+            outcome="error" if result.is_error else "ok",
+            attempt=result.attempts,
+            latency_ms=result.latency_ms,
+            message=result.reply,
+        )
+        return result
+
+    # -- inspection -------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "league_id": self.spec.league_id,
+            "round_id": self.spec.round_id,
+            "match_id": self.spec.match_id,
+            "game_type": self.spec.game_type,
+            "state": self.status,
+            "players": [
+                {"player_id": seat.player_id, "role_in_match": role, "endpoint": seat.endpoint}
+                for seat, role in zip(self.seats, ("PLAYER_A", "PLAYER_B"), strict=True)
+            ],
+            "game": self.rules.details(self.state),
+            "result": self.result.to_dict() if self.result else None,
+            "match_log": list(self.log.entries),
+        }
+
+
+def _error_summary(reply: Mapping[str, Any]) -> str:
+    kind = reply.get("message_type") or "an error"
+    code = reply.get("error_code") or "?"
+    return f"{kind} {code}: {reply.get('error_description') or 'no description'}"
