@@ -1,0 +1,192 @@
+"""``manage.py league create|open|close|start|status|match``: the admin's workflow for scripts.
+
+The command parses arguments; the work is done by league/actions.py (the same functions the admin
+and the LM use) and league/queries.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import IntegrityError
+
+from league import actions, queries
+from league.models import League, Player, Referee
+
+TIMEOUT_OPTIONS = {
+    "join_timeout": "GAME_JOIN_ACK timeout, s (5)",
+    "move_timeout": "parity choice / move timeout, s (30)",
+    "game_over_timeout": "GAME_OVER delivery timeout, s (5)",
+    "report_timeout": "MATCH_RESULT_REPORT timeout, s (10)",
+    "default_timeout": "any other call, s (10)",
+    "retry_delay": "seconds between retries of E001/E009 (2)",
+    "match_deadline": "reassign a match not reported after this many seconds (300)",
+}
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [headers, *[[("" if v is None else str(v)) for v in row] for row in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+class Command(BaseCommand):
+    help = "Create and drive leagues: create, open, close, start, status, match."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+
+        create = sub.add_parser("create", help="create a league")
+        create.add_argument("--name", required=True)
+        create.add_argument("--league-id", help="slug, e.g. league_2025_even_odd (default: from the name)")
+        create.add_argument("--game", default="even_odd", choices=["even_odd", "even_odd_bo5"])
+        create.add_argument("--registration-seconds", type=float, default=60.0)
+        create.add_argument("--open", action="store_true", help="open registration now")
+        create.add_argument("--min-players", type=int, default=2)
+        create.add_argument("--max-players", type=int, default=200)
+        create.add_argument("--max-referees", type=int, default=50)
+        create.add_argument("--schedule", choices=["single", "double"], default="single")
+        create.add_argument("--retries", type=int, default=3)
+        create.add_argument("--max-invalid-moves", type=int, default=3)
+        create.add_argument("--embedded-referee", action="store_true", help="run matches in the LM without referees")
+        create.add_argument("--allowed-networks", help="comma-separated networks agent endpoints may live in")
+        for option, text in TIMEOUT_OPTIONS.items():
+            create.add_argument("--" + option.replace("_", "-"), type=float, help=text)
+
+        opener = sub.add_parser("open", help="open registration")
+        opener.add_argument("league_id")
+        opener.add_argument("--registration-seconds", type=float, default=60.0)
+        for name, text in (
+            ("close", "close registration now"),
+            ("start", "close registration and mark the league READY for the conductor"),
+            ("status", "print players, referees and standings"),
+        ):
+            sub.add_parser(name, help=text).add_argument("league_id")
+
+        match = sub.add_parser("match", help="create one match by hand (optionally assigned to a referee)")
+        match.add_argument("league_id")
+        match.add_argument("--players", nargs=2, required=True, metavar=("PLAYER_A", "PLAYER_B"))
+        match.add_argument("--round", type=int, default=1)
+        match.add_argument("--match-id")
+        match.add_argument("--referee", help="e.g. REF01: the match is ASSIGNED to it")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        action = options["action"]
+        try:
+            getattr(self, f"do_{action}")(options)
+        except (ValueError, IntegrityError) as exc:
+            raise CommandError(str(exc)) from exc
+
+    def _league(self, league_id: str) -> League:
+        league = League.objects.filter(league_id=league_id).first()
+        if league is None:
+            raise CommandError(f"no league {league_id!r}")
+        return league
+
+    def do_create(self, options: dict[str, Any]) -> None:
+        from django.utils.text import slugify
+
+        league_id = options["league_id"] or slugify(options["name"]).replace("-", "_")
+        if League.objects.filter(league_id=league_id).exists():
+            raise CommandError(f"league {league_id!r} already exists")
+        settings: dict[str, Any] = {
+            "min_players": options["min_players"],
+            "max_players": options["max_players"],
+            "max_referees": options["max_referees"],
+            "schedule_format": options["schedule"],
+            "retries": options["retries"],
+            "max_invalid_moves": options["max_invalid_moves"],
+            "embedded_referee": options["embedded_referee"],
+        }
+        if options["allowed_networks"]:
+            settings["allowed_networks"] = options["allowed_networks"]
+        for option in TIMEOUT_OPTIONS:
+            if options.get(option) is not None:
+                settings[option] = options[option]
+        league = actions.create_league(name=options["name"], league_id=league_id, game_type=options["game"], **settings)
+        self.stdout.write(f"created league {league.league_id} ({league.game_type})")
+        if options["open"]:
+            self._open(league, options["registration_seconds"])
+
+    def _open(self, league: League, seconds: float) -> None:
+        league = actions.open_registration(league, seconds or None)
+        until = (
+            f"until {league.registration_closes_at:%H:%M:%S} UTC" if league.registration_closes_at else "until closed"
+        )
+        self.stdout.write(f"registration open for {league.league_id} {until}")
+
+    def do_open(self, options: dict[str, Any]) -> None:
+        self._open(self._league(options["league_id"]), options["registration_seconds"])
+
+    def do_close(self, options: dict[str, Any]) -> None:
+        league = actions.close_registration(self._league(options["league_id"]))
+        self.stdout.write(f"registration closed for {league.league_id}")
+
+    def do_start(self, options: dict[str, Any]) -> None:
+        league = actions.start_league(self._league(options["league_id"]))
+        self.stdout.write(f"league {league.league_id} is {league.status}: the conductor will schedule and run it")
+
+    def do_match(self, options: dict[str, Any]) -> None:
+        league = self._league(options["league_id"])
+        players = []
+        for player_id in options["players"]:
+            player = Player.objects.filter(league=league, player_id=player_id).first()
+            if player is None:
+                raise CommandError(f"no player {player_id} in {league.league_id}")
+            players.append(player)
+        referee = None
+        if options["referee"]:
+            referee = Referee.objects.filter(league=league, referee_id=options["referee"]).first()
+            if referee is None:
+                raise CommandError(f"no referee {options['referee']} in {league.league_id}")
+        match = actions.create_match(
+            league, options["round"], players[0], players[1], match_id=options["match_id"], referee=referee
+        )
+        self.stdout.write(f"match {match.match_id} {match.status}")
+
+    def do_status(self, options: dict[str, Any]) -> None:
+        league = self._league(options["league_id"])
+        window = ""
+        if league.registration_closes_at:
+            state = "open" if league.registration_open() else "closed"
+            window = f", registration {state} (closes {league.registration_closes_at:%Y-%m-%d %H:%M:%S} UTC)"
+        self.stdout.write(f"{league.name} [{league.league_id}] {league.game_type}: {league.status}{window}")
+        players = league.players.order_by("id")
+        self.stdout.write(f"\nPlayers ({players.count()})")
+        self.stdout.write(
+            _table(
+                ["id", "name", "status", "endpoint"],
+                [[p.player_id, p.display_name, p.status, p.endpoint] for p in players],
+            )
+        )
+        referees = league.referees.order_by("id")
+        self.stdout.write(f"\nReferees ({referees.count()})")
+        self.stdout.write(
+            _table(
+                ["id", "name", "status", "capacity", "endpoint"],
+                [[r.referee_id, r.display_name, r.status, r.max_concurrent_matches, r.endpoint] for r in referees],
+            )
+        )
+        self.stdout.write("\nStandings")
+        self.stdout.write(
+            _table(
+                ["rank", "player", "name", "played", "W", "D", "L", "tech", "points"],
+                [
+                    [
+                        r["rank"],
+                        r["player_id"],
+                        r["display_name"],
+                        r["played"],
+                        r["wins"],
+                        r["draws"],
+                        r["losses"],
+                        r["technical_losses"],
+                        r["points"],
+                    ]
+                    for r in queries.standings(league)
+                ],
+            )
+        )
