@@ -1,0 +1,757 @@
+"""The conductor: drives leagues from closed registration to champion (PROTOCOL.md §5-§8).
+
+A long-running async worker (``manage.py runleague``). The database is the single source of
+truth: every step below is a state transition in its own transaction, recorded in the Event
+log, so a conductor killed at any moment and started again (anywhere) carries on.
+
+Per league, each ``tick`` does the next due step:
+
+- REGISTERING, window closed: READY when ``min_players`` registered (``actions.start_league``);
+  below the minimum the league stays REGISTERING (one ``start_refused`` event says why) so an
+  admin can reopen the window; it is never started short-handed.
+- READY: store the round-robin schedule (Rounds + Matches) and go RUNNING.
+- RUNNING, current round PENDING: ROUND_ANNOUNCEMENT to every player, round ANNOUNCED.
+- ANNOUNCED: claim SCHEDULED matches for referees with free capacity and send ``start_match``;
+  a REJECTED or unreachable referee gives the match back (and counts a failure; SUSPENDED after
+  ``SUSPEND_AFTER`` in a row); a match not reported by its ``deadline_at``, or whose referee
+  stopped answering pings, goes back to SCHEDULED and is dispatched again (attempt + 1).
+  ``record_result`` only accepts the currently assigned referee, so a late report from the old
+  one is refused and nothing counts twice.
+- every match FINISHED (round PLAYED): LEAGUE_STANDINGS_UPDATE, then ROUND_COMPLETED, to every
+  player; round COMPLETED.
+- last round COMPLETED: LEAGUE_COMPLETED to every player and referee; league COMPLETED with
+  its champion.
+
+Notifications are sent concurrently and at least once (a conductor that dies between sending and
+recording sends again); a player that cannot be reached is logged and never blocks the league.
+Claims lock the candidate matches with ``select_for_update(skip_locked=True)`` and the league's
+referees with ``select_for_update()`` (capacity is counted under that lock), so two conductors
+never dispatch the same match nor overfill a referee. SQLite has no row locks, but its writers are
+serialised (IMMEDIATE transactions), which gives the same guarantee.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from league import actions, queries
+from league.auth import lm_token_for
+from league.events import broadcast, event_row, record_event
+from league.models import AgentStatus, Event, League, Match, Player, Referee, Round
+from league.schedule import schedule_matches
+from league.standings import id_sort_key
+from leagueproto.client import AgentClient, CallFailed, RetryPolicy
+from leagueproto.envelope import make_message
+
+log = logging.getLogger("league.conductor")
+
+SENDER = "league_manager"
+SUSPEND_AFTER = 3  # consecutive failures before a referee is SUSPENDED
+LIVE = (AgentStatus.REGISTERED, AgentStatus.ACTIVE)
+IN_PLAY = (Match.Status.ASSIGNED, Match.Status.RUNNING)
+DONE = (Match.Status.FINISHED, Match.Status.CANCELLED)
+WORKING = (League.Status.REGISTERING, League.Status.READY, League.Status.RUNNING)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One message to one agent."""
+
+    agent_id: str
+    endpoint: str
+    method: str
+    message: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """A claimed match and the start_match message for its referee."""
+
+    match_pk: int
+    match_id: str
+    referee_pk: int
+    referee_id: str
+    attempt: int
+    delivery: Delivery
+
+
+# -- helpers --------------------------------------------------------------------------------
+def retry_policy(league: League) -> RetryPolicy:
+    return RetryPolicy(retries=league.retries, delay=league.retry_delay)
+
+
+def match_token(league_id: str, match_id: str, attempt: int) -> str:
+    """The per-match bearer a referee shows the players (contract 1): derived, so a resent
+    start_match carries the same token, and new for each attempt."""
+    key = settings.SECRET_KEY.encode()
+    return hmac.new(key, f"match:{league_id}:{match_id}:{attempt}".encode(), hashlib.sha256).hexdigest()
+
+
+def players_of(league: League) -> list[Player]:
+    players = list(league.players.exclude(status=AgentStatus.REMOVED).select_related("league"))
+    return sorted(players, key=lambda p: id_sort_key(p.player_id))
+
+
+def message_to(agent: Player | Referee, message_type: str, **fields: Any) -> dict[str, Any]:
+    return make_message(message_type, SENDER, auth_token=lm_token_for(agent), **fields)
+
+
+def current_round(league: League) -> Round | None:
+    return league.rounds.exclude(status=Round.Status.COMPLETED).order_by("number").first()
+
+
+# -- state transitions (each its own transaction) -------------------------------------------
+def check_registration(league_pk: int) -> str | None:
+    """Start a REGISTERING league whose window has closed, if it has enough players."""
+    league = League.objects.get(pk=league_pk)
+    now = timezone.now()
+    if league.status != League.Status.REGISTERING or not league.registration_closes_at:
+        return None
+    if league.registration_closes_at > now:
+        return None
+    try:
+        actions.start_league(league)
+    except ValueError as exc:
+        marker = league.registration_closes_at.isoformat()
+        with transaction.atomic():
+            already = Event.objects.filter(league=league, kind="start_refused", payload__closes_at=marker).exists()
+            if not already:
+                log.warning("%s", exc)
+                record_event(league, "STATE", "start_refused", payload={"reason": str(exc), "closes_at": marker})
+        return None
+    return League.Status.READY
+
+
+def create_schedule(league_pk: int) -> bool:
+    """READY → schedule stored → RUNNING. Idempotent: a league that has rounds is not rescheduled."""
+    with transaction.atomic():
+        league = League.objects.select_for_update().get(pk=league_pk)
+        if league.status != League.Status.READY:
+            return False
+        players = [p for p in players_of(league) if p.status not in (AgentStatus.SUSPENDED, AgentStatus.REMOVED)]
+        by_id = {p.player_id: p for p in players}
+        if not league.rounds.exists():
+            planned = schedule_matches(by_id, double=league.schedule_format == League.ScheduleFormat.DOUBLE)
+            numbers = sorted({m.round_number for m in planned})
+            rounds = {n: Round.objects.create(league=league, number=n) for n in numbers}
+            Match.objects.bulk_create(
+                Match(
+                    league=league,
+                    round=rounds[m.round_number],
+                    match_id=m.match_id,
+                    player_a=by_id[m.player_a],
+                    player_b=by_id[m.player_b],
+                    game_type=league.game_type,
+                )
+                for m in planned
+            )
+            record_event(
+                league,
+                "STATE",
+                "schedule_created",
+                payload={"rounds": len(numbers), "matches": len(planned), "format": league.schedule_format},
+            )
+        league.status = League.Status.RUNNING
+        league.started_at = league.started_at or timezone.now()
+        league.current_round = 1 if league.rounds.exists() else 0
+        league.save(update_fields=["status", "started_at", "current_round"])
+        record_event(league, "STATE", "league_running", payload={"status": league.status})
+        broadcast(league.league_id, "league_status", {"league_id": league.league_id, "status": league.status})
+    return True
+
+
+def announcement(league: League, rnd: Round) -> list[Delivery]:
+    matches = [
+        {
+            "match_id": m.match_id,
+            "game_type": m.game_type,
+            "player_A_id": m.player_a.player_id,
+            "player_B_id": m.player_b.player_id,
+        }
+        for m in rnd.matches.select_related("player_a", "player_b").order_by("id")
+    ]
+    return [
+        Delivery(
+            p.player_id,
+            p.endpoint,
+            "notify_round",
+            message_to(p, "ROUND_ANNOUNCEMENT", league_id=league.league_id, round_id=rnd.number, matches=matches),
+        )
+        for p in players_of(league)
+    ]
+
+
+def mark_round_announced(round_pk: int) -> bool:
+    with transaction.atomic():
+        rnd = Round.objects.select_for_update().select_related("league").get(pk=round_pk)
+        if rnd.status != Round.Status.PENDING:
+            return False
+        rnd.status = Round.Status.ANNOUNCED
+        rnd.announced_at = timezone.now()
+        rnd.save(update_fields=["status", "announced_at"])
+        League.objects.filter(pk=rnd.league_id).update(current_round=rnd.number)
+        league = rnd.league
+        record_event(league, "STATE", "round_started", payload={"round_id": rnd.number})
+        broadcast(
+            league.league_id,
+            "round_started",
+            {
+                "round_id": rnd.number,
+                "matches": [
+                    {"match_id": m.match_id, "player_A_id": m.player_a.player_id, "player_B_id": m.player_b.player_id}
+                    for m in rnd.matches.select_related("player_a", "player_b")
+                ],
+            },
+        )
+    return True
+
+
+def start_match_message(league: League, match: Match, referee: Referee) -> dict[str, Any]:
+    return message_to(
+        referee,
+        "START_MATCH",
+        league_id=league.league_id,
+        round_id=match.round.number,
+        match_id=match.match_id,
+        game_type=match.game_type,
+        player_A_id=match.player_a.player_id,
+        player_B_id=match.player_b.player_id,
+        player_A_endpoint=match.player_a.endpoint,
+        player_B_endpoint=match.player_b.endpoint,
+        match_token=match_token(league.league_id, match.match_id, match.attempt),
+        timeouts={
+            "join": league.join_timeout,
+            "move": league.move_timeout,
+            "game_over": league.game_over_timeout,
+            "report": league.report_timeout,
+            "default": league.default_timeout,
+        },
+        retry={"retries": league.retries, "delay": league.retry_delay},
+        max_invalid_moves=league.max_invalid_moves,
+    )
+
+
+def _dispatch_of(league: League, match: Match, referee: Referee) -> Dispatch:
+    return Dispatch(
+        match.pk,
+        match.match_id,
+        referee.pk,
+        referee.referee_id,
+        match.attempt,
+        Delivery(referee.referee_id, referee.endpoint, "start_match", start_match_message(league, match, referee)),
+    )
+
+
+def claim_matches(league_pk: int, round_pk: int, avoid: Iterable[int] = ()) -> list[Dispatch]:
+    """Assign the round's SCHEDULED matches to referees with free capacity (most free first).
+
+    Returns what to send. ``avoid``: referee pks not to use now (they just failed).
+    """
+    avoid = set(avoid)
+    with transaction.atomic():
+        league = League.objects.get(pk=league_pk)
+        referees = list(
+            Referee.objects.select_for_update()
+            .select_related("league")
+            .filter(league_id=league_pk, status__in=LIVE)
+            .exclude(pk__in=avoid)
+            .order_by("id")
+        )
+        if not referees:
+            return []
+        busy = dict(
+            Match.objects.filter(referee__in=referees, status__in=IN_PLAY)
+            .values("referee")
+            .annotate(n=Count("id"))
+            .values_list("referee", "n")
+        )
+        free = {r.pk: r.max_concurrent_matches - busy.get(r.pk, 0) for r in referees}
+        capacity = sum(max(0, n) for n in free.values())
+        if capacity <= 0:
+            return []
+        candidates = Match.objects.filter(round_id=round_pk, status=Match.Status.SCHEDULED).order_by("id")
+        if connection.features.has_select_for_update_skip_locked:
+            candidates = candidates.select_for_update(skip_locked=True, of=("self",))
+        matches = list(candidates.select_related("round", "player_a", "player_b")[:capacity])
+        now = timezone.now()
+        claimed: list[Dispatch] = []
+        for match in matches:
+            referee = max(referees, key=lambda r: (free[r.pk], -r.pk))
+            if free[referee.pk] <= 0:
+                break
+            free[referee.pk] -= 1
+            match.status = Match.Status.ASSIGNED
+            match.referee = referee
+            match.attempt += 1
+            match.assigned_at = now
+            match.deadline_at = now + timedelta(seconds=league.match_deadline)
+            match.save(update_fields=["status", "referee", "attempt", "assigned_at", "deadline_at"])
+            record_event(
+                league,
+                "STATE",
+                "match_assigned",
+                agent=referee.referee_id,
+                match_id=match.match_id,
+                payload={"attempt": match.attempt, "deadline_at": match.deadline_at.isoformat()},
+            )
+            claimed.append(_dispatch_of(league, match, referee))
+    return claimed
+
+
+def stale_assignments(league_pk: int, older_than: float, skip: Iterable[int] = ()) -> list[Dispatch]:
+    """ASSIGNED matches whose start_match nobody is sending any more (a conductor died
+    between claiming and hearing back): resend to the same referee (start_match is idempotent)."""
+    league = League.objects.get(pk=league_pk)
+    cutoff = timezone.now() - timedelta(seconds=older_than)
+    matches = (
+        Match.objects.filter(league_id=league_pk, status=Match.Status.ASSIGNED, assigned_at__lt=cutoff)
+        .exclude(pk__in=set(skip))
+        .select_related("round", "player_a", "player_b", "referee__league")
+    )
+    return [_dispatch_of(league, m, m.referee) for m in matches if m.referee is not None]
+
+
+def mark_accepted(dispatch: Dispatch, reply: dict[str, Any]) -> bool:
+    with transaction.atomic():
+        moved = Match.objects.filter(
+            pk=dispatch.match_pk, referee_id=dispatch.referee_pk, attempt=dispatch.attempt, status=Match.Status.ASSIGNED
+        ).update(status=Match.Status.RUNNING)
+        # Accepting is not succeeding: failures reset only when the referee reports (record_result).
+        Referee.objects.filter(pk=dispatch.referee_pk, status__in=LIVE).update(
+            last_seen_at=timezone.now(), status=AgentStatus.ACTIVE
+        )
+        if moved:
+            match = Match.objects.select_related("league", "player_a", "player_b", "round").get(pk=dispatch.match_pk)
+            record_event(
+                match.league,
+                "STATE",
+                "match_started",
+                agent=dispatch.referee_id,
+                match_id=dispatch.match_id,
+                payload={"attempt": dispatch.attempt, "reply": reply},
+            )
+            broadcast(
+                match.league.league_id,
+                "match_started",
+                {
+                    "match_id": match.match_id,
+                    "round_id": match.round.number,
+                    "referee_id": dispatch.referee_id,
+                    "attempt": dispatch.attempt,
+                    "player_A_id": match.player_a.player_id,
+                    "player_B_id": match.player_b.player_id,
+                },
+            )
+    return bool(moved)
+
+
+def referee_failed(referee_pk: int, reason: str) -> bool:
+    """Count a failure; SUSPEND after ``SUSPEND_AFTER`` in a row (and free its matches)."""
+    with transaction.atomic():
+        referee = Referee.objects.select_for_update().select_related("league").get(pk=referee_pk)
+        referee.failures += 1
+        suspend = referee.failures >= SUSPEND_AFTER and referee.status in LIVE
+        if suspend:
+            referee.status = AgentStatus.SUSPENDED
+        referee.save(update_fields=["failures", "status"])
+        record_event(
+            referee.league,
+            "STATE",
+            "referee_suspended" if suspend else "referee_failed",
+            agent=referee.referee_id,
+            payload={"reason": reason, "failures": referee.failures},
+        )
+        if suspend:
+            log.warning("referee %s suspended after %d failures: %s", referee.referee_id, referee.failures, reason)
+            for match in Match.objects.filter(referee=referee, status__in=IN_PLAY):
+                release_match(match.pk, referee.pk, match.attempt, f"referee {referee.referee_id} suspended")
+    return suspend
+
+
+def release_match(match_pk: int, referee_pk: int, attempt: int, reason: str) -> bool:
+    """Give a match back to the pool (SCHEDULED, no referee) if it is still that assignment."""
+    with transaction.atomic():
+        match = Match.objects.select_for_update().select_related("league").filter(pk=match_pk).first()
+        if match is None or match.referee_id != referee_pk or match.attempt != attempt or match.status not in IN_PLAY:
+            return False
+        old = match.referee.referee_id if match.referee else ""
+        match.status = Match.Status.SCHEDULED
+        match.referee = None
+        match.deadline_at = None
+        match.save(update_fields=["status", "referee", "deadline_at"])
+        record_event(
+            match.league,
+            "STATE",
+            "match_released",
+            agent=old,
+            match_id=match.match_id,
+            payload={"attempt": attempt, "reason": reason},
+        )
+    return True
+
+
+def overdue_matches(league_pk: int) -> list[tuple[int, int, int, str]]:
+    """(match pk, referee pk, attempt, referee id) of assignments past their deadline."""
+    rows = Match.objects.filter(
+        league_id=league_pk, status__in=IN_PLAY, deadline_at__lt=timezone.now(), referee__isnull=False
+    ).values_list("pk", "referee_id", "attempt", "referee__referee_id")
+    return list(rows)
+
+
+def round_finished(round_pk: int) -> bool:
+    rnd = Round.objects.get(pk=round_pk)
+    if rnd.status in (Round.Status.PLAYED, Round.Status.COMPLETED):
+        return True
+    return rnd.status == Round.Status.ANNOUNCED and not rnd.matches.exclude(status__in=DONE).exists()
+
+
+def round_end_messages(league: League, rnd: Round) -> tuple[list[Delivery], list[Delivery]]:
+    table = queries.standings(league)
+    last = league.rounds.order_by("-number").first()
+    next_round = rnd.number + 1 if last and rnd.number < last.number else None
+    finished = rnd.matches.filter(status=Match.Status.FINISHED).count()
+    players = players_of(league)
+    updates = [
+        Delivery(
+            p.player_id,
+            p.endpoint,
+            "update_standings",
+            message_to(p, "LEAGUE_STANDINGS_UPDATE", league_id=league.league_id, round_id=rnd.number, standings=table),
+        )
+        for p in players
+    ]
+    completed = [
+        Delivery(
+            p.player_id,
+            p.endpoint,
+            "notify_round_completed",
+            message_to(
+                p,
+                "ROUND_COMPLETED",
+                league_id=league.league_id,
+                round_id=rnd.number,
+                matches_completed=finished,
+                next_round_id=next_round,
+            ),
+        )
+        for p in players
+    ]
+    return updates, completed
+
+
+def mark_round_completed(round_pk: int) -> bool:
+    with transaction.atomic():
+        rnd = Round.objects.select_for_update().select_related("league").get(pk=round_pk)
+        if rnd.status == Round.Status.COMPLETED:
+            return False
+        rnd.status = Round.Status.COMPLETED
+        rnd.completed_at = timezone.now()
+        rnd.save(update_fields=["status", "completed_at"])
+        league = rnd.league
+        nxt = league.rounds.filter(number__gt=rnd.number).order_by("number").first()
+        if nxt is not None:
+            League.objects.filter(pk=league.pk).update(current_round=nxt.number)
+        finished = rnd.matches.filter(status=Match.Status.FINISHED).count()
+        record_event(league, "STATE", "round_completed", payload={"round_id": rnd.number, "matches": finished})
+        broadcast(
+            league.league_id,
+            "round_completed",
+            {
+                "round_id": rnd.number,
+                "matches_completed": finished,
+                "next_round_id": nxt.number if nxt else None,
+                "standings": queries.standings(league),
+            },
+        )
+    return True
+
+
+def league_end_messages(league: League) -> tuple[list[Delivery], dict[str, Any] | None, list[dict[str, Any]]]:
+    table = queries.standings(league)
+    champion = None
+    if table:
+        top = table[0]
+        champion = {"player_id": top["player_id"], "display_name": top["display_name"], "points": top["points"]}
+    fields = {
+        "league_id": league.league_id,
+        "champion": champion,
+        "final_standings": table,
+        "total_rounds": league.rounds.count(),
+        "total_matches": league.matches.filter(status=Match.Status.FINISHED).count(),
+    }
+    recipients: list[Player | Referee] = [*players_of(league)]
+    recipients += list(league.referees.exclude(status=AgentStatus.REMOVED).select_related("league").order_by("id"))
+    deliveries = [
+        Delivery(
+            a.player_id if isinstance(a, Player) else a.referee_id,
+            a.endpoint,
+            "notify_league_completed",
+            message_to(a, "LEAGUE_COMPLETED", **fields),
+        )
+        for a in recipients
+    ]
+    return deliveries, champion, table
+
+
+def complete_league(league_pk: int, champion: dict[str, Any] | None, table: list[dict[str, Any]]) -> bool:
+    with transaction.atomic():
+        league = League.objects.select_for_update().get(pk=league_pk)
+        if league.status != League.Status.RUNNING:
+            return False
+        league.status = League.Status.COMPLETED
+        league.completed_at = timezone.now()
+        if champion:
+            league.champion = league.players.filter(player_id=champion["player_id"]).first()
+        league.save(update_fields=["status", "completed_at", "champion"])
+        record_event(league, "STATE", "league_completed", payload={"champion": champion})
+        broadcast(
+            league.league_id,
+            "league_completed",
+            {"league_id": league.league_id, "champion": champion, "final_standings": table},
+        )
+        broadcast(league.league_id, "league_status", {"league_id": league.league_id, "status": league.status})
+    return True
+
+
+def record_deliveries(league_pk: int, outcomes: list[tuple[Delivery, str, dict[str, Any] | None]]) -> None:
+    league = League.objects.get(pk=league_pk)
+    Event.objects.bulk_create(
+        event_row(
+            league,
+            "OUT",
+            d.message["message_type"],
+            agent=d.agent_id,
+            match_id=d.message.get("match_id", ""),
+            payload={"method": d.method, "outcome": outcome, "message": d.message, "reply": reply},
+        )
+        for d, outcome, reply in outcomes
+    )
+
+
+# -- the worker -----------------------------------------------------------------------------
+@dataclass
+class Conductor:
+    """Runs every league in progress (or just ``league_id``). One per process and event loop."""
+
+    league_id: str | None = None
+    poll: float = 0.2
+    health_interval: float | None = None  # seconds between referee pings (None: league default)
+    client: AgentClient | None = None
+    _inflight: dict[int, asyncio.Task] = field(default_factory=dict)
+    _cooldown: dict[int, float] = field(default_factory=dict)  # referee pk → monotonic time
+    _last_ping: dict[int, float] = field(default_factory=dict)
+    _pings: dict[int, asyncio.Task] = field(default_factory=dict)
+
+    async def run(self, *, once: bool = False, until_done: bool = False) -> None:
+        """Tick every ``poll`` seconds; ``once``: one tick; ``until_done``: until no league is in progress."""
+        own_client = self.client is None
+        if own_client:
+            self.client = AgentClient()
+        try:
+            while True:
+                busy = await self.tick()
+                if once:
+                    break
+                if until_done and not busy:
+                    break
+                await asyncio.sleep(self.poll)
+            await self.drain()
+        finally:
+            if own_client and self.client is not None:
+                await self.client.close()
+                self.client = None
+
+    async def drain(self) -> None:
+        tasks = [*self._inflight.values(), *self._pings.values()]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def tick(self) -> bool:
+        """One pass over the leagues in progress; True while any is still in progress."""
+        leagues = await sync_to_async(self._leagues)()
+        for league in leagues:
+            try:
+                await self.step(league)
+            except Exception:
+                log.exception("conductor step failed for league %s", league.league_id)
+        return bool(leagues)
+
+    def _leagues(self) -> list[League]:
+        qs = League.objects.filter(status__in=WORKING).order_by("id")
+        if self.league_id:
+            qs = qs.filter(league_id=self.league_id)
+        return list(qs)
+
+    async def step(self, league: League) -> None:
+        if league.status == League.Status.REGISTERING:
+            if await sync_to_async(check_registration)(league.pk) is None:
+                return
+            league = await sync_to_async(League.objects.get)(pk=league.pk)
+        if league.status == League.Status.READY:
+            await sync_to_async(create_schedule)(league.pk)
+            league = await sync_to_async(League.objects.get)(pk=league.pk)
+        if league.status != League.Status.RUNNING:
+            return
+        rnd = await sync_to_async(current_round)(league)
+        if rnd is None:
+            await self.finish_league(league)
+            return
+        if rnd.status == Round.Status.PENDING:
+            deliveries = await sync_to_async(announcement)(league, rnd)
+            await self.deliver(league, deliveries, league.default_timeout)
+            await sync_to_async(mark_round_announced)(rnd.pk)
+            rnd = await sync_to_async(Round.objects.get)(pk=rnd.pk)
+        if await sync_to_async(round_finished)(rnd.pk):
+            await self.finish_round(league, rnd)
+            return
+        await self.supervise(league)
+        await self.dispatch(league, rnd)
+
+    # -- matches ---------------------------------------------------------------------------
+    async def dispatch(self, league: League, rnd: Round) -> None:
+        now = time.monotonic()
+        avoid = [pk for pk, until in self._cooldown.items() if until > now]
+        claimed = await sync_to_async(claim_matches)(league.pk, rnd.pk, avoid)
+        # A start_match call may take the whole retry budget; past that nobody is sending it.
+        budget = league.default_timeout * (league.retries + 1) + league.retry_delay * league.retries + 1.0
+        stale = await sync_to_async(stale_assignments)(league.pk, budget, list(self._inflight))
+        for item in [*claimed, *stale]:
+            if item.match_pk not in self._inflight:
+                task = asyncio.create_task(self._start_match(league, item))
+                self._inflight[item.match_pk] = task
+                task.add_done_callback(lambda _t, pk=item.match_pk: self._inflight.pop(pk, None))
+
+    async def _start_match(self, league: League, item: Dispatch) -> None:
+        assert self.client is not None
+        delivery = item.delivery
+        try:
+            result = await self.client.call(
+                delivery.endpoint,
+                delivery.method,
+                delivery.message,
+                timeout=league.default_timeout,
+                policy=retry_policy(league),
+            )
+        except CallFailed as exc:
+            await sync_to_async(record_deliveries)(league.pk, [(delivery, exc.code.value, None)])
+            await self._referee_trouble(league, item, f"start_match failed: {exc}")
+            return
+        reply = result.reply
+        await sync_to_async(record_deliveries)(league.pk, [(delivery, "ok" if not result.is_error else "error", reply)])
+        if not result.is_error and str(reply.get("status", "")).upper() == "ACCEPTED":
+            await sync_to_async(mark_accepted)(item, reply)
+            return
+        reason = reply.get("reason") or reply.get("error_description") or reply.get("status") or "rejected"
+        await self._referee_trouble(league, item, f"start_match not accepted: {reason}")
+
+    async def _referee_trouble(self, league: League, item: Dispatch, reason: str) -> None:
+        log.warning("match %s: referee %s: %s", item.match_id, item.referee_id, reason)
+        self._cooldown[item.referee_pk] = time.monotonic() + max(league.retry_delay, self.poll, 0.5)
+        await sync_to_async(release_match)(item.match_pk, item.referee_pk, item.attempt, reason)
+        await sync_to_async(referee_failed)(item.referee_pk, reason)
+
+    async def supervise(self, league: League) -> None:
+        """Reassign overdue matches; ping referees that hold matches, release theirs if they are gone."""
+        for match_pk, referee_pk, attempt, referee_id in await sync_to_async(overdue_matches)(league.pk):
+            reason = f"no result from {referee_id} by the match deadline"
+            if await sync_to_async(release_match)(match_pk, referee_pk, attempt, reason):
+                log.warning("match pk=%s: %s; reassigning", match_pk, reason)
+                self._cooldown[referee_pk] = time.monotonic() + max(1.0, league.match_deadline)
+                await sync_to_async(referee_failed)(referee_pk, reason)
+        interval = self.health_interval or max(1.0, league.default_timeout)
+        holders = await sync_to_async(self._referees_holding)(league.pk)
+        now = time.monotonic()
+        for referee in holders:
+            if referee.pk in self._pings or now - self._last_ping.get(referee.pk, 0.0) < interval:
+                continue
+            self._last_ping[referee.pk] = now
+            task = asyncio.create_task(self._ping(league, referee))
+            self._pings[referee.pk] = task
+            task.add_done_callback(lambda _t, pk=referee.pk: self._pings.pop(pk, None))
+
+    @staticmethod
+    def _referees_holding(league_pk: int) -> list[Referee]:
+        return list(
+            Referee.objects.filter(league_id=league_pk, matches__status=Match.Status.RUNNING)
+            .select_related("league")
+            .distinct()
+        )
+
+    async def _ping(self, league: League, referee: Referee) -> None:
+        assert self.client is not None
+        message = message_to(referee, "PING", league_id=league.league_id)
+        try:
+            await self.client.call(
+                referee.endpoint, "ping", message, timeout=league.default_timeout, policy=retry_policy(league)
+            )
+        except CallFailed as exc:
+            reason = f"referee {referee.referee_id} unreachable: {exc}"
+            log.warning("%s; reassigning its matches", reason)
+            released = await sync_to_async(self._release_all)(referee.pk, reason)
+            if released:
+                await sync_to_async(referee_failed)(referee.pk, reason)
+
+    @staticmethod
+    def _release_all(referee_pk: int, reason: str) -> int:
+        rows = list(
+            Match.objects.filter(referee_id=referee_pk, status=Match.Status.RUNNING).values_list("pk", "attempt")
+        )
+        return sum(release_match(pk, referee_pk, attempt, reason) for pk, attempt in rows)
+
+    # -- notifications ---------------------------------------------------------------------
+    async def deliver(self, league: League, deliveries: list[Delivery], timeout: float) -> None:
+        """Send concurrently; failures are logged and recorded, never raised."""
+        if not deliveries:
+            return
+        assert self.client is not None
+        policy = retry_policy(league)
+
+        async def one(d: Delivery) -> tuple[Delivery, str, dict[str, Any] | None]:
+            try:
+                result = await self.client.call(d.endpoint, d.method, d.message, timeout=timeout, policy=policy)
+            except CallFailed as exc:
+                log.warning("%s to %s failed: %s", d.message["message_type"], d.agent_id, exc)
+                return d, exc.code.value, None
+            return d, "error" if result.is_error else "ok", result.reply
+
+        outcomes = await asyncio.gather(*(one(d) for d in deliveries))
+        await sync_to_async(record_deliveries)(league.pk, list(outcomes))
+
+    async def finish_round(self, league: League, rnd: Round) -> None:
+        updates, completed = await sync_to_async(round_end_messages)(league, rnd)
+        await self.deliver(league, updates, league.default_timeout)
+        await self.deliver(league, completed, league.default_timeout)
+        await sync_to_async(mark_round_completed)(rnd.pk)
+
+    async def finish_league(self, league: League) -> None:
+        deliveries, champion, table = await sync_to_async(league_end_messages)(league)
+        await self.deliver(league, deliveries, league.default_timeout)
+        await sync_to_async(complete_league)(league.pk, champion, table)
+
+
+def progress(league: League) -> dict[str, Any]:
+    """Matches done/total, current round and leader (for the demo's progress bar)."""
+    totals = league.matches.aggregate(total=Count("id"), done=Count("id", filter=Q(status__in=DONE)))
+    table = queries.standings(league) if totals["done"] else []
+    return {
+        "status": league.status,
+        "round": league.current_round,
+        "rounds": league.rounds.count(),
+        "done": totals["done"],
+        "total": totals["total"],
+        "leader": table[0] if table else None,
+    }

@@ -1,0 +1,29 @@
+"""``manage.py runleague``: the conductor worker (see league/conductor.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from django.core.management.base import BaseCommand
+
+from league.conductor import Conductor
+
+
+class Command(BaseCommand):
+    help = "Drive leagues from closed registration to champion (safe to run several; restart any time)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--league", dest="league_id", help="Only this league (its league_id slug).")
+        parser.add_argument("--once", action="store_true", help="Do one pass over the leagues, then exit.")
+        parser.add_argument("--until-done", action="store_true", help="Exit when no league is in progress any more.")
+        parser.add_argument("--poll", type=float, default=0.2, help="Seconds between passes (default 0.2).")
+
+    def handle(self, *args, league_id=None, once=False, until_done=False, poll=0.2, **options) -> None:
+        level = logging.DEBUG if options["verbosity"] > 1 else logging.INFO
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        conductor = Conductor(league_id=league_id, poll=poll)
+        try:
+            asyncio.run(conductor.run(once=once, until_done=until_done))
+        except KeyboardInterrupt:
+            pass

@@ -1,0 +1,165 @@
+"""Scripted agents for the conductor's tests: real HTTP servers built on leagueproto.
+
+They speak the league protocol for real (Toolset + McpServer on loopback); only the game is
+scripted: the referee declares the player with the lower id the winner, so standings are known.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import defaultdict
+from typing import Any
+
+from league.standings import id_sort_key
+from leagueproto.asgi import make_asgi_app
+from leagueproto.client import AgentClient
+from leagueproto.messages import LeagueMessage
+from leagueproto.serve import ThreadedServer
+from leagueproto.server import McpServer
+from leagueproto.tools import CallContext, Toolset
+from tests.league.lm_support import player_meta as make_player_meta
+from tests.league.lm_support import referee_meta, register_player, register_referee
+
+NOTIFICATIONS = {
+    "notify_round": "ROUND_ANNOUNCEMENT",
+    "update_standings": "LEAGUE_STANDINGS_UPDATE",
+    "notify_round_completed": "ROUND_COMPLETED",
+    "notify_league_completed": "LEAGUE_COMPLETED",
+}
+
+
+class ScriptedPlayers:
+    """``count`` players on one server (one port each) that ack and record every notification."""
+
+    def __init__(self, count: int) -> None:
+        self.received: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        self._servers: dict[int, McpServer] = {}
+        self.server = ThreadedServer(make_asgi_app(self._servers.get), ports=(0,) * count)
+        for port in self.server.ports:
+            self._servers[port] = McpServer(self._toolset(port))
+
+    def _toolset(self, port: int) -> Toolset:
+        toolset = Toolset(name=f"player-{port}", sender="player:scripted", error_message_type="GAME_ERROR")
+        for method, message_type in NOTIFICATIONS.items():
+
+            async def ack(msg: LeagueMessage, ctx: CallContext, method: str = method) -> dict[str, Any]:
+                self.received[port].append(msg.model_dump())
+                return toolset.reply(msg, "ACK", status="received")
+
+            toolset.tool(method, LeagueMessage, message_types=(message_type,))(ack)
+        return toolset
+
+    def start(self) -> ScriptedPlayers:
+        self.server.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def register(self, lm_url: str, league_id: str) -> dict[int, str]:
+        """Register every player; returns port → player_id."""
+        ids = {}
+        for port, url in zip(self.server.ports, self.server.urls(), strict=True):
+            meta = make_player_meta(url, display_name=f"bot{port}")
+            reply = register_player(lm_url, f"bot{port}", player_meta=meta, league_id=league_id)
+            assert reply["status"] == "ACCEPTED", reply
+            ids[port] = reply["player_id"]
+        return ids
+
+    def types(self, port: int) -> list[str]:
+        return [m["message_type"] for m in self.received[port]]
+
+
+class ScriptedReferee:
+    """Accepts start_match and reports 'the lower id wins' to the LM (unless ``silent``)."""
+
+    def __init__(self, lm_url: str, *, silent: bool = False, delay: float = 0.02) -> None:
+        self.lm_url = lm_url
+        self.silent = silent
+        self.delay = delay
+        self.starts: list[tuple[str, int]] = []  # (match_id, dispatch attempt) in arrival order
+        self.running = 0
+        self.max_running = 0
+        self.received: list[dict[str, Any]] = []
+        self.reports: list[dict[str, Any]] = []
+        self.registration: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._client: AgentClient | None = None
+        self._tasks: set[asyncio.Task] = set()
+        toolset = Toolset(name="scripted-referee", sender=lambda: self.sender, error_message_type="GAME_ERROR")
+        self.toolset = toolset
+
+        @toolset.tool("start_match", LeagueMessage, aliases=("run_match",), message_types=("START_MATCH",))
+        async def start_match(msg: LeagueMessage, ctx: CallContext) -> dict[str, Any]:
+            data = msg.model_dump()
+            with self._lock:
+                self.starts.append((data["match_id"], data["match_token"]))
+                self.running += 1
+                self.max_running = max(self.max_running, self.running)
+            if not self.silent:
+                task = asyncio.create_task(self._report(data))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            return toolset.reply(msg, "START_MATCH_RESPONSE", match_id=data["match_id"], status="ACCEPTED", reason="")
+
+        @toolset.tool("notify_league_completed", LeagueMessage, message_types=("LEAGUE_COMPLETED",))
+        async def completed(msg: LeagueMessage, ctx: CallContext) -> dict[str, Any]:
+            self.received.append(msg.model_dump())
+            return toolset.reply(msg, "ACK", status="received")
+
+        self.server = ThreadedServer(make_asgi_app(McpServer(toolset)))
+
+    @property
+    def sender(self) -> str:
+        return f"referee:{self.registration.get('referee_id', 'scripted')}"
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def start(self) -> ScriptedReferee:
+        self.server.start()
+        return self
+
+    def stop(self) -> None:
+        if self._client is not None and self.server.loop is not None:
+            asyncio.run_coroutine_threadsafe(self._client.close(), self.server.loop).result(5)
+        self.server.stop()
+
+    def register(self, league_id: str, capacity: int = 2) -> dict[str, Any]:
+        meta = referee_meta(self.url, display_name="scripted", max_concurrent_matches=capacity)
+        self.registration = register_referee(self.lm_url, "scripted", referee_meta=meta, league_id=league_id)
+        assert self.registration["status"] == "ACCEPTED", self.registration
+        return self.registration
+
+    def report_message(self, start: dict[str, Any]) -> dict[str, Any]:
+        a, b = start["player_A_id"], start["player_B_id"]
+        winner, loser = sorted((a, b), key=id_sort_key)
+        return self.toolset.message(
+            "MATCH_RESULT_REPORT",
+            auth_token=self.registration["auth_token"],
+            league_id=start["league_id"],
+            round_id=start["round_id"],
+            match_id=start["match_id"],
+            game_type=start["game_type"],
+            result={
+                "status": "WIN",
+                "winner": winner,
+                "score": {winner: 3, loser: 0},
+                "technical_loss": [],
+                "details": {"reason": "scripted: the lower id wins"},
+            },
+            match_log=[],
+        )
+
+    async def _report(self, start: dict[str, Any]) -> None:
+        await asyncio.sleep(self.delay)
+        if self._client is None:
+            self._client = AgentClient()
+        try:
+            result = await self._client.call(self.lm_url, "report_match_result", self.report_message(start), timeout=5)
+            self.reports.append(result.reply)
+        finally:
+            with self._lock:
+                self.running -= 1

@@ -1,0 +1,227 @@
+"""The conductor against the real LM site and scripted referees/players over loopback HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import httpx
+import pytest
+
+from league.conductor import SUSPEND_AFTER, Conductor
+from league.models import AgentStatus, Event, League, Match, MatchResult, Referee, Round
+from league.queries import result_rows
+from league.standings import compute_standings
+from leagueproto.client import AgentClient
+from tests.league.conductor_support import ScriptedPlayers, ScriptedReferee
+from tests.league.lm_support import make_league, player_meta, referee_meta, register_player, register_referee
+from tests.support.servers import free_port
+
+FAST = {
+    "join_timeout": 0.5,
+    "move_timeout": 0.5,
+    "game_over_timeout": 0.5,
+    "report_timeout": 0.5,
+    "default_timeout": 0.5,
+    "retries": 1,
+    "retry_delay": 0.05,
+    "match_deadline": 10.0,
+}
+
+
+def conduct(league_id: str, timeout: float = 30.0) -> None:
+    async def main() -> None:
+        await asyncio.wait_for(Conductor(league_id=league_id, poll=0.02).run(until_done=True), timeout)
+
+    asyncio.run(main())
+
+
+@pytest.fixture
+def players():
+    started = []
+
+    def make(count: int) -> ScriptedPlayers:
+        group = ScriptedPlayers(count).start()
+        started.append(group)
+        return group
+
+    yield make
+    for group in started:
+        group.stop()
+
+
+@pytest.fixture
+def referees(lm_server):
+    started = []
+
+    def make(**kwargs) -> ScriptedReferee:
+        referee = ScriptedReferee(lm_server, **kwargs).start()
+        started.append(referee)
+        return referee
+
+    yield make
+    for referee in started:
+        referee.stop()
+
+
+def close_window(league: League) -> None:
+    from league import actions
+
+    actions.close_registration(league)
+
+
+def test_it_plays_a_small_league_to_the_end(lm_server, players, referees):
+    league = make_league("conductor_full", **FAST)
+    group = players(4)
+    ids = group.register(lm_server, league.league_id)
+    # A fifth player whose endpoint nobody serves: it cannot be notified, and that never blocks.
+    silent = register_player(
+        lm_server, "ghost", player_meta=player_meta(f"http://127.0.0.1:{free_port()}/mcp"), league_id=league.league_id
+    )
+    ref_a, ref_b = referees(), referees()
+    ref_a.register(league.league_id, capacity=1)
+    ref_b.register(league.league_id, capacity=2)
+    close_window(league)
+
+    conduct(league.league_id)
+
+    league.refresh_from_db()
+    n = 5
+    assert league.status == League.Status.COMPLETED
+    assert MatchResult.objects.filter(league=league).count() == n * (n - 1) // 2
+    assert league.rounds.count() == n and set(league.rounds.values_list("status", flat=True)) == {"COMPLETED"}
+    assert league.champion.player_id == "P01"  # the scripted referee lets the lower id win
+    assert sorted(s for r in (ref_a, ref_b) for s in r.starts) == sorted(
+        set(s for r in (ref_a, ref_b) for s in r.starts)
+    )
+    assert ref_a.max_running <= 1 and ref_b.max_running <= 2
+    assert len(ref_a.starts) and len(ref_b.starts), "both referees got work"
+
+    # Every reachable player saw each round announced, then standings, then completion, in order.
+    for port, player_id in ids.items():
+        types = group.types(port)
+        assert types == ["ROUND_ANNOUNCEMENT", "LEAGUE_STANDINGS_UPDATE", "ROUND_COMPLETED"] * n + [
+            "LEAGUE_COMPLETED"
+        ], player_id
+        final = group.received[port][-1]
+        assert final["champion"]["player_id"] == "P01"
+        assert final["total_matches"] == 10 and final["total_rounds"] == n
+        assert final["auth_token"] and final["sender"] == "league_manager"
+        last_update = group.received[port][-2 - 1]
+        assert [row["player_id"] for row in last_update["standings"]] == [
+            r.player_id for r in compute_standings(["P01", "P02", "P03", "P04", "P05"], result_rows(league))
+        ]
+    for referee in (ref_a, ref_b):
+        assert [m["message_type"] for m in referee.received] == ["LEAGUE_COMPLETED"]
+    failed = Event.objects.filter(league=league, direction="OUT", agent=silent["player_id"])
+    assert failed.exists() and all(e.payload["outcome"] != "ok" for e in failed)
+
+
+def test_it_reassigns_a_match_whose_referee_never_reports(lm_server, players, referees):
+    league = make_league("conductor_reassign", **{**FAST, "match_deadline": 0.3})
+    group = players(2)
+    group.register(lm_server, league.league_id)
+    mute = referees(silent=True)
+    mute.register(league.league_id, capacity=1)
+    close_window(league)
+
+    # Only the silent referee at first: it accepts R1M1 and never reports.
+    async def run_ticks() -> None:
+        conductor = Conductor(league_id=league.league_id, poll=0.02, client=AgentClient())
+        async with asyncio.timeout(10):
+            while not mute.starts:
+                await conductor.tick()
+                await asyncio.sleep(0.02)
+            await conductor.drain()
+        await conductor.client.close()
+
+    asyncio.run(run_ticks())
+    assert mute.starts[0][0] == "R1M1"
+    match = Match.objects.get(league=league, match_id="R1M1")
+    assert (match.status, match.attempt) == (Match.Status.RUNNING, 1)
+
+    worker = referees()
+    worker.register(league.league_id, capacity=1)
+    conduct(league.league_id)
+
+    match.refresh_from_db()
+    league.refresh_from_db()
+    assert league.status == League.Status.COMPLETED
+    assert match.status == Match.Status.FINISHED and match.attempt >= 2
+    result = MatchResult.objects.get(match=match)
+    assert result.referee.referee_id == worker.registration["referee_id"]
+    assert Event.objects.filter(league=league, kind="match_released", match_id="R1M1").exists()
+    assert mute.starts[0][1] != worker.starts[-1][1], "a new attempt gets a new match token"
+
+    # The silent referee's late report is refused and changes nothing.
+    late = mute.report_message(
+        {"player_A_id": "P01", "player_B_id": "P02", "league_id": league.league_id, "round_id": 1,
+         "match_id": "R1M1", "game_type": "even_odd"}
+    )  # fmt: skip
+    late["result"]["winner"] = "P02"
+    late["result"]["score"] = {"P02": 3, "P01": 0}
+    reply = httpx.post(
+        lm_server, json={"jsonrpc": "2.0", "id": 1, "method": "report_match_result", "params": late}, timeout=5
+    ).json()["result"]
+    assert reply["message_type"] == "LEAGUE_ERROR"
+    assert MatchResult.objects.filter(match=match).count() == 1
+    assert MatchResult.objects.get(match=match).winner.player_id == "P01"
+
+
+def test_it_suspends_a_referee_that_keeps_failing(lm_server, players, referees):
+    league = make_league("conductor_suspend", **FAST)
+    group = players(6)  # round 1 has 3 matches: all go to the referee with the most free capacity
+    group.register(lm_server, league.league_id)
+    worker = referees()
+    worker.register(league.league_id, capacity=1)
+    # A referee registered at an endpoint where nothing listens: start_match fails every time.
+    gone = register_referee(
+        lm_server,
+        "gone",
+        referee_meta=referee_meta(f"http://127.0.0.1:{free_port()}/mcp", max_concurrent_matches=5),
+        league_id=league.league_id,
+    )
+    close_window(league)
+
+    conduct(league.league_id)
+
+    league.refresh_from_db()
+    assert league.status == League.Status.COMPLETED
+    gone_row = Referee.objects.get(league=league, referee_id=gone["referee_id"])
+    assert gone_row.status == AgentStatus.SUSPENDED and gone_row.failures >= SUSPEND_AFTER
+    recorded_by = set(MatchResult.objects.filter(league=league).values_list("referee__referee_id", flat=True))
+    assert recorded_by == {worker.registration["referee_id"]}
+    assert MatchResult.objects.filter(league=league).count() == 15
+
+
+def test_it_does_not_start_a_league_below_the_minimum(lm_server, players):
+    league = make_league("conductor_short", min_players=3, **FAST)
+    group = players(2)
+    group.register(lm_server, league.league_id)
+    close_window(league)
+
+    async def one_pass() -> None:
+        await Conductor(league_id=league.league_id).run(once=True)
+
+    asyncio.run(one_pass())
+    asyncio.run(one_pass())
+
+    league.refresh_from_db()
+    assert league.status == League.Status.REGISTERING
+    assert not Round.objects.filter(league=league).exists()
+    assert Event.objects.filter(league=league, kind="start_refused").count() == 1
+
+
+def test_it_counts_each_dispatch_once_per_match(lm_server, players, referees):
+    league = make_league("conductor_once", **FAST)
+    group = players(6)
+    group.register(lm_server, league.league_id)
+    ref = referees()
+    ref.register(league.league_id, capacity=3)
+    close_window(league)
+
+    conduct(league.league_id)
+
+    starts = Counter(match_id for match_id, _token in ref.starts)
+    assert set(starts.values()) == {1}
+    assert len(starts) == 15 == MatchResult.objects.filter(league=league).count()
