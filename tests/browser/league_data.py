@@ -6,7 +6,9 @@ every change is announced with ``league.events.broadcast`` after commit (contrac
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -14,6 +16,8 @@ from django.utils import timezone
 from league.events import broadcast
 from league.models import League, Match, MatchResult, Player, Referee, Round, hash_token
 from league.schedule import schedule_matches
+
+Notify = Callable[[str, str, dict[str, Any]], None]
 
 NAMES = ["Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot", "Golf", "Hotel"]
 
@@ -73,16 +77,24 @@ def make_league(
     return league
 
 
-def start(match: Match) -> None:
+def start(match: Match, notify: Notify = broadcast) -> None:
     with transaction.atomic():
         match.referee = match.league.referees.first()
         match.status = Match.Status.RUNNING
         match.assigned_at = timezone.now()
         match.save(update_fields=["referee", "status", "assigned_at"])
-        broadcast(match.league.league_id, "match_started", {"match_id": match.match_id})
+        notify(match.league.league_id, "match_started", {"match_id": match.match_id})
 
 
-def play(match: Match, choice_a: str, choice_b: str, drawn: int, *, technical: str | None = None) -> MatchResult:
+def play(
+    match: Match,
+    choice_a: str,
+    choice_b: str,
+    drawn: int,
+    *,
+    technical: str | None = None,
+    notify: Notify = broadcast,
+) -> MatchResult:
     """Record a finished even/odd match as the referee reports it; ``technical`` names a failing side
     ("A" or "B") whose opponent wins 3-0."""
     a, b = match.player_a.player_id, match.player_b.player_id
@@ -145,12 +157,12 @@ def play(match: Match, choice_a: str, choice_b: str, drawn: int, *, technical: s
                 nxt.save(update_fields=["status"])
                 league.current_round = nxt.number
                 league.save(update_fields=["current_round"])
-            broadcast(league.league_id, "round_completed", {"round_id": rnd.number})
-        broadcast(match.league.league_id, "match_finished", {"match_id": match.match_id})
+            notify(league.league_id, "round_completed", {"round_id": rnd.number})
+        notify(match.league.league_id, "match_finished", {"match_id": match.match_id})
     return result
 
 
-def complete(league: League) -> None:
+def complete(league: League, notify: Notify = broadcast) -> None:
     from league.api.readmodel import standings
 
     with transaction.atomic():
@@ -159,12 +171,12 @@ def complete(league: League) -> None:
         league.champion = league.players.get(player_id=top["player_id"])
         league.completed_at = timezone.now()
         league.save(update_fields=["status", "champion", "completed_at"])
-        broadcast(league.league_id, "league_completed", {"champion": top["player_id"]})
+        notify(league.league_id, "league_completed", {"champion": top["player_id"]})
 
 
-def play_round(league: League, number: int, drawn: int = 4) -> None:
+def play_round(league: League, number: int, drawn: int = 4, notify: Notify = broadcast) -> None:
     for match in Match.objects.filter(league=league, round__number=number).select_related("player_a", "player_b"):
-        play(match, "even", "odd", drawn)
+        play(match, "even", "odd", drawn, notify=notify)
 
 
 def _entry(seq, t_ms, direction, peer, method, message_type, *, outcome="ok", attempt=1, latency=None, **message):

@@ -1,0 +1,114 @@
+"""The league page in real headless Chromium: live standings and feed, reconnect and catch-up,
+and the screenshots in docs/screenshots/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.db import transaction
+
+from league.models import Match
+from tests.browser.league_data import complete, make_league, play, play_round, start
+
+# Static files come from FileResponse (a sync iterator) when the LM serves them itself.
+pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume")]
+
+SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+def on_commit(site):
+    """What ``league.events.broadcast`` does, sent on the server's loop (see Site.broadcast)."""
+    return lambda league_id, event, data: transaction.on_commit(lambda: site.broadcast(league_id, event, data))
+
+
+def points_of(page, player_id: str) -> str:
+    return page.locator(f'#standings-body tr[data-player="{player_id}"] td.points').inner_text()
+
+
+def wait_live(page, connections: int = 1) -> None:
+    page.wait_for_function(
+        "n => document.getElementById('live').dataset.state === 'live'"
+        " && Number(document.getElementById('league-page').dataset.connections) >= n",
+        arg=connections,
+    )
+
+
+def test_it_updates_standings_and_feed_without_reload(site, page):
+    league = make_league("spring_cup", players=4)
+    notify = on_commit(site)
+    page.goto(f"{site.base}/leagues/spring_cup/")
+    wait_live(page)
+    assert page.locator("#feed").inner_text().strip() == "No matches played yet."
+    page.evaluate("window.__marker = 'same page'")  # gone if the page reloads
+
+    start(Match.objects.get(match_id="R1M1"), notify=notify)
+    page.wait_for_selector('#feed li[data-match="R1M1"].running')
+
+    play(Match.objects.get(match_id="R1M1"), "odd", "even", 3, notify=notify)
+    page.wait_for_function("() => document.querySelector('#standings-body tr td.points').textContent === '3'")
+    assert page.locator("#standings-body tr").first.get_attribute("data-player") == "P01"
+    assert page.locator('#feed li[data-match="R1M1"] .drawn').inner_text() == "3"
+
+    play(Match.objects.get(match_id="R1M2"), "odd", "even", 8, technical="A", notify=notify)
+    page.wait_for_selector('#feed li[data-match="R1M2"].tech')
+    assert page.locator("#feed li").first.get_attribute("data-match") == "R1M2"  # newest first
+    assert points_of(page, "P04") == "3"
+    page.wait_for_function("() => document.getElementById('progress-text').textContent.startsWith('2 of 6')")
+    assert "round 2 of 3" in page.locator("#progress-text").inner_text()
+    assert page.locator("#chart-empty").is_hidden()
+    assert page.evaluate("window.__marker") == "same page"
+
+
+def test_it_reconnects_after_a_drop_and_catches_up(site, page):
+    league = make_league("spring_cup", players=4)
+    page.goto(f"{site.base}/leagues/spring_cup/")
+    wait_live(page)
+    page.evaluate("window.leagueSocket.close()")
+    page.wait_for_function("() => document.getElementById('live').dataset.state === 'reconnecting'")
+    # Results arrive while the page is not listening: no event reaches it.
+    play_round(league, 1, notify=lambda *args: None)
+    wait_live(page, connections=2)
+    page.wait_for_function("() => document.querySelectorAll('#feed li.feed-item').length === 2")
+    assert points_of(page, "P01") == "3"
+    assert points_of(page, "P03") == "3"
+
+
+def test_it_renders_mid_league_and_completed_screenshots(site, browser):
+    league = make_league("spring_cup", players=6, referees=2)
+    play_round(league, 1, notify=lambda *a: None)
+    play_round(league, 2, drawn=7, notify=lambda *a: None)
+    matches = list(Match.objects.filter(league=league, round__number=3).order_by("id"))
+    play(matches[0], "odd", "odd", 2, notify=lambda *a: None)
+    play(matches[1], "even", "odd", 5, technical="B", notify=lambda *a: None)
+    start(matches[2], notify=lambda *a: None)
+    _shoot(browser, site, "league-mid")
+
+    play(Match.objects.get(pk=matches[2].pk), "even", "odd", 6, notify=lambda *a: None)
+    for number, drawn in ((4, 1), (5, 10)):
+        play_round(league, number, drawn=drawn, notify=lambda *a: None)
+    complete(league, notify=lambda *a: None)
+    shots = _shoot(browser, site, "league-completed")
+    for shot in shots:
+        assert shot.stat().st_size > 10_000
+
+
+def _shoot(browser, site, name: str) -> list[Path]:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    written = []
+    for label, viewport, mobile in (("desktop", (1280, 800), False), ("phone", (390, 844), True)):
+        context = browser.new_context(
+            viewport={"width": viewport[0], "height": viewport[1]},
+            device_scale_factor=1 if not mobile else 2,
+            is_mobile=mobile,
+            has_touch=mobile,
+        )
+        page = context.new_page()
+        page.goto(f"{site.base}/leagues/spring_cup/")
+        wait_live(page)
+        page.wait_for_function("() => Number(document.getElementById('league-page').dataset.version) >= 2")
+        path = SHOTS / f"{name}-{label}.png"
+        page.screenshot(path=str(path), full_page=True)
+        written.append(path)
+        context.close()
+    return written
