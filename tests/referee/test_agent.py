@@ -1,0 +1,178 @@
+"""The referee agent: its tools, capacity, idempotency, LM authentication, registration and
+report delivery across restarts, over real HTTP."""
+
+from __future__ import annotations
+
+import time
+
+from leagueproto.envelope import make_message
+from tests.referee.conftest import rpc, run_referee, start_match_message
+from tests.referee.scripted import ScriptedLM, ScriptedPlayer, serving
+from tests.support.servers import free_port
+
+
+def wait_until(condition, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+def test_it_registers_with_its_meta_in_the_background(referee, lm):
+    scripted_lm, _ = lm
+    (request,) = scripted_lm.received.of("register_referee")
+    meta = request["referee_meta"]
+    assert request["message_type"] == "REFEREE_REGISTER_REQUEST"
+    assert request["sender"] == "referee:Referee"
+    assert meta["contact_endpoint"] == referee.url
+    assert meta["game_types"] == ["even_odd", "even_odd_bo5"]
+    assert meta["max_concurrent_matches"] == 4
+    assert meta["protocol_version"] >= "2.0.0"
+    assert referee.referee.sender == "referee:REF01"
+
+
+def test_it_lists_its_tools_and_answers_ping(referee):
+    tools = {t["name"] for t in rpc(referee.url, "tools/list", {})["tools"]}
+    assert {"start_match", "run_match", "get_match_state", "notify_round", "notify_league_completed"} <= tools
+    assert rpc(referee.url, "ping", {}) == {"ok": True, "message": "pong"}
+
+
+def test_it_rejects_start_match_without_the_lm_token(referee, players):
+    _, url = players(ScriptedPlayer("P01"))
+    wrong = start_match_message(url, url)
+    wrong["auth_token"] = "not-the-lm-token"
+    reply = rpc(referee.url, "start_match", wrong)
+    assert (reply["message_type"], reply["error_code"]) == ("GAME_ERROR", "E012")
+    del wrong["auth_token"]
+    assert rpc(referee.url, "start_match", wrong)["error_code"] == "E011"
+    assert referee.referee.matches == {}
+
+
+def test_it_rejects_a_match_when_at_capacity(lm, players, tmp_path):
+    scripted_lm, lm_url = lm
+    _, slow = players(ScriptedPlayer("P01", join_delay=0.2))
+    _, fast = players(ScriptedPlayer("P02"))
+    with run_referee(league_url=lm_url, max_concurrent=1) as running:
+        running.wait_registered()
+        first = rpc(running.url, "start_match", start_match_message(slow, fast, match_id="R1M1"))
+        second = rpc(running.url, "start_match", start_match_message(slow, fast, match_id="R1M2"))
+        assert (first["status"], first["capacity"]) == ("ACCEPTED", 1)
+        assert (second["status"], second["reason"], second["active_matches"]) == ("REJECTED", "at capacity", 1)
+        (report,) = scripted_lm.received.wait_for("acknowledged")
+        assert report["match_id"] == "R1M1"
+        third = rpc(running.url, "start_match", start_match_message(slow, fast, match_id="R1M2"))
+        assert third["status"] == "ACCEPTED"
+        scripted_lm.received.wait_for("acknowledged", 2)
+
+
+def test_it_accepts_a_repeated_assignment_without_running_the_match_twice(referee, lm, players):
+    scripted_lm, _ = lm
+    a, url_a = players(ScriptedPlayer("P01"))
+    _, url_b = players(ScriptedPlayer("P02"))
+    message = start_match_message(url_a, url_b)
+    assert rpc(referee.url, "start_match", message)["status"] == "ACCEPTED"
+    scripted_lm.received.wait_for("acknowledged")
+    again = rpc(referee.url, "run_match", message)  # the alias, after the match finished
+    assert (again["status"], again["reason"]) == ("ACCEPTED", "already finished")
+    time.sleep(0.2)
+    assert len(a.received.of("handle_game_invitation")) == 1
+    assert len(scripted_lm.received.of("report_match_result")) == 1
+
+
+def test_it_rejects_an_unknown_game_type(referee, players):
+    _, url = players(ScriptedPlayer("P01"))
+    reply = rpc(referee.url, "start_match", start_match_message(url, url, game_type="chess"))
+    assert reply["status"] == "REJECTED" and "chess" in reply["reason"]
+
+
+def test_it_returns_the_state_and_log_of_a_match(referee, lm, players):
+    scripted_lm, _ = lm
+    _, url_a = players(ScriptedPlayer("P01"))
+    _, url_b = players(ScriptedPlayer("P02"))
+    rpc(referee.url, "start_match", start_match_message(url_a, url_b))
+    scripted_lm.received.wait_for("acknowledged")
+    wait_until(lambda: referee.referee.reports)
+    state = rpc(referee.url, "get_match_state", {"match_id": "R1M1", "league_id": "league_test"})
+    assert (state["message_type"], state["state"], state["report_status"]) == ("MATCH_STATE", "FINISHED", "RECORDED")
+    assert state["result"]["status"] in ("WIN", "DRAW")
+    assert [p["player_id"] for p in state["players"]] == ["P01", "P02"]
+    assert state["match_log"][0]["message_type"] == "WAITING_FOR_PLAYERS"
+    missing = rpc(referee.url, "get_match_state", {"match_id": "R9M9"})
+    assert (missing["message_type"], missing["error_code"]) == ("GAME_ERROR", "E006")
+
+
+def test_it_runs_the_seed_002_run_match_synchronously(players):
+    _, url_a = players(ScriptedPlayer("Alpha", choices=["even"]))
+    _, url_b = players(ScriptedPlayer("Beta", choices=["odd"]))
+    with run_referee(register=False) as running:
+        reply = rpc(
+            running.url,
+            "run_match",
+            {
+                "match_id": "match_123",
+                "player1": {"display_name": "Alpha", "version": "1.0.0", "endpoint": url_a},
+                "player2": {"display_name": "Beta", "version": "1.0.0", "endpoint": url_b},
+                "timeouts": {"join": 0.5, "move": 0.5},
+            },
+        )
+    assert reply["match_id"] == "match_123"
+    assert (reply["player1_choice"], reply["player2_choice"]) == ("even", "odd")
+    assert reply["winner"] == ("Alpha" if reply["dice_roll"] % 2 == 0 else "Beta")
+    assert reply["dice_parity"] == ("even" if reply["dice_roll"] % 2 == 0 else "odd")
+    assert reply["is_draw"] is False
+
+
+def test_it_acknowledges_round_and_league_notifications(referee):
+    lm_token = ScriptedLM.LM_TOKEN
+    round_msg = make_message("ROUND_ANNOUNCEMENT", "league_manager", auth_token=lm_token, round_id=2, matches=[])
+    ack = rpc(referee.url, "notify_round", round_msg)
+    assert (ack["message_type"], ack["status"], ack["round_id"]) == ("ACK", "received", 2)
+    assert ack["conversation_id"] == round_msg["conversation_id"]
+    done = make_message(
+        "LEAGUE_COMPLETED", "league_manager", auth_token=lm_token, champion={"player_id": "P01"}, final_standings=[]
+    )
+    assert rpc(referee.url, "notify_league_completed", done)["status"] == "received"
+    assert referee.referee.league_completed["champion"] == {"player_id": "P01"}
+
+
+def test_it_registers_again_when_the_lm_forgets_its_token(referee, lm, players):
+    scripted_lm, _ = lm
+    _, url_a = players(ScriptedPlayer("P01"))
+    _, url_b = players(ScriptedPlayer("P02"))
+    scripted_lm.forget()
+    rpc(referee.url, "start_match", start_match_message(url_a, url_b))
+    (report,) = scripted_lm.received.wait_for("acknowledged")
+    assert len(scripted_lm.received.of("register_referee")) == 2
+    assert report["auth_token"] == "referee-token-2"
+    # The second registration presented the old token, so an LM can keep the same referee.
+    assert scripted_lm.received.of("register_referee")[1]["auth_token"] == "referee-token-1"
+
+
+def test_it_keeps_a_finished_result_across_a_restart(players, tmp_path):
+    """LM down while the match ends; the referee stops; a new one on the same state dir, LM up:
+    the report arrives and is acknowledged exactly once."""
+    _, url_a = players(ScriptedPlayer("P01", choices=["odd"]))
+    _, url_b = players(ScriptedPlayer("P02", choices=["even"]))
+    lm_port = free_port()
+    lm_url = f"http://127.0.0.1:{lm_port}/mcp"
+    state_dir = tmp_path / "state"
+    pending = state_dir / "pending"
+
+    with run_referee(league_url=lm_url, state_dir=state_dir, grace_seconds=0.3) as first:
+        # Registration keeps failing in the background; the referee serves meanwhile.
+        reply = rpc(first.url, "start_match", start_match_message(url_a, url_b))
+        assert reply["status"] == "ACCEPTED"
+        wait_until(lambda: first.referee.matches["league_test:R1M1"].result is not None and any(pending.iterdir()))
+        result = first.referee.matches["league_test:R1M1"].result.to_dict()
+    assert len(list(pending.iterdir())) == 1
+
+    scripted_lm = ScriptedLM()
+    with serving(scripted_lm.app(), port=lm_port), run_referee(league_url=lm_url, state_dir=state_dir) as second:
+        (report,) = scripted_lm.received.wait_for("acknowledged")
+        wait_until(lambda: not any(pending.iterdir()))
+        assert second.referee.reports["league_test:R1M1"]["status"] == "RECORDED"
+        time.sleep(0.2)
+        assert len(scripted_lm.received.of("report_match_result")) == 1
+    assert report["result"] == result
+    assert report["match_id"] == "R1M1" and report["sender"] == "referee:REF01"
+    assert report["match_log"][-1]["message_type"] in ("GAME_OVER", "ACK", "FINISHED")
