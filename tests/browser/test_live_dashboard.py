@@ -35,7 +35,7 @@ def wait_live(page, connections: int = 1) -> None:
 
 
 def test_it_updates_standings_and_feed_without_reload(site, page):
-    league = make_league("spring_cup", players=4)
+    make_league("spring_cup", players=4)
     notify = on_commit(site)
     page.goto(f"{site.base}/leagues/spring_cup/")
     wait_live(page)
