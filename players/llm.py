@@ -5,6 +5,9 @@ malformed answer, or an answer that would come too late for the deadline. Settin
 the environment (``GEMINI_API_KEY``, ``GEMINI_MODEL``, ``GEMINI_TIMEOUT`` seconds,
 ``GEMINI_BASE_URL``) or from ``runplayer --llm-model/--llm-timeout``.
 
+google-genai is imported with this module, which only ``make_strategy("llm")`` loads (its
+import takes a noticeable fraction of a second, which must not happen inside a deadline).
+
 The client is anything shaped like ``google.genai.Client``: ``await
 client.aio.models.generate_content(model=..., contents=..., config=...)`` returning an object
 with ``.text``. Tests inject a fake with that shape.
@@ -19,6 +22,9 @@ import random
 import re
 from collections import Counter
 from typing import Any
+
+from google import genai
+from google.genai import types
 
 from players.strategies.adaptive import Adaptive
 from players.strategies.base import MoveSituation, ParitySituation, Strategy
@@ -44,9 +50,6 @@ RULES_MOVE = (
 
 def make_genai_client(api_key: str, *, timeout: float, base_url: str | None = None) -> Any:
     """A real google-genai client: one attempt (we have our own fallback), timeout in ms."""
-    from google import genai
-    from google.genai import types
-
     options = types.HttpOptions(
         timeout=int(timeout * 1000),
         base_url=base_url,
@@ -142,10 +145,6 @@ class LlmStrategy(Strategy):
         return self._client
 
     def _config(self, max_tokens: int) -> Any:
-        try:
-            from google.genai import types
-        except ImportError:  # pragma: no cover - google-genai is in requirements.txt
-            return None
         return types.GenerateContentConfig(
             temperature=0.7,
             max_output_tokens=max_tokens,
