@@ -1,0 +1,64 @@
+"""``manage.py runplayer`` as a real process against the live LM."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from league.models import Player as PlayerRow
+from tests.league.lm_support import make_league
+from tests.players.conftest import wait_until
+from tests.support.servers import Process, free_port, free_ports
+
+
+@pytest.mark.processes
+def test_runplayer_count_50_starts_50_players_that_register_and_answer(lm_server, agent_env, manage_py, tmp_path):
+    league = make_league("players_load", max_players=60)
+    base = free_ports(50)
+    process = Process(
+        manage_py
+        + ["runplayer", "--count", "50", "--port", str(base), "--name", "Load", "--strategy", "adaptive"]
+        + ["--league-url", lm_server, "--league-id", league.league_id, "--log-level", "WARNING"],
+        agent_env,
+        log_path=str(tmp_path / "runplayer.log"),
+    )
+    try:
+        wait_until(lambda: PlayerRow.objects.filter(league=league).count() == 50, timeout=60)
+        rows = PlayerRow.objects.filter(league=league)
+        assert {r.endpoint for r in rows} == {f"http://127.0.0.1:{base + i}/mcp" for i in range(50)}
+        assert {r.display_name for r in rows} == {f"Load-{i}" for i in range(1, 51)}
+        assert len({r.token_hash for r in rows}) == 50
+        with httpx.Client() as http:
+            for row in rows:
+                ping = http.post(row.endpoint, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=5)
+                assert ping.json()["result"]["message"] == "pong"
+                state = http.post(row.endpoint, json={"jsonrpc": "2.0", "id": 2, "method": "get_player_state"})
+                assert state.json()["result"]["player_id"] == row.player_id  # each port is its own player
+    finally:
+        process.terminate()
+
+
+@pytest.mark.processes
+def test_runplayer_query_prints_the_lm_answer(lm_server, agent_env, manage_py, tmp_path):
+    league = make_league("players_query")
+    state_dir = tmp_path / "state"
+    args = manage_py + ["runplayer", "--name", "Quinn", "--league-url", lm_server, "--league-id", league.league_id]
+    args += ["--state-dir", str(state_dir), "--query", "GET_STANDINGS", "--port", str(free_port())]
+    first_log = tmp_path / "first.log"
+    # No saved identity yet: it registers (and keeps playing), printing the answer on the way.
+    first = Process(args, agent_env, log_path=str(first_log))
+    try:
+        wait_until(lambda: '"LEAGUE_QUERY_RESPONSE"' in first_log.read_text(), timeout=20)
+    finally:
+        first.terminate()
+    assert (state_dir / "Quinn.json").exists()
+    # With the identity saved, --query just asks and exits.
+    second_log = tmp_path / "second.log"
+    second = Process(args, agent_env, log_path=str(second_log))
+    assert second.proc.wait(20) == 0
+    reply = json.loads(second_log.read_text())
+    assert reply["message_type"] == "LEAGUE_QUERY_RESPONSE" and reply["success"] is True
+    assert reply["query_type"] == "GET_STANDINGS"
+    assert [row["player_id"] for row in reply["data"]["standings"]] == ["P01"]
