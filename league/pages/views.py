@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
@@ -50,7 +52,7 @@ def _log_rows(log: list) -> list[dict]:
                 **entry,
                 "failed": entry.get("outcome") not in (None, "ok"),
                 "retry": (entry.get("attempt") or 1) > 1,
-                "message_json": message,
+                "message_json": json.dumps(message, indent=2, ensure_ascii=False, default=str),
             }
         )
     return rows

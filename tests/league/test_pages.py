@@ -55,6 +55,7 @@ def test_it_replays_a_match_log(client):
     assert "attempt 2" in page
     assert "timeout" in page
     assert "4.1 ms" in page
+    assert "&quot;message_type&quot;: &quot;CHOOSE_PARITY_CALL&quot;" in page  # the message, as JSON
     assert client.get("/leagues/spring_cup/matches/R7M7/").status_code == 404
 
 
