@@ -181,5 +181,11 @@
   }
   renderChart(state.chart);
   connect();
+  // A slow safety net for events that cannot reach this process (a conductor in another process
+  // without a shared Redis channel layer): re-read the snapshot now and then while in play.
+  setInterval(function () {
+    var active = ["REGISTERING", "READY", "RUNNING"].indexOf(state.league.status) >= 0;
+    if (active && !document.hidden) scheduleRefresh();
+  }, 15000);
   document.addEventListener("visibilitychange", function () { if (!document.hidden) scheduleRefresh(); });
 })();
