@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import signal
+import sys
 
 from django.core.management.base import BaseCommand, CommandParser
 
@@ -46,5 +48,13 @@ class Command(BaseCommand):
         referee = Referee(config)
         self.stdout.write(f"referee {config.name} serving {config.contact_endpoint}", ending="\n")
         self.stdout.flush()
-        # uvicorn turns SIGINT/SIGTERM into a graceful stop, which runs Referee.shutdown().
+        # uvicorn turns SIGINT/SIGTERM into a graceful stop (which runs Referee.shutdown()) and
+        # then re-raises the signal with the previous handlers back: make that a clean exit.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, _exit_cleanly)
         make_server(referee.asgi_app(), log_level="warning").run(sockets=sockets)
+        self.stdout.write("referee stopped")
+
+
+def _exit_cleanly(signum: int, frame: object) -> None:
+    sys.exit(0)
