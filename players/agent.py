@@ -393,6 +393,8 @@ class Player:
         try:
             if inspect.iscoroutinefunction(func):
                 raw = await asyncio.wait_for(func(situation), situation.budget)
+            elif not getattr(self.strategy, "blocking", True):
+                raw = func(situation)
             else:
                 loop = asyncio.get_running_loop()
                 raw = await asyncio.wait_for(loop.run_in_executor(self.executor, func, situation), situation.budget)

@@ -51,6 +51,7 @@ def move_parities(moves: Sequence[int]) -> list[str]:
 
 class Adaptive(Strategy):
     name = "adaptive"
+    blocking = False
 
     def __init__(self, *args, confidence: float = 0.1, exploit_after: int = 4, **kwargs) -> None:
         super().__init__(*args, **kwargs)

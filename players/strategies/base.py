@@ -72,6 +72,10 @@ class Strategy:
     """Base class: subclasses override one or both methods (sync or ``async def``)."""
 
     name = "base"
+    # A strategy that may block (sleep, file or network I/O in a plain function) runs in a
+    # thread so the deadline can be kept. The built-in ones are pure and quick: they say False
+    # and run inline, saving a thread hop per decision.
+    blocking = True
 
     def __init__(self, rng: random.Random | None = None, **options: Any) -> None:
         self.rng = rng or random.Random()

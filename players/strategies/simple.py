@@ -16,10 +16,12 @@ class RandomStrategy(Strategy):
     """Even or odd with equal chance; in bo5 the mixed equilibrium (each parity half the time)."""
 
     name = "random"
+    blocking = False
 
 
 class AlwaysEven(Strategy):
     name = "always_even"
+    blocking = False
 
     def choose_parity(self, situation: ParitySituation) -> str:
         return "even"
@@ -30,6 +32,7 @@ class AlwaysEven(Strategy):
 
 class AlwaysOdd(Strategy):
     name = "always_odd"
+    blocking = False
 
     def choose_parity(self, situation: ParitySituation) -> str:
         return "odd"
@@ -42,6 +45,7 @@ class Alternate(Strategy):
     """even, odd, even, … over the player's whole life (one instance per player)."""
 
     name = "alternate"
+    blocking = False
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
