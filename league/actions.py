@@ -1,0 +1,530 @@
+"""State changes of the League Manager: named functions, each one transaction, broadcasting after commit.
+
+The LM tools (league/lm.py), the admin and the ``league`` command all change state through
+these functions, so every path obeys the same rules and leaves the same trail in the Event log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import socket
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.db import transaction
+from django.utils import timezone
+
+from league import queries
+from league.auth import find_by_token, lm_token, new_token
+from league.events import broadcast, record_event
+from league.models import AgentStatus, League, Match, MatchResult, Player, Referee, Round
+from leagueproto.envelope import check_agent_protocol_version
+from leagueproto.errors import ErrorCode, LeagueError
+from leagueproto.jsonutil import dumps
+
+# Cloud metadata services: never an agent, whatever network they sit in.
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a) for a in ("169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254")
+)
+LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
+
+REGISTRATION_CLOSED = "Registration closed"
+LEAGUE_FULL = "League full"
+GAME_TYPE_NOT_SUPPORTED = "Game type not supported"
+ENDPOINT_TAKEN = "Endpoint already registered"
+
+
+# -- leagues ------------------------------------------------------------------------------------
+def create_league(*, name: str, league_id: str, game_type: str = "even_odd", **settings: Any) -> League:
+    with transaction.atomic():
+        league = League.objects.create(name=name, league_id=league_id, game_type=game_type, **settings)
+        record_event(league, "STATE", "league_created", payload={"game_type": game_type, "name": name})
+    broadcast(league.league_id, "league_status", {"league_id": league.league_id, "status": league.status})
+    return league
+
+
+def _set_status(league: League, status: str, kind: str, **payload: Any) -> League:
+    league.status = status
+    record_event(league, "STATE", kind, payload={"status": status, **payload})
+    broadcast(league.league_id, "league_status", {"league_id": league.league_id, "status": status, **payload})
+    return league
+
+
+def open_registration(league: League, seconds: float | None = 60.0) -> League:
+    """REGISTERING from now for ``seconds`` (None: until closed by hand)."""
+    with transaction.atomic():
+        league = League.objects.select_for_update().get(pk=league.pk)
+        if league.status not in (League.Status.INITIALIZING, League.Status.REGISTERING, League.Status.READY):
+            raise ValueError(f"league {league.league_id} is {league.status}: registration cannot be opened")
+        now = timezone.now()
+        league.registration_opens_at = now
+        league.registration_closes_at = now + timedelta(seconds=seconds) if seconds else None
+        _set_status(
+            league,
+            League.Status.REGISTERING,
+            "registration_opened",
+            closes_at=league.registration_closes_at.isoformat() if league.registration_closes_at else None,
+        )
+        league.save(update_fields=["status", "registration_opens_at", "registration_closes_at"])
+    return league
+
+
+def close_registration(league: League) -> League:
+    """End the registration window now (the league stays REGISTERING until started)."""
+    with transaction.atomic():
+        league = League.objects.select_for_update().get(pk=league.pk)
+        league.registration_closes_at = timezone.now()
+        league.save(update_fields=["registration_closes_at"])
+        record_event(league, "STATE", "registration_closed", payload={"players": league.players.count()})
+    broadcast(league.league_id, "league_status", {"league_id": league.league_id, "status": league.status})
+    return league
+
+
+def start_league(league: League) -> League:
+    """Close registration and mark the league READY (the conductor then schedules and runs it)."""
+    with transaction.atomic():
+        league = League.objects.select_for_update().get(pk=league.pk)
+        if league.status not in (League.Status.INITIALIZING, League.Status.REGISTERING):
+            raise ValueError(f"league {league.league_id} is {league.status}: only a registering league can start")
+        players = league.players.exclude(status__in=(AgentStatus.SUSPENDED, AgentStatus.REMOVED)).count()
+        if players < league.min_players:
+            raise ValueError(
+                f"league {league.league_id} has {players} player(s); at least {league.min_players} are needed"
+            )
+        now = timezone.now()
+        if not league.registration_closes_at or league.registration_closes_at > now:
+            league.registration_closes_at = now
+        _set_status(league, League.Status.READY, "league_ready", players=players)
+        league.save(update_fields=["status", "registration_closes_at"])
+    return league
+
+
+def set_agent_status(agent: Player | Referee, status: str) -> None:
+    """Suspend or remove an agent (admin); recorded and broadcast like any transition."""
+    with transaction.atomic():
+        type(agent).objects.filter(pk=agent.pk).update(status=status)
+        agent_id = agent.player_id if isinstance(agent, Player) else agent.referee_id
+        record_event(agent.league, "STATE", f"agent_{status.lower()}", agent=agent_id, payload={"status": status})
+
+
+def create_match(
+    league: League,
+    round_number: int,
+    player_a: Player,
+    player_b: Player,
+    *,
+    match_id: str | None = None,
+    referee: Referee | None = None,
+) -> Match:
+    """One match outside the scheduler (admin, tests); with a referee it is ASSIGNED to it."""
+    with transaction.atomic():
+        rnd, _ = Round.objects.get_or_create(league=league, number=round_number)
+        if match_id is None:
+            match_id = f"R{round_number}M{rnd.matches.count() + 1}"
+        now = timezone.now()
+        match = Match.objects.create(
+            league=league,
+            round=rnd,
+            match_id=match_id,
+            player_a=player_a,
+            player_b=player_b,
+            game_type=league.game_type,
+            referee=referee,
+            status=Match.Status.ASSIGNED if referee else Match.Status.SCHEDULED,
+            assigned_at=now if referee else None,
+            deadline_at=now + timedelta(seconds=league.match_deadline) if referee else None,
+            attempt=1 if referee else 0,
+        )
+        record_event(
+            league,
+            "STATE",
+            "match_assigned" if referee else "match_created",
+            agent=referee.referee_id if referee else "",
+            match_id=match_id,
+            payload={"player_A_id": player_a.player_id, "player_B_id": player_b.player_id},
+        )
+    return match
+
+
+# -- registration --------------------------------------------------------------------------------
+@dataclass
+class Registration:
+    """The outcome of a registration request, ready to be put in the response message."""
+
+    league_id: str | None
+    status: str  # ACCEPTED / REJECTED
+    reason: str | None = None
+    agent_id: str | None = None
+    auth_token: str | None = None
+    league_manager_token: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def registration_league(league_id: str | None, *, for_referee: bool = False) -> League:
+    """The league a registration goes to: the named one, or the one league open for registration."""
+    if league_id:
+        return queries.get_league(league_id)
+    now = timezone.now()
+    candidates = [x for x in League.objects.filter(status=League.Status.REGISTERING) if x.registration_open(now)]
+    if not candidates and for_referee:
+        # Referees may join a league that is already under way, to add capacity.
+        candidates = list(
+            League.objects.filter(status__in=(League.Status.READY, League.Status.RUNNING, League.Status.PAUSED))
+        )
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise LeagueError(
+            ErrorCode.LEAGUE_NOT_FOUND,
+            "no league is open for registration; ask the organiser or name a league with league_id",
+        )
+    names = sorted(x.league_id for x in candidates)
+    raise LeagueError(
+        ErrorCode.LEAGUE_NOT_FOUND,
+        f"{len(names)} leagues are open for registration ({', '.join(names)}): name one with league_id",
+        context={"leagues": names},
+    )
+
+
+def endpoint_problem(endpoint: str, allowed_networks: str) -> str | None:
+    """Why an agent endpoint is refused, or None. Resolves the host (agents must be reachable)."""
+    try:
+        parts = urlsplit(endpoint)
+        port = parts.port
+    except ValueError:
+        return "Endpoint is not a valid URL"
+    if parts.scheme not in ("http", "https"):
+        return "Endpoint must be an http:// or https:// URL"
+    if not parts.hostname:
+        return "Endpoint has no host"
+    try:
+        infos = socket.getaddrinfo(parts.hostname, port or 80, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return f"Endpoint host {parts.hostname} does not resolve"
+    networks = []
+    for item in allowed_networks.split(","):
+        if item.strip():
+            try:
+                networks.append(ipaddress.ip_network(item.strip(), strict=False))
+            except ValueError:
+                continue
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0].split("%")[0])
+        if address in METADATA_ADDRESSES or any(address in net for net in LINK_LOCAL):
+            return f"Endpoint address {address} is link-local or a metadata service"
+        if not any(address.version == net.version and address in net for net in networks):
+            return f"Endpoint address {address} is outside the league's allowed networks"
+    return None
+
+
+def _next_id(model: type[Player] | type[Referee], league: League, prefix: str) -> str:
+    field_name = "player_id" if model is Player else "referee_id"
+    highest = 0
+    for value in model.objects.filter(league=league).values_list(field_name, flat=True):
+        digits = value[len(prefix) :]
+        if digits.isdigit():
+            highest = max(highest, int(digits))
+    return f"{prefix}{highest + 1:02d}"
+
+
+def _register(
+    *,
+    kind: str,
+    league_id: str | None,
+    meta: dict[str, Any],
+    presented_token: str | None,
+) -> Registration:
+    model: type[Player] | type[Referee] = Player if kind == "player" else Referee
+    prefix = "P" if kind == "player" else "REF"
+    endpoint = meta["contact_endpoint"]
+    with transaction.atomic():
+        league = registration_league(league_id, for_referee=kind == "referee")
+        # Serialise registrations per league: ids and the capacity check stay exact.
+        league = League.objects.select_for_update().get(pk=league.pk)
+
+        def rejected(reason: str) -> Registration:
+            return Registration(league.league_id, "REJECTED", reason)
+
+        # A known agent re-registering with its token: update its endpoint, rotate nothing.
+        if presented_token:
+            other_kind = "referee" if kind == "player" else "player"
+            same = find_by_token(presented_token, kind)
+            if same is None and find_by_token(presented_token, other_kind) is not None:
+                raise LeagueError(
+                    ErrorCode.AUTH_TOKEN_INVALID,
+                    f"that auth_token belongs to a {other_kind}; a {other_kind} cannot register as a {kind}",
+                )
+            if same is not None and same.league_id == league.pk and same.status != AgentStatus.REMOVED:
+                problem = endpoint_problem(endpoint, league.allowed_networks)
+                if problem:
+                    return rejected(problem)
+                same.endpoint = endpoint
+                same.display_name = meta.get("display_name") or same.display_name
+                same.version = meta.get("version") or same.version
+                same.game_types = meta.get("game_types") or same.game_types
+                same.last_seen_at = timezone.now()
+                same.save(update_fields=["endpoint", "display_name", "version", "game_types", "last_seen_at"])
+                agent_id = same.player_id if kind == "player" else same.referee_id
+                record_event(
+                    league, "STATE", f"{kind}_endpoint_updated", agent=agent_id, payload={"endpoint": endpoint}
+                )
+                return Registration(
+                    league.league_id,
+                    "ACCEPTED",
+                    None,
+                    agent_id,
+                    presented_token,
+                    lm_token(league.league_id, agent_id, same.token_hash),
+                )
+
+        if kind == "player":
+            if not league.registration_open():
+                return rejected(REGISTRATION_CLOSED)
+        elif league.status not in (*queries.ACTIVE_STATUSES, League.Status.INITIALIZING):
+            return rejected(REGISTRATION_CLOSED)
+        if league.game_type not in (meta.get("game_types") or []):
+            return rejected(GAME_TYPE_NOT_SUPPORTED)
+        current = model.objects.filter(league=league).exclude(status=AgentStatus.REMOVED)
+        limit = league.max_players if kind == "player" else league.max_referees
+        if current.count() >= limit:
+            return rejected(LEAGUE_FULL)
+        problem = endpoint_problem(endpoint, league.allowed_networks)
+        if problem:
+            return rejected(problem)
+        if current.filter(endpoint=endpoint).exists():
+            return rejected(ENDPOINT_TAKEN)
+
+        agent_id = _next_id(model, league, prefix)
+        token, token_hash = new_token()
+        fields: dict[str, Any] = {
+            "league": league,
+            "display_name": meta.get("display_name") or agent_id,
+            "version": meta.get("version") or "",
+            "endpoint": endpoint,
+            "game_types": list(meta.get("game_types") or []),
+            "token_hash": token_hash,
+            "status": AgentStatus.REGISTERED,
+            "last_seen_at": timezone.now(),
+        }
+        if kind == "player":
+            fields["player_id"] = agent_id
+            fields["protocol_version"] = meta.get("protocol_version") or "2.0.0"
+        else:
+            fields["referee_id"] = agent_id
+            fields["max_concurrent_matches"] = meta.get("max_concurrent_matches") or 2
+        model.objects.create(**fields)
+        record_event(
+            league,
+            "STATE",
+            f"{kind}_registered",
+            agent=agent_id,
+            payload={"display_name": fields["display_name"], "endpoint": endpoint},
+        )
+        broadcast(
+            league.league_id,
+            f"{kind}_registered",
+            {f"{kind}_id": agent_id, "display_name": fields["display_name"], "endpoint": endpoint},
+        )
+        return Registration(
+            league.league_id, "ACCEPTED", None, agent_id, token, lm_token(league.league_id, agent_id, token_hash)
+        )
+
+
+def register_player(league_id: str | None, player_meta: dict[str, Any], presented_token: str | None) -> Registration:
+    """PROTOCOL.md §8: E018 below 2.0.0; REJECTED when closed, full, game type or endpoint refused."""
+    check_agent_protocol_version(player_meta.get("protocol_version"))
+    return _register(kind="player", league_id=league_id, meta=player_meta, presented_token=presented_token)
+
+
+def register_referee(league_id: str | None, referee_meta: dict[str, Any], presented_token: str | None) -> Registration:
+    if referee_meta.get("protocol_version") is not None:
+        check_agent_protocol_version(referee_meta["protocol_version"])
+    return _register(kind="referee", league_id=league_id, meta=referee_meta, presented_token=presented_token)
+
+
+# -- results -------------------------------------------------------------------------------------
+@dataclass
+class Recorded:
+    status: str  # RECORDED / DUPLICATE
+    match: Match
+
+
+def report_digest(result: dict[str, Any]) -> str:
+    """What makes two reports "the same": the outcome fields, not the log's timings."""
+    keys = ("status", "winner", "score", "technical_loss", "details")
+    canonical = {k: result.get(k) for k in keys}
+    return hashlib.sha256(dumps(canonical)).hexdigest()
+
+
+def _validated_outcome(match: Match, result: dict[str, Any]) -> dict[str, Any]:
+    """Check the reported result against the match and the scoring rules (E002 otherwise)."""
+    a, b = match.player_a.player_id, match.player_b.player_id
+    status = result.get("status")
+    winner = result.get("winner")
+    score = result.get("score") or {}
+    technical = list(result.get("technical_loss") or [])
+
+    def bad(description: str) -> LeagueError:
+        return LeagueError(
+            ErrorCode.INVALID_MESSAGE_FORMAT,
+            f"result of {match.match_id}: {description}",
+            context={"match_id": match.match_id, "players": [a, b], "result": result},
+        )
+
+    if set(score) != {a, b}:
+        raise bad(f"score must name exactly the match's players {a} and {b}")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in score.values()):
+        raise bad("score values must be integers")
+    if winner is not None and winner not in (a, b):
+        raise bad(f"winner {winner!r} is not a player of this match")
+    if any(p not in (a, b) for p in technical) or len(set(technical)) != len(technical):
+        raise bad("technical_loss must list players of this match, each once")
+    if status == "WIN":
+        if winner is None or technical:
+            raise bad("a WIN names a winner and no technical loss")
+        expected = {winner: 3, (b if winner == a else a): 0}
+    elif status == "DRAW":
+        if winner is not None or technical:
+            raise bad("a DRAW has no winner and no technical loss")
+        expected = {a: 1, b: 1}
+    elif status == "TECHNICAL_LOSS":
+        if len(technical) == 1:
+            other = b if technical[0] == a else a
+            if winner != other:
+                raise bad(f"with {technical[0]} losing technically the winner is {other}")
+            expected = {other: 3, technical[0]: 0}
+        elif len(technical) == 2:
+            if winner is not None:
+                raise bad("when both players fail there is no winner")
+            expected = {a: 0, b: 0}
+        else:
+            raise bad("a TECHNICAL_LOSS lists the offender(s) in technical_loss")
+    else:
+        raise bad("status must be WIN, DRAW or TECHNICAL_LOSS")
+    if score != expected:
+        raise bad(f"score {score} does not follow the scoring rules (expected {expected})")
+    if status == "WIN":
+        outcome = MatchResult.Outcome.WIN_A if winner == a else MatchResult.Outcome.WIN_B
+    elif status == "DRAW":
+        outcome = MatchResult.Outcome.DRAW
+    elif len(technical) == 2:
+        outcome = MatchResult.Outcome.BOTH_LOSE
+    else:
+        outcome = MatchResult.Outcome.WIN_A if winner == a else MatchResult.Outcome.WIN_B
+    return {
+        "outcome": outcome,
+        "winner": match.player_a if winner == a else match.player_b if winner == b else None,
+        "points_a": score[a],
+        "points_b": score[b],
+        "technical_loss_a": a in technical,
+        "technical_loss_b": b in technical,
+    }
+
+
+def record_result(
+    referee: Referee, match_id: str, result: dict[str, Any], match_log: list[Any] | None = None
+) -> Recorded:
+    """Store a referee's MATCH_RESULT_REPORT (contract 2), once.
+
+    E006 unknown match; E015 the match is assigned to another referee, was cancelled, or already
+    has a different result (the conflict is logged); an identical repeat is DUPLICATE.
+    Marks the match FINISHED and its round PLAYED when it was the round's last match.
+    """
+    from league.events import strip_secrets
+
+    league = referee.league
+    digest = report_digest(result)
+    conflict: LeagueError | None = None
+    with transaction.atomic():
+        match = (
+            Match.objects.select_for_update(of=("self",))
+            .select_related("player_a", "player_b", "round", "referee")
+            .filter(league=league, match_id=match_id)
+            .first()
+        )
+        if match is None:
+            raise LeagueError(
+                ErrorCode.MATCH_NOT_FOUND,
+                f"match {match_id} does not exist in league {league.league_id}",
+                context={"match_id": match_id, "league_id": league.league_id},
+            )
+        existing = MatchResult.objects.filter(match=match).first()
+        if existing is not None:
+            if existing.report_digest == digest and existing.referee_id == referee.pk:
+                return Recorded("DUPLICATE", match)
+            conflict = LeagueError(
+                ErrorCode.INVALID_GAME_STATE,
+                f"match {match_id} already has a different result; the first report stands",
+                context={
+                    "match_id": match_id,
+                    "recorded_by": existing.referee.referee_id if existing.referee else None,
+                },
+            )
+            record_event(
+                league,
+                "STATE",
+                "report_conflict",
+                agent=referee.referee_id,
+                match_id=match_id,
+                payload={"result": result},
+            )
+        elif match.referee_id != referee.pk:
+            raise LeagueError(
+                ErrorCode.INVALID_GAME_STATE,
+                f"match {match_id} is not assigned to {referee.referee_id}",
+                context={
+                    "match_id": match_id,
+                    "assigned_referee": match.referee.referee_id if match.referee else None,
+                },
+            )
+        elif match.status in (Match.Status.CANCELLED, Match.Status.FINISHED):
+            raise LeagueError(
+                ErrorCode.INVALID_GAME_STATE,
+                f"match {match_id} is {match.status.lower()}: no result can be recorded",
+                context={"match_id": match_id, "status": match.status},
+            )
+        if conflict is None:
+            outcome = _validated_outcome(match, result)
+            now = timezone.now()
+            MatchResult.objects.create(
+                match=match,
+                league=league,
+                referee=referee,
+                details=strip_secrets(result.get("details") or {}),
+                log=strip_secrets(match_log or []),
+                report_digest=digest,
+                reported_at=now,
+                **outcome,
+            )
+            match.status = Match.Status.FINISHED
+            match.finished_at = now
+            match.save(update_fields=["status", "finished_at"])
+            Referee.objects.filter(pk=referee.pk).update(last_seen_at=now, failures=0)
+            round_played = False
+            unfinished = Match.objects.filter(round=match.round).exclude(
+                status__in=(Match.Status.FINISHED, Match.Status.CANCELLED)
+            )
+            if not unfinished.exists() and match.round.status in (Round.Status.PENDING, Round.Status.ANNOUNCED):
+                Round.objects.filter(pk=match.round.pk).update(status=Round.Status.PLAYED)
+                record_event(league, "STATE", "round_played", payload={"round_id": match.round.number})
+                round_played = True
+            record_event(league, "STATE", "match_finished", agent=referee.referee_id, match_id=match_id, payload=result)
+            broadcast(
+                league.league_id,
+                "match_finished",
+                {
+                    "match_id": match_id,
+                    "round_id": match.round.number,
+                    "player_A_id": match.player_a.player_id,
+                    "player_B_id": match.player_b.player_id,
+                    "referee_id": referee.referee_id,
+                    "result": strip_secrets(result),
+                    "round_played": round_played,
+                },
+            )
+    if conflict is not None:
+        raise conflict  # after the transaction, so the conflict stays in the log
+    return Recorded("RECORDED", match)
