@@ -1,19 +1,53 @@
-"""The LM's /mcp endpoint (placeholder until the LM toolset lands: every method is unknown)."""
+"""The LM's ``/mcp`` endpoint: a thin view over leagueproto's McpServer and the LM toolset.
 
+Transport hygiene lives here (body limit before reading, Origin, methods); everything else is
+in leagueproto (JSON-RPC, MCP, dialects) and league/lm.py (tools).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from leagueproto.server import McpServer
-from leagueproto.tools import Toolset
+from league.lm import toolset
+from leagueproto.server import HttpResponse as McpResponse
+from leagueproto.server import McpServer, body_too_large
 
-_server = McpServer(Toolset(name="league-manager", sender="league_manager"))
+_servers: dict[tuple[int, tuple[str, ...]], McpServer] = {}
 
 
-@csrf_exempt
-async def mcp_view(request: HttpRequest) -> HttpResponse:
-    headers = {k.lower(): v for k, v in request.headers.items()}
-    reply = await _server.handle_http(request.method or "", request.body, headers)
+def get_server() -> McpServer:
+    """The server for the current settings (tests may override the limits)."""
+    key = (settings.MCP_MAX_BODY_BYTES, tuple(settings.MCP_ALLOWED_ORIGINS))
+    server = _servers.get(key)
+    if server is None:
+        server = _servers[key] = McpServer(
+            toolset, max_body_bytes=settings.MCP_MAX_BODY_BYTES, allowed_origins=settings.MCP_ALLOWED_ORIGINS
+        )
+    return server
+
+
+def _to_django(reply: McpResponse) -> HttpResponse:
     response = HttpResponse(reply.body, status=reply.status)
     for name, value in reply.headers:
         response[name] = value
     return response
+
+
+@csrf_exempt
+async def mcp_view(request: HttpRequest) -> HttpResponse:
+    server = get_server()
+    declared = request.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > server.max_body_bytes:
+        return _to_django(body_too_large(server.max_body_bytes))
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    body = request.body if request.method == "POST" else b""
+    try:
+        port = int(request.META.get("SERVER_PORT") or 0) or None
+    except ValueError:
+        port = None
+    reply = await server.handle_http(
+        request.method or "", body, headers, client_host=request.META.get("REMOTE_ADDR"), local_port=port
+    )
+    return _to_django(reply)

@@ -1,0 +1,124 @@
+"""Agent tokens and the LM's authentication of incoming calls (contract 4, PROTOCOL.md §3, §8).
+
+A token is shown to its agent once, at registration, and stored only as a SHA-256 hash
+(``Agent.token_hash``). Calls are authenticated by looking the hash up and then comparing in
+constant time; a token is bound to one agent of one league, so it is valid only together with
+that agent's ``sender`` (and that league, when the message names one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from league.models import League, Player, Referee, hash_token
+from leagueproto.envelope import parse_sender
+from leagueproto.errors import ErrorCode, LeagueError
+
+TOKEN_BYTES = 32  # 256 bits from the OS CSPRNG; PROTOCOL.md §8 asks for at least 128
+
+
+def new_token() -> tuple[str, str]:
+    """A fresh agent token and its hash: ``(token, token_hash)``. Show the token once only."""
+    token = secrets.token_urlsafe(TOKEN_BYTES)
+    return token, hash_token(token)
+
+
+def lm_token(league_id: str, agent_id: str, token_hash: str) -> str:
+    """The token the LM puts in messages it sends to an agent (contract 4).
+
+    Derived, not stored: HMAC-SHA256(SECRET_KEY, "league:agent:token_hash"), so it changes when
+    the agent's own token does and an agent can check it against the ``league_manager_token`` it
+    got at registration.
+    """
+    key = settings.SECRET_KEY.encode()
+    return hmac.new(key, f"{league_id}:{agent_id}:{token_hash}".encode(), hashlib.sha256).hexdigest()
+
+
+def lm_token_for(agent: Player | Referee) -> str:
+    agent_id = agent.player_id if isinstance(agent, Player) else agent.referee_id
+    return lm_token(agent.league.league_id, agent_id, agent.token_hash)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who an authenticated call comes from."""
+
+    kind: str  # "player" or "referee"
+    agent: Player | Referee
+    league: League
+
+    @property
+    def agent_id(self) -> str:
+        return self.agent.player_id if isinstance(self.agent, Player) else self.agent.referee_id
+
+
+def presented_token(message: dict[str, Any], bearer: str | None) -> str | None:
+    """The token of a call: ``auth_token`` in the message, else an ``Authorization: Bearer`` header."""
+    token = message.get("auth_token")
+    if isinstance(token, str) and token:
+        return token
+    return bearer or None
+
+
+def find_by_token(token: str, kind: str) -> Player | Referee | None:
+    """The agent of ``kind`` whose token this is (hash lookup + constant-time confirmation)."""
+    model = Player if kind == "player" else Referee
+    digest = hash_token(token)
+    agent = model.objects.select_related("league").filter(token_hash=digest).first()
+    if agent is None or not hmac.compare_digest(agent.token_hash, digest):
+        return None
+    return agent
+
+
+def authenticate(role: str, message: dict[str, Any], bearer: str | None) -> Identity:
+    """Authenticate a call to a tool that needs ``role`` ("referee" or "agent" = player or referee).
+
+    E011 no token; E013/E005 the sender names no registered referee/player; E012 the token is
+    unknown, belongs to another agent or league, or is a player's token on a referee-only tool.
+    """
+    token = presented_token(message, bearer)
+    if not token:
+        raise LeagueError(
+            ErrorCode.AUTH_TOKEN_MISSING,
+            "auth_token is required: send the token you got at registration (or an Authorization: Bearer header)",
+        )
+    kind, agent_id = parse_sender(message.get("sender", ""))
+    league_id = message.get("league_id") if isinstance(message.get("league_id"), str) else None
+    if kind == "league_manager":
+        raise LeagueError(ErrorCode.AUTH_TOKEN_INVALID, "only players and referees call the League Manager")
+    if role == "referee" and kind != "referee":
+        raise LeagueError(
+            ErrorCode.AUTH_TOKEN_INVALID,
+            "only the referee assigned to a match may call this tool; players may not",
+            context={"sender": message.get("sender")},
+        )
+    model = Player if kind == "player" else Referee
+    id_field = "player_id" if kind == "player" else "referee_id"
+    known = model.objects.filter(**{id_field: agent_id})
+    if league_id:
+        known = known.filter(league__league_id=league_id)
+    if not known.exists():
+        code = ErrorCode.PLAYER_NOT_REGISTERED if kind == "player" else ErrorCode.REFEREE_NOT_REGISTERED
+        where = f" in league {league_id}" if league_id else ""
+        raise LeagueError(code, f"{kind} {agent_id} is not registered{where}", context={"sender": message["sender"]})
+    agent = find_by_token(token, kind)
+    if agent is None or getattr(agent, id_field) != agent_id or (league_id and agent.league.league_id != league_id):
+        raise LeagueError(
+            ErrorCode.AUTH_TOKEN_INVALID,
+            f"auth_token is not valid for sender {message['sender']}"
+            + (f" in league {league_id}" if league_id else ""),
+            context={"sender": message["sender"]},
+        )
+    if agent.status in ("SUSPENDED", "REMOVED"):
+        raise LeagueError(
+            ErrorCode.AUTH_TOKEN_INVALID,
+            f"{kind} {agent_id} is {agent.status.lower()} in league {agent.league.league_id}",
+            context={"sender": message["sender"], "status": agent.status},
+        )
+    return Identity(kind=kind, agent=agent, league=agent.league)

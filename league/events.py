@@ -1,0 +1,87 @@
+"""The append-only event log and live broadcasts to the dashboard (contract 6).
+
+``record_event`` stores one protocol message or state transition (tokens stripped);
+``broadcast`` sends a live event to the league's Channels group after the current
+transaction commits, so the dashboard never shows a state that was rolled back.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.db import transaction
+
+from league.models import Event, League
+
+log = logging.getLogger(__name__)
+
+# Bearer secrets never reach the log: agent tokens, LM tokens, per-match tokens.
+SECRET_FIELDS = frozenset({"auth_token", "league_manager_token", "match_token"})
+
+
+def strip_secrets(value: Any) -> Any:
+    """A copy of ``value`` with every secret field removed, at any depth."""
+    if isinstance(value, dict):
+        return {k: strip_secrets(v) for k, v in value.items() if k not in SECRET_FIELDS}
+    if isinstance(value, list):
+        return [strip_secrets(v) for v in value]
+    return value
+
+
+def event_row(
+    league: League | None,
+    direction: str,
+    kind: str,
+    *,
+    agent: str = "",
+    match_id: str = "",
+    payload: dict[str, Any] | None = None,
+) -> Event:
+    """An unsaved Event (for ``bulk_create``)."""
+    return Event(
+        league=league,
+        direction=direction,
+        kind=str(kind)[:40],
+        agent=str(agent or "")[:40],
+        match_id=str(match_id or "")[:16],
+        payload=strip_secrets(payload or {}),
+    )
+
+
+def record_event(
+    league: League | None,
+    direction: str,
+    kind: str,
+    *,
+    agent: str = "",
+    match_id: str = "",
+    payload: dict[str, Any] | None = None,
+) -> Event:
+    """Append one event: ``direction`` IN/OUT for protocol messages, STATE for transitions."""
+    row = event_row(league, direction, kind, agent=agent, match_id=match_id, payload=payload)
+    row.save(force_insert=True)
+    return row
+
+
+def group_name(league_id: str) -> str:
+    return f"league_{league_id}"
+
+
+def broadcast(league_id: str, event: str, data: dict[str, Any]) -> None:
+    """Send ``event`` to the league's dashboard group once the current transaction commits."""
+    transaction.on_commit(lambda: send_now(league_id, event, data))
+
+
+def send_now(league_id: str, event: str, data: dict[str, Any]) -> None:
+    """Send immediately (from sync code). A dashboard outage never breaks the league."""
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(group_name(league_id), {"type": "league.event", "event": event, "data": data})
+    except Exception:
+        log.exception("broadcast of %s to league %s failed", event, league_id)

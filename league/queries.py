@@ -1,0 +1,190 @@
+"""The read side of the League Manager: standings, schedule, next match, player statistics.
+
+Plain dicts ready to send (LEAGUE_QUERY_RESPONSE data, resources, the dashboard and the API).
+Standings come from the pure ``league.standings.compute_standings``; this module only feeds it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from league.models import AgentStatus, League, Match, MatchResult, Player
+from league.standings import ResultRow, StandingRow, compute_standings, id_sort_key
+from leagueproto.errors import ErrorCode, LeagueError
+
+ACTIVE_STATUSES = (League.Status.REGISTERING, League.Status.READY, League.Status.RUNNING, League.Status.PAUSED)
+
+
+def get_league(league_id: str | None) -> League:
+    """The named league, or the one league in progress when no id is given (E008 otherwise)."""
+    if league_id:
+        league = League.objects.filter(league_id=league_id).first()
+        if league is None:
+            raise LeagueError(ErrorCode.LEAGUE_NOT_FOUND, f"league {league_id!r} does not exist")
+        return league
+    active = list(League.objects.filter(status__in=ACTIVE_STATUSES)[:5])
+    if len(active) == 1:
+        return active[0]
+    if len(active) > 1:
+        names = ", ".join(sorted(x.league_id for x in active))
+        raise LeagueError(
+            ErrorCode.LEAGUE_NOT_FOUND,
+            f"several leagues are in progress ({names}): name one with league_id",
+            context={"leagues": sorted(x.league_id for x in active)},
+        )
+    latest = League.objects.order_by("-created_at", "-id").first()
+    if latest is None:
+        raise LeagueError(ErrorCode.LEAGUE_NOT_FOUND, "there is no league yet")
+    return latest
+
+
+def result_rows(league: League) -> list[ResultRow]:
+    rows = MatchResult.objects.filter(league=league).values_list(
+        "match__match_id",
+        "match__player_a__player_id",
+        "match__player_b__player_id",
+        "points_a",
+        "points_b",
+        "technical_loss_a",
+        "technical_loss_b",
+    )
+    return [ResultRow(*row) for row in rows]
+
+
+def standings(league: League) -> list[dict[str, Any]]:
+    """Ranked standings rows with display names (contract 5's LEAGUE_STANDINGS_UPDATE entries)."""
+    results = result_rows(league)
+    names = dict(
+        Player.objects.filter(league=league)
+        .exclude(status=AgentStatus.REMOVED)
+        .values_list("player_id", "display_name")
+    )
+    in_results = {p for r in results for p in (r.player_a, r.player_b)}
+    for player_id, name in Player.objects.filter(league=league, player_id__in=in_results - set(names)).values_list(
+        "player_id", "display_name"
+    ):
+        names[player_id] = name
+    rows = compute_standings(sorted(names, key=id_sort_key), results)
+    return [standing_dict(row, names.get(row.player_id, "")) for row in rows]
+
+
+def standing_dict(row: StandingRow, display_name: str) -> dict[str, Any]:
+    return {
+        "rank": row.rank,
+        "player_id": row.player_id,
+        "display_name": display_name,
+        "played": row.played,
+        "wins": row.wins,
+        "draws": row.draws,
+        "losses": row.losses,
+        "technical_losses": row.technical_losses,
+        "points": row.points,
+    }
+
+
+def _matches(league: League):
+    return Match.objects.filter(league=league).select_related("round", "player_a", "player_b", "referee", "result")
+
+
+def match_dict(match: Match) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "match_id": match.match_id,
+        "round_id": match.round.number,
+        "game_type": match.game_type,
+        "player_A_id": match.player_a.player_id,
+        "player_B_id": match.player_b.player_id,
+        "status": match.status,
+        "referee_id": match.referee.referee_id if match.referee else None,
+        "result": None,
+    }
+    result = getattr(match, "result", None) if match.status == Match.Status.FINISHED else None
+    if result is not None:
+        entry["result"] = {
+            "outcome": result.outcome,
+            "winner": result.winner.player_id if result.winner_id else None,
+            "score": {match.player_a.player_id: result.points_a, match.player_b.player_id: result.points_b},
+            "technical_loss": [
+                p.player_id
+                for p, lost in ((match.player_a, result.technical_loss_a), (match.player_b, result.technical_loss_b))
+                if lost
+            ],
+        }
+    return entry
+
+
+def schedule(league: League, *, round_id: int | None = None, player_id: str | None = None) -> list[dict[str, Any]]:
+    """Rounds in order, each with its matches (optionally one round, or one player's matches)."""
+    rounds = {r.number: r for r in league.rounds.all()}
+    matches = _matches(league)
+    if round_id is not None:
+        matches = matches.filter(round__number=round_id)
+    if player_id:
+        matches = matches.filter(player_a__player_id=player_id) | matches.filter(player_b__player_id=player_id)
+    by_round: dict[int, list[dict[str, Any]]] = {}
+    for match in matches.order_by("round__number", "id"):
+        by_round.setdefault(match.round.number, []).append(match_dict(match))
+    numbers = sorted(by_round) if (round_id is not None or player_id) else sorted(rounds)
+    return [
+        {"round_id": n, "status": rounds[n].status if n in rounds else None, "matches": by_round.get(n, [])}
+        for n in numbers
+    ]
+
+
+def get_player(league: League, player_id: str) -> Player:
+    player = Player.objects.filter(league=league, player_id=player_id).first()
+    if player is None:
+        raise LeagueError(
+            ErrorCode.PLAYER_NOT_REGISTERED,
+            f"player {player_id} is not registered in league {league.league_id}",
+            context={"player_id": player_id},
+        )
+    return player
+
+
+def next_match(league: League, player_id: str) -> dict[str, Any] | None:
+    """The player's first unfinished match in schedule order, or None."""
+    player = get_player(league, player_id)
+    pending = (
+        _matches(league)
+        .filter(status__in=(Match.Status.SCHEDULED, Match.Status.ASSIGNED, Match.Status.RUNNING))
+        .order_by("round__number", "id")
+    )
+    match = (pending.filter(player_a=player) | pending.filter(player_b=player)).first()
+    if match is None:
+        return None
+    entry = match_dict(match)
+    entry["opponent_id"] = match.player_b.player_id if match.player_a_id == player.id else match.player_a.player_id
+    entry["referee_endpoint"] = match.referee.endpoint if match.referee else None
+    return entry
+
+
+def player_stats(league: League, player_id: str) -> dict[str, Any]:
+    """The player's standings row plus match history and how often it chose even/odd."""
+    player = get_player(league, player_id)
+    row = next((r for r in standings(league) if r["player_id"] == player_id), None)
+    history = []
+    parity = {"even": 0, "odd": 0}
+    finished = _matches(league).filter(status=Match.Status.FINISHED).order_by("round__number", "id")
+    for match in finished.filter(player_a=player) | finished.filter(player_b=player):
+        entry = match_dict(match)
+        details = match.result.details if hasattr(match, "result") else {}
+        choice = (details.get("choices") or {}).get(player_id) if isinstance(details, dict) else None
+        if isinstance(choice, str) and choice.lower() in parity:
+            parity[choice.lower()] += 1
+        entry["opponent_id"] = match.player_b.player_id if match.player_a_id == player.id else match.player_a.player_id
+        entry["my_choice"] = choice
+        history.append(entry)
+    stats = row or standing_dict(StandingRow(0, player_id, 0, 0, 0, 0, 0, 0), player.display_name)
+    return {**stats, "status": player.status, "choices": parity, "history": history}
+
+
+def match_state(league: League, match_id: str) -> dict[str, Any]:
+    """One match as ``game://state/{match_id}`` shows it (with result details once finished)."""
+    match = _matches(league).filter(match_id=match_id).first()
+    if match is None:
+        raise LookupError(match_id)
+    entry = match_dict(match)
+    if entry["result"] is not None:
+        entry["result"]["details"] = match.result.details
+    entry["league_id"] = league.league_id
+    return entry
