@@ -44,7 +44,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import close_old_connections, connection, connections, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
@@ -574,6 +574,7 @@ class Conductor:
             if own_client and self.client is not None:
                 await self.client.close()
                 self.client = None
+            await sync_to_async(connections.close_all)()
 
     async def drain(self) -> None:
         tasks = [*self._inflight.values(), *self._pings.values()]
@@ -582,6 +583,7 @@ class Conductor:
 
     async def tick(self) -> bool:
         """One pass over the leagues in progress; True while any is still in progress."""
+        await sync_to_async(close_old_connections)()  # a long-running worker outlives DB restarts
         leagues = await sync_to_async(self._leagues)()
         for league in leagues:
             try:

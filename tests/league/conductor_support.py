@@ -157,9 +157,7 @@ class ScriptedReferee:
         await asyncio.sleep(self.delay)
         if self._client is None:
             self._client = AgentClient()
-        try:
-            result = await self._client.call(self.lm_url, "report_match_result", self.report_message(start), timeout=5)
-            self.reports.append(result.reply)
-        finally:
-            with self._lock:
-                self.running -= 1
+        with self._lock:  # done before reporting: the LM may assign the next match right after the report
+            self.running -= 1
+        result = await self._client.call(self.lm_url, "report_match_result", self.report_message(start), timeout=5)
+        self.reports.append(result.reply)

@@ -225,3 +225,33 @@ def test_it_counts_each_dispatch_once_per_match(lm_server, players, referees):
     starts = Counter(match_id for match_id, _token in ref.starts)
     assert set(starts.values()) == {1}
     assert len(starts) == 15 == MatchResult.objects.filter(league=league).count()
+
+
+def test_two_conductors_never_dispatch_the_same_match(lm_server, players, referees, agent_env, manage_py):
+    """Two runleague processes on the same database: every (match, attempt) is sent once."""
+    from tests.support.servers import Process
+
+    league = make_league("conductor_pair", **FAST)
+    group = players(8)
+    group.register(lm_server, league.league_id)
+    refs = [referees(), referees()]
+    for ref in refs:
+        ref.register(league.league_id, capacity=3)
+    close_window(league)
+
+    args = [*manage_py, "runleague", "--league", league.league_id, "--until-done", "--poll", "0.01"]
+    workers = [Process(args, agent_env), Process(args, agent_env)]
+    try:
+        for worker in workers:
+            worker.proc.wait(60)
+    finally:
+        for worker in workers:
+            worker.kill()
+
+    league.refresh_from_db()
+    assert league.status == League.Status.COMPLETED
+    assert [w.proc.returncode for w in workers] == [0, 0]
+    starts = Counter(start for ref in refs for start in ref.starts)  # (match_id, match token of the attempt)
+    assert set(starts.values()) == {1}
+    assert len({match_id for match_id, _ in starts}) == 28 == MatchResult.objects.filter(league=league).count()
+    assert all(ref.max_running <= 3 for ref in refs)
