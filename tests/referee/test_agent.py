@@ -176,3 +176,28 @@ def test_it_keeps_a_finished_result_across_a_restart(players, tmp_path):
     assert report["result"] == result
     assert report["match_id"] == "R1M1" and report["sender"] == "referee:REF01"
     assert report["match_log"][-1]["message_type"] in ("GAME_OVER", "ACK", "FINISHED")
+
+
+def test_it_runs_several_matches_at_once(referee, lm, players):
+    scripted_lm, _ = lm
+    _, url_a = players(ScriptedPlayer("P01", join_delay=0.1))
+    _, url_b = players(ScriptedPlayer("P02"))
+    replies = [
+        rpc(referee.url, "start_match", start_match_message(url_a, url_b, match_id=f"R1M{n}")) for n in (1, 2, 3)
+    ]
+    assert [r["active_matches"] for r in replies] == [1, 2, 3]
+    reports = scripted_lm.received.wait_for("acknowledged", 3)
+    assert sorted(r["match_id"] for r in reports) == ["R1M1", "R1M2", "R1M3"]
+
+
+def test_it_finishes_a_running_match_when_stopped(lm, players):
+    scripted_lm, lm_url = lm
+    _, url_a = players(ScriptedPlayer("P01", join_delay=0.2))
+    _, url_b = players(ScriptedPlayer("P02"))
+    with run_referee(league_url=lm_url, grace_seconds=5.0) as running:
+        running.wait_registered()
+        assert rpc(running.url, "start_match", start_match_message(url_a, url_b))["status"] == "ACCEPTED"
+        running.server.stop()  # SIGTERM's path: uvicorn stops, then Referee.shutdown() waits for the match
+        assert running.referee.accepting is False
+    (report,) = scripted_lm.received.of("acknowledged")
+    assert report["result"]["status"] in ("WIN", "DRAW")
