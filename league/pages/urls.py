@@ -4,11 +4,7 @@ from django.conf import settings
 from django.contrib.staticfiles.views import serve
 from django.urls import path, re_path
 
-from league import admin_actions
 from league.pages import views
-
-# Pause/resume/cancel/reinstate join the admin here until league/apps.py's ready() calls this.
-admin_actions.install()
 
 urlpatterns = [
     path("", views.league_list, name="league-list"),
