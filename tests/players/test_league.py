@@ -64,7 +64,7 @@ def test_runplayer_players_and_the_minimal_player_play_a_real_league(game_type, 
             timeout=20,
         )
         actions.close_registration(league)
-        asyncio.run(asyncio.wait_for(Conductor(league_id=league.league_id, poll=0.02).run(until_done=True), 60))
+        asyncio.run(asyncio.wait_for(Conductor(league_id=league.league_id, poll=0.02).run(until_done=True), 40))
 
         league.refresh_from_db()
         assert league.status == League.Status.COMPLETED
