@@ -293,7 +293,10 @@ class MatchRunner:
                     return
                 except InvalidMove as bad:
                     problem = bad
-            self.log.entries[-1]["outcome"] = "invalid"
+            reply_entry = next(
+                e for e in reversed(self.log.entries) if e["direction"] == "IN" and e["peer"] == seat.player_id
+            )
+            reply_entry["outcome"] = "invalid"
             invalid += 1
             last = invalid > self.spec.max_invalid_moves
             await self._send_game_error(seat, problem, invalid, last)
