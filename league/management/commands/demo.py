@@ -1,0 +1,338 @@
+"""``manage.py demo``: a whole league, live, with real processes on loopback.
+
+Starts the LM site (uvicorn serving ``leaguesite.asgi:application``), the conductor
+(``runleague``), ``--referees`` referees (``runreferee``) and ``--players`` players
+(``runplayer``, a mix of strategies), creates and opens a league, starts it once everyone has
+registered, shows a live progress bar, prints the final standings and the champion, then keeps
+the site up for browsing until Ctrl-C (or exits with ``--exit``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from league import actions, queries
+from league.conductor import progress
+from league.models import AgentStatus, League
+
+STRATEGY_MIX = ("random", "adaptive", "always_even", "always_odd", "alternate")
+FAST = {
+    "join_timeout": 1.0,
+    "move_timeout": 2.0,
+    "game_over_timeout": 1.0,
+    "report_timeout": 2.0,
+    "default_timeout": 2.0,
+    "retries": 1,
+    "retry_delay": 0.2,
+    "match_deadline": 60.0,
+}
+
+
+def wait_for_port(port: int, timeout: float, host: str = "127.0.0.1") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            sock.settimeout(0.2)
+            if sock.connect_ex((host, port)) == 0:
+                return
+        time.sleep(0.05)
+    raise CommandError(f"nothing listens on {host}:{port} after {timeout:g} s")
+
+
+def strategy_groups(players: int) -> list[tuple[str, int]]:
+    """``players`` spread over the strategy mix: [(strategy, count), …]."""
+    counts: dict[str, int] = {}
+    for _, strategy in zip(range(players), itertools.cycle(STRATEGY_MIX), strict=False):
+        counts[strategy] = counts.get(strategy, 0) + 1
+    return list(counts.items())
+
+
+@dataclass
+class Demo:
+    players: int = 8
+    referees: int = 2
+    game: str = "even_odd"
+    port: int = 8000
+    referee_port: int = 8001
+    player_port: int = 8101
+    silent: int = 0
+    fast: bool = False
+    timeout: float = 600.0
+    log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="league-demo-")))
+    out: Any = sys.stdout
+    children: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def lm_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        log = open(self.log_dir / f"{name}.log", "w")  # noqa: SIM115 (closed with the process)
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.children.append(proc)
+        return proc
+
+    def manage(self, *args: str) -> list[str]:
+        return [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), *args]
+
+    def create_league(self) -> League:
+        league_id = f"demo_{time.strftime('%Y%m%d_%H%M%S')}"
+        extra = dict(FAST) if self.fast else {}
+        league = actions.create_league(
+            name=f"Demo league ({self.game})",
+            league_id=league_id,
+            game_type=self.game,
+            min_players=min(2, self.players + self.silent),
+            max_players=self.players + self.silent,
+            max_referees=max(1, self.referees),
+            **extra,
+        )
+        return actions.open_registration(league, 120.0)
+
+    def start_site(self) -> None:
+        self.spawn(
+            "lm",
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "leaguesite.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+            ],
+        )
+        wait_for_port(self.port, 30)
+
+    def start_agents(self, league: League) -> None:
+        self.spawn("conductor", self.manage("runleague", "--league", league.league_id, "--poll", "0.1"))
+        for i in range(self.referees):
+            self.spawn(
+                f"referee{i + 1}",
+                self.manage(
+                    "runreferee",
+                    "--port",
+                    str(self.referee_port + i),
+                    "--league-url",
+                    self.lm_url,
+                    "--league-id",
+                    league.league_id,
+                    "--max-concurrent",
+                    "4",
+                    "--log-level",
+                    "warning",
+                ),
+            )
+        base = self.player_port
+        for strategy, count in strategy_groups(self.players):
+            self.spawn(
+                f"players-{strategy}",
+                self.manage(
+                    "runplayer",
+                    "--port",
+                    str(base),
+                    "--count",
+                    str(count),
+                    "--strategy",
+                    strategy,
+                    "--name",
+                    strategy.replace("_", "-").title(),
+                    "--league-url",
+                    self.lm_url,
+                    "--league-id",
+                    league.league_id,
+                    "--log-level",
+                    "WARNING",
+                ),
+            )
+            base += count
+        for i in range(self.silent):
+            self.register_silent(league, i)
+
+    def register_silent(self, league: League, index: int) -> None:
+        """A player that registers and then never answers (its endpoint has no server)."""
+        from leagueproto.envelope import make_message
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        message = make_message(
+            "LEAGUE_REGISTER_REQUEST",
+            f"player:silent{index + 1}",
+            league_id=league.league_id,
+            player_meta={
+                "display_name": f"Silent-{index + 1}",
+                "version": "1.0.0",
+                "protocol_version": "2.1.0",
+                "game_types": [self.game],
+                "contact_endpoint": f"http://127.0.0.1:{port}/mcp",
+            },
+        )
+        import httpx
+
+        payload = {"jsonrpc": "2.0", "id": 1, "method": "register_player", "params": message}
+        reply = httpx.post(self.lm_url, json=payload, timeout=10).json().get("result", {})
+        if reply.get("status") != "ACCEPTED":
+            raise CommandError(f"the silent player was not registered: {reply}")
+
+    def wait_for_registrations(self, league: League, timeout: float = 60.0) -> League:
+        deadline = time.monotonic() + timeout
+        want_players = self.players + self.silent
+        while time.monotonic() < deadline:
+            self.check_children()
+            players = league.players.exclude(status=AgentStatus.REMOVED).count()
+            referees = league.referees.exclude(status=AgentStatus.REMOVED).count()
+            if players >= want_players and referees >= self.referees:
+                return actions.start_league(league)
+            time.sleep(0.1)
+        raise CommandError(f"registration incomplete after {timeout:g} s (logs in {self.log_dir})")
+
+    def check_children(self) -> None:
+        for proc in self.children[:2]:  # the site and the conductor must stay up
+            if proc.poll() is not None:
+                raise CommandError(f"{' '.join(proc.args[1:4])} exited ({proc.returncode}); logs in {self.log_dir}")
+
+    def follow(self, league: League) -> League:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        console = Console(file=self.out)
+        deadline = time.monotonic() + self.timeout
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=console, transient=False) as bar:
+            task = bar.add_task("starting", total=None)
+            while True:
+                league.refresh_from_db()
+                state = progress(league)
+                leader = state["leader"]
+                lead = (
+                    f" · leader {leader['player_id']} {leader['display_name']} ({leader['points']} pts)"
+                    if leader
+                    else ""
+                )
+                bar.update(
+                    task,
+                    total=state["total"] or None,
+                    completed=state["done"],
+                    description=f"round {state['round']}/{state['rounds']}{lead}",
+                )
+                if league.status in (League.Status.COMPLETED, League.Status.CANCELLED):
+                    return league
+                if time.monotonic() > deadline:
+                    raise CommandError(f"the league did not finish in {self.timeout:g} s (logs in {self.log_dir})")
+                self.check_children()
+                time.sleep(0.2)
+
+    def print_standings(self, league: League) -> None:
+        from rich.console import Console
+        from rich.table import Table
+
+        console = Console(file=self.out)
+        table = Table(title=f"Final standings · {league.name}")
+        for column in ("rank", "player", "name", "played", "W", "D", "L", "tech. L", "points"):
+            table.add_column(column, justify="left" if column in ("player", "name") else "right")
+        for row in queries.standings(league):
+            table.add_row(
+                *(
+                    str(row[k])
+                    for k in (
+                        "rank",
+                        "player_id",
+                        "display_name",
+                        "played",
+                        "wins",
+                        "draws",
+                        "losses",
+                        "technical_losses",
+                        "points",
+                    )
+                )
+            )
+        console.print(table)
+        champion = league.champion
+        if champion is not None:
+            console.print(f"Champion: {champion.player_id} {champion.display_name}")
+
+    def stop(self) -> None:
+        for proc in reversed(self.children):
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in reversed(self.children):
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+class Command(BaseCommand):
+    help = "Play a whole league live: LM site, conductor, referees and players as real processes."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--players", type=int, default=8)
+        parser.add_argument("--referees", type=int, default=2)
+        parser.add_argument("--game", default="even_odd", choices=("even_odd", "even_odd_bo5"))
+        parser.add_argument("--port", type=int, default=8000, help="The LM site's port.")
+        parser.add_argument("--referee-port", type=int, default=8001, help="First referee port.")
+        parser.add_argument("--player-port", type=int, default=8101, help="First player port.")
+        parser.add_argument("--silent", type=int, default=0, help="Also register this many players that never answer.")
+        parser.add_argument("--fast", action="store_true", help="Short timeouts (1-2 s) instead of the spec's.")
+        parser.add_argument("--timeout", type=float, default=600.0, help="Give up after this many seconds.")
+        parser.add_argument("--exit", action="store_true", help="Exit when the league is over.")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        if opts["players"] + opts["silent"] < 2:
+            raise CommandError("a league needs at least 2 players")
+        call_command("migrate", interactive=False, verbosity=0)
+        demo = Demo(
+            players=opts["players"],
+            referees=opts["referees"],
+            game=opts["game"],
+            port=opts["port"],
+            referee_port=opts["referee_port"],
+            player_port=opts["player_port"],
+            silent=opts["silent"],
+            fast=opts["fast"],
+            timeout=opts["timeout"],
+            out=self.stdout._out,
+        )
+        try:
+            league = demo.create_league()
+            self.stdout.write(f"League {league.league_id}; agent logs in {demo.log_dir}")
+            demo.start_site()
+            self.stdout.write(f"League Manager at http://127.0.0.1:{demo.port}/ (MCP: {demo.lm_url})")
+            demo.start_agents(league)
+            league = demo.wait_for_registrations(league)
+            league = demo.follow(league)
+            demo.print_standings(league)
+            if league.status != League.Status.COMPLETED:
+                raise CommandError(f"league ended {league.status}")
+            if not opts["exit"]:
+                self.stdout.write(f"Site still up at http://127.0.0.1:{demo.port}/ - Ctrl-C to stop.")
+                signal.signal(signal.SIGTERM, _interrupt)
+                while demo.children[0].poll() is None:
+                    time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            demo.stop()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
