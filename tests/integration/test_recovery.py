@@ -1,0 +1,126 @@
+"""Recovery with real processes: kill -9 the conductor or a referee mid-league; nothing is lost
+or counted twice."""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+
+import pytest
+from django.utils import timezone
+
+from league import actions
+from league.models import Event, League, Match, MatchResult, Referee
+from tests.support.servers import Process, free_ports, wait_for_port
+
+pytestmark = pytest.mark.processes
+
+PLAYERS = 12
+FAST = {
+    "join_timeout": 1.0,
+    "move_timeout": 1.0,
+    "game_over_timeout": 1.0,
+    "report_timeout": 2.0,
+    "default_timeout": 1.0,
+    "retries": 1,
+    "retry_delay": 0.2,
+    "match_deadline": 20.0,
+}
+
+
+class World:
+    """The LM site, two referees and twelve players as processes, around one league."""
+
+    def __init__(self, env: dict[str, str], manage: list[str], tmp_path) -> None:
+        self.env, self.manage, self.tmp = env, manage, tmp_path
+        self.procs: list[Process] = []
+        self.lm_port = free_ports(1)
+        self.lm_url = f"http://127.0.0.1:{self.lm_port}/mcp"
+        self.league = actions.open_registration(
+            actions.create_league(name="Recovery", league_id="recovery", **FAST), 120
+        )
+
+    def spawn(self, name: str, args: list[str]) -> Process:
+        proc = Process(args, self.env, str(self.tmp / f"{name}.log"))
+        self.procs.append(proc)
+        return proc
+
+    def start(self) -> None:
+        site = [sys.executable, "-m", "uvicorn", "leaguesite.asgi:application", "--port", str(self.lm_port)]
+        self.spawn("lm", [*site, "--log-level", "warning"])
+        wait_for_port(self.lm_port)
+        common = ["--league-url", self.lm_url, "--league-id", self.league.league_id]
+        ref_port = self.ref_port = free_ports(2)
+        self.referees = [
+            self.spawn(f"ref{i}", [*self.manage, "runreferee", "--port", str(ref_port + i), *common]) for i in (0, 1)
+        ]
+        player_port = free_ports(PLAYERS)
+        self.spawn("players", [*self.manage, "runplayer", "--port", str(player_port), "--count", str(PLAYERS), *common])
+        deadline = time.monotonic() + 60
+        while self.league.players.count() < PLAYERS or self.league.referees.count() < 2:
+            assert time.monotonic() < deadline, "agents did not register"
+            time.sleep(0.1)
+        actions.start_league(self.league)
+
+    def conductor(self) -> Process:
+        return self.spawn("conductor", [*self.manage, "runleague", "--league", self.league.league_id, "--poll", "0.05"])
+
+    def results(self) -> int:
+        return MatchResult.objects.filter(league=self.league).count()
+
+    def wait_completed(self, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.league.refresh_from_db()
+            if self.league.status == League.Status.COMPLETED:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"league is {self.league.status} with {self.results()} results")
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.terminate(5)
+
+    def assert_each_match_recorded_once(self) -> None:
+        total = PLAYERS * (PLAYERS - 1) // 2
+        assert Match.objects.filter(league=self.league).count() == total
+        assert self.results() == total
+        assert not Match.objects.filter(league=self.league).exclude(status=Match.Status.FINISHED).exists()
+        assert MatchResult.objects.filter(league=self.league).values("match").distinct().count() == total
+
+
+@pytest.fixture
+def world(agent_env, manage_py, tmp_path):
+    w = World(agent_env, manage_py, tmp_path)
+    try:
+        w.start()
+        yield w
+    finally:
+        w.stop()
+
+
+def test_it_completes_when_the_conductor_is_killed_and_restarted(world):
+    rng = random.Random(5)
+    for _ in range(3):
+        conductor = world.conductor()
+        time.sleep(rng.uniform(0.3, 1.5))
+        conductor.kill()  # SIGKILL: no clean-up at all
+    world.conductor()
+    world.wait_completed()
+    world.assert_each_match_recorded_once()
+
+
+def test_it_completes_when_a_referee_is_killed(world):
+    world.conductor()
+    deadline = time.monotonic() + 30
+    while world.results() < 5:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    world.referees[0].kill()
+    world.killed_at = timezone.now()
+    world.wait_completed()
+    world.assert_each_match_recorded_once()
+    dead = Referee.objects.get(league=world.league, endpoint__contains=f":{world.ref_port}/")
+    assert Event.objects.filter(league=world.league, agent=dead.referee_id, kind__startswith="referee_").exists()
+    assert not MatchResult.objects.filter(league=world.league, reported_at__gt=world.killed_at, referee=dead).exists()
