@@ -42,6 +42,7 @@ GAME_TYPES = ("even_odd", "even_odd_bo5")
 MIN_BUDGET = 0.05  # even a past deadline gives a fast strategy this long (deadlines are whole seconds)
 FAILURES_TO_SUSPEND = 3
 RETRYABLE_REGISTRATION_CODES = {"E001", "E008", "E009", "E010", "E017"}
+GRACEFUL_SHUTDOWN = 3.0  # seconds in-flight calls get at shutdown (a "silent" fault player never answers)
 
 
 class Lifecycle:
@@ -124,7 +125,8 @@ class Player:
         self.done = asyncio.Event()
         self._load()
         self.toolset = self._build_toolset()
-        self.server = McpServer(self.toolset)
+        wrap = getattr(self.strategy, "wrap_server", None)  # fault-injection players (players/faults.py)
+        self.server: McpServer = wrap(self) if wrap else McpServer(self.toolset)
 
     # -- identity ------------------------------------------------------------------------------
     @property
@@ -137,7 +139,8 @@ class Player:
 
     @property
     def endpoint(self) -> str:
-        return f"http://{self.config.advertise_host or self.config.host}:{self.port}/mcp"
+        port = getattr(self.strategy, "advertise_port", None) or self.port  # the "dead" fault lies here
+        return f"http://{self.config.advertise_host or self.config.host}:{port}/mcp"
 
     @property
     def state_path(self) -> Path | None:
@@ -789,6 +792,7 @@ class PlayerHost:
         sockets = bind_sockets(host, [p.config.port for p in self.players])
         self._bind_ports([s.getsockname()[1] for s in sockets])
         self._uvicorn = make_server(self.app)
+        self._uvicorn.config.timeout_graceful_shutdown = GRACEFUL_SHUTDOWN
         self._uvicorn.run(sockets=sockets)
 
     def start_in_thread(self, host: str = "127.0.0.1") -> ThreadedServer:
@@ -796,4 +800,5 @@ class PlayerHost:
         server = ThreadedServer(self.app, host=host, ports=[p.config.port for p in self.players])
         self._bind_ports(server.ports)
         self._uvicorn = server.server
+        self._uvicorn.config.timeout_graceful_shutdown = GRACEFUL_SHUTDOWN
         return server.start()

@@ -16,6 +16,29 @@ def _llm(**kwargs: Any) -> Strategy:
     return LlmStrategy(**kwargs)
 
 
+def _fault(fault: str) -> Any:
+    def make(**kwargs: Any) -> Strategy:
+        from players.faults import FaultStrategy  # fault injection (issue 8); imported on demand
+
+        return FaultStrategy(fault, **kwargs)
+
+    return make
+
+
+FAULTS = (
+    "slow",
+    "late",
+    "silent",
+    "dead",
+    "http500",
+    "malformed",
+    "wrong_type",
+    "invalid_parity",
+    "flapping",
+    "impostor",
+    "oversized",
+)
+
 STRATEGIES: dict[str, Any] = {
     "random": RandomStrategy,
     "always_even": AlwaysEven,
@@ -23,6 +46,8 @@ STRATEGIES: dict[str, Any] = {
     "alternate": Alternate,
     "adaptive": Adaptive,
     "llm": _llm,
+    # Fault-injection players (players/faults.py): they misbehave on purpose.
+    **{fault: _fault(fault) for fault in FAULTS},
 }
 
 
@@ -35,4 +60,4 @@ def make_strategy(name: str, *, rng: random.Random | None = None, **options: Any
     return factory(rng=rng, **options)
 
 
-__all__ = ["STRATEGIES", "MoveSituation", "ParitySituation", "Strategy", "make_strategy"]
+__all__ = ["FAULTS", "STRATEGIES", "MoveSituation", "ParitySituation", "Strategy", "make_strategy"]

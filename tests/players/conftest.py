@@ -26,11 +26,12 @@ from players.agent import Player, PlayerConfig, PlayerHost
 
 @dataclass
 class ScriptedLM:
-    """A small LM: register_player (P01, P02 …) and league_query; records what it received."""
+    """A small LM: register_player (P01, P02 …), league_query and report_match_result; records them."""
 
     url: str = ""
     registrations: list[dict[str, Any]] = field(default_factory=list)
     queries: list[dict[str, Any]] = field(default_factory=list)
+    reports: dict[str, dict[str, Any]] = field(default_factory=dict)  # match_id → MATCH_RESULT_REPORT
     tokens: dict[str, str] = field(default_factory=dict)  # player_id → auth token
     lm_tokens: dict[str, str] = field(default_factory=dict)  # player_id → token the LM signs with
     refuse_first: int = 0  # answer E008 (no league open) this many times first
@@ -64,6 +65,12 @@ class ScriptedLM:
                 league_id=msg.model_extra.get("league_id") or "test_league",
                 reason=None,
             )
+
+        @ts.tool("report_match_result", LeagueMessage, message_types=("MATCH_RESULT_REPORT",))
+        async def report_match_result(msg: LeagueMessage, ctx: CallContext) -> dict:
+            body = msg.model_dump()
+            self.reports[body["match_id"]] = body
+            return ts.reply(msg, "MATCH_RESULT_ACK", match_id=body["match_id"], status="RECORDED")
 
         @ts.tool("league_query", LeagueMessage, message_types=("LEAGUE_QUERY",))
         async def league_query(msg: LeagueMessage, ctx: CallContext) -> dict:
