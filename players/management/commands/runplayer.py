@@ -41,7 +41,11 @@ class Command(BaseCommand):
         parser.add_argument("--log-level", default="INFO")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        logging.basicConfig(level=options["log_level"].upper(), format="%(asctime)s %(name)s %(message)s")
+        level = logging.getLevelName(options["log_level"].upper())
+        if not isinstance(level, int):
+            raise CommandError(f"unknown --log-level {options['log_level']!r}")
+        logging.basicConfig(level=level, format="%(asctime)s %(name)s %(message)s")
+        self.quiet = level > logging.INFO  # per-match lines only at INFO and below
         if options["count"] < 1:
             raise CommandError("--count must be at least 1")
         strategy_options: dict[str, Any] = {}
@@ -101,5 +105,7 @@ class Command(BaseCommand):
         self.stdout.write(json.dumps(reply, indent=2))
 
     def _echo(self, line: str) -> None:
+        if getattr(self, "quiet", False):
+            return
         self.stdout.write(line)
         self.stdout.flush()
