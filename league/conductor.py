@@ -51,7 +51,7 @@ from django.utils import timezone
 from league import actions, queries
 from league.auth import lm_token_for
 from league.events import broadcast, event_row, record_event
-from league.models import AgentStatus, Event, League, Match, Player, Referee, Round
+from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 from league.schedule import schedule_matches
 from league.standings import id_sort_key
 from leagueproto.client import AgentClient, CallFailed, RetryPolicy
@@ -65,6 +65,8 @@ LIVE = (AgentStatus.REGISTERED, AgentStatus.ACTIVE)
 IN_PLAY = (Match.Status.ASSIGNED, Match.Status.RUNNING)
 DONE = (Match.Status.FINISHED, Match.Status.CANCELLED)
 WORKING = (League.Status.REGISTERING, League.Status.READY, League.Status.RUNNING)
+EMBEDDED_REFEREE = "EMBEDDED"  # the LM's built-in referee (seed 002), used when none is registered
+EMBEDDED_CAPACITY = 8  # matches the built-in referee runs at once per conductor
 
 
 @dataclass(frozen=True)
@@ -382,13 +384,13 @@ def referee_failed(referee_pk: int, reason: str) -> bool:
     return suspend
 
 
-def release_match(match_pk: int, referee_pk: int, attempt: int, reason: str) -> bool:
+def release_match(match_pk: int, referee_pk: int | None, attempt: int, reason: str) -> bool:
     """Give a match back to the pool (SCHEDULED, no referee) if it is still that assignment."""
     with transaction.atomic():
-        match = Match.objects.select_for_update().select_related("league").filter(pk=match_pk).first()
+        match = Match.objects.select_for_update().filter(pk=match_pk).first()
         if match is None or match.referee_id != referee_pk or match.attempt != attempt or match.status not in IN_PLAY:
             return False
-        old = match.referee.referee_id if match.referee else ""
+        old = match.referee.referee_id if match.referee else EMBEDDED_REFEREE
         match.status = Match.Status.SCHEDULED
         match.referee = None
         match.deadline_at = None
@@ -406,10 +408,125 @@ def release_match(match_pk: int, referee_pk: int, attempt: int, reason: str) -> 
 
 def overdue_matches(league_pk: int) -> list[tuple[int, int, int, str]]:
     """(match pk, referee pk, attempt, referee id) of assignments past their deadline."""
-    rows = Match.objects.filter(
-        league_id=league_pk, status__in=IN_PLAY, deadline_at__lt=timezone.now(), referee__isnull=False
-    ).values_list("pk", "referee_id", "attempt", "referee__referee_id")
-    return list(rows)
+    rows = Match.objects.filter(league_id=league_pk, status__in=IN_PLAY, deadline_at__lt=timezone.now()).values_list(
+        "pk", "referee_id", "attempt", "referee__referee_id"
+    )
+    return [(pk, ref, attempt, ref_id or EMBEDDED_REFEREE) for pk, ref, attempt, ref_id in rows]
+
+
+def has_live_referee(league_pk: int) -> bool:
+    return Referee.objects.filter(league_id=league_pk, status__in=LIVE).exists()
+
+
+def claim_embedded(league_pk: int, round_pk: int, capacity: int) -> list[tuple[int, dict[str, Any]]]:
+    """Claim up to ``capacity`` SCHEDULED matches for the built-in referee (RUNNING, no referee)."""
+    if capacity <= 0:
+        return []
+    with transaction.atomic():
+        league = League.objects.get(pk=league_pk)
+        candidates = Match.objects.filter(round_id=round_pk, status=Match.Status.SCHEDULED).order_by("id")
+        if connection.features.has_select_for_update_skip_locked:
+            candidates = candidates.select_for_update(skip_locked=True, of=("self",))
+        now = timezone.now()
+        claimed = []
+        for match in candidates.select_related("round", "player_a", "player_b")[:capacity]:
+            match.status = Match.Status.RUNNING
+            match.referee = None
+            match.attempt += 1
+            match.assigned_at = now
+            match.deadline_at = now + timedelta(seconds=league.match_deadline)
+            match.save(update_fields=["status", "referee", "attempt", "assigned_at", "deadline_at"])
+            record_event(
+                league, "STATE", "match_started", agent=EMBEDDED_REFEREE, match_id=match.match_id,
+                payload={"attempt": match.attempt, "embedded": True},
+            )  # fmt: skip
+            broadcast(
+                league.league_id,
+                "match_started",
+                {
+                    "match_id": match.match_id,
+                    "round_id": match.round.number,
+                    "referee_id": EMBEDDED_REFEREE,
+                    "attempt": match.attempt,
+                    "player_A_id": match.player_a.player_id,
+                    "player_B_id": match.player_b.player_id,
+                },
+            )
+            claimed.append(
+                (
+                    match.pk,
+                    {
+                        "match_id": match.match_id,
+                        "round_id": match.round.number,
+                        "game_type": match.game_type,
+                        "attempt": match.attempt,
+                        "player_a": match.player_a.player_id,
+                        "player_b": match.player_b.player_id,
+                        "endpoint_a": match.player_a.endpoint,
+                        "endpoint_b": match.player_b.endpoint,
+                        "timeouts": {
+                            "join": league.join_timeout,
+                            "move": league.move_timeout,
+                            "game_over": league.game_over_timeout,
+                            "report": league.report_timeout,
+                            "default": league.default_timeout,
+                        },
+                    },
+                )
+            )
+    return claimed
+
+
+def record_embedded_result(match_pk: int, attempt: int, result: dict[str, Any], match_log: list[Any]) -> bool:
+    """Store the built-in referee's result, once, if the match is still this embedded attempt.
+
+    The same checks and bookkeeping as ``actions.record_result`` for a registered referee.
+    """
+    from league.events import strip_secrets
+
+    with transaction.atomic():
+        match = Match.objects.select_for_update().filter(pk=match_pk).first()
+        if match is None or match.referee_id is not None or match.attempt != attempt:
+            return False
+        if match.status != Match.Status.RUNNING or MatchResult.objects.filter(match=match).exists():
+            return False
+        match = Match.objects.select_related("league", "player_a", "player_b", "round").get(pk=match_pk)
+        league = match.league
+        outcome = actions._validated_outcome(match, result)
+        now = timezone.now()
+        MatchResult.objects.create(
+            match=match,
+            league=league,
+            referee=None,
+            details=strip_secrets(result.get("details") or {}),
+            log=strip_secrets(match_log),
+            report_digest=actions.report_digest(result),
+            reported_at=now,
+            **outcome,
+        )
+        match.status = Match.Status.FINISHED
+        match.finished_at = now
+        match.save(update_fields=["status", "finished_at"])
+        unfinished = Match.objects.filter(round=match.round).exclude(status__in=DONE)
+        round_played = not unfinished.exists() and match.round.status in (Round.Status.PENDING, Round.Status.ANNOUNCED)
+        if round_played:
+            Round.objects.filter(pk=match.round.pk).update(status=Round.Status.PLAYED)
+            record_event(league, "STATE", "round_played", payload={"round_id": match.round.number})
+        record_event(league, "STATE", "match_finished", agent=EMBEDDED_REFEREE, match_id=match.match_id, payload=result)
+        broadcast(
+            league.league_id,
+            "match_finished",
+            {
+                "match_id": match.match_id,
+                "round_id": match.round.number,
+                "player_A_id": match.player_a.player_id,
+                "player_B_id": match.player_b.player_id,
+                "referee_id": EMBEDDED_REFEREE,
+                "result": strip_secrets(result),
+                "round_played": round_played,
+            },
+        )
+    return True
 
 
 def round_finished(round_pk: int) -> bool:
@@ -625,6 +742,9 @@ class Conductor:
 
     # -- matches ---------------------------------------------------------------------------
     async def dispatch(self, league: League, rnd: Round) -> None:
+        if league.embedded_referee and not await sync_to_async(has_live_referee)(league.pk):
+            await self.dispatch_embedded(league, rnd)
+            return
         now = time.monotonic()
         avoid = [pk for pk, until in self._cooldown.items() if until > now]
         claimed = await sync_to_async(claim_matches)(league.pk, rnd.pk, avoid)
@@ -666,14 +786,51 @@ class Conductor:
         await sync_to_async(release_match)(item.match_pk, item.referee_pk, item.attempt, reason)
         await sync_to_async(referee_failed)(item.referee_pk, reason)
 
+    async def dispatch_embedded(self, league: League, rnd: Round) -> None:
+        free = EMBEDDED_CAPACITY - sum(1 for t in self._inflight.values() if not t.done())
+        for match_pk, spec_fields in await sync_to_async(claim_embedded)(league.pk, rnd.pk, free):
+            task = asyncio.create_task(self._run_embedded(league, match_pk, spec_fields))
+            self._inflight[match_pk] = task
+            task.add_done_callback(lambda _t, pk=match_pk: self._inflight.pop(pk, None))
+
+    async def _run_embedded(self, league: League, match_pk: int, fields: dict[str, Any]) -> None:
+        # league/ may use the referee's pure runner for this built-in mode (referee/ never imports league/).
+        from referee.games import get_game
+        from referee.runner import MatchRunner, MatchSpec, Seat, Timeouts
+
+        assert self.client is not None
+        spec = MatchSpec(
+            league_id=league.league_id,
+            round_id=fields["round_id"],
+            match_id=fields["match_id"],
+            game_type=fields["game_type"],
+            player_a=Seat(fields["player_a"], fields["endpoint_a"]),
+            player_b=Seat(fields["player_b"], fields["endpoint_b"]),
+            match_token=match_token(league.league_id, fields["match_id"], fields["attempt"]),
+            timeouts=Timeouts.from_mapping(fields["timeouts"]),
+            retry=retry_policy(league),
+            max_invalid_moves=league.max_invalid_moves,
+        )
+        runner = MatchRunner(spec, get_game(spec.game_type), self.client, f"referee:{EMBEDDED_REFEREE}")
+        try:
+            result = await runner.run()
+        except Exception:
+            log.exception("embedded match %s failed", spec.match_id)
+            await sync_to_async(release_match)(match_pk, None, fields["attempt"], "embedded referee crashed")
+            return
+        await sync_to_async(record_embedded_result)(match_pk, fields["attempt"], result.to_dict(), runner.log.entries)
+
     async def supervise(self, league: League) -> None:
         """Reassign overdue matches; ping referees that hold matches, release theirs if they are gone."""
         for match_pk, referee_pk, attempt, referee_id in await sync_to_async(overdue_matches)(league.pk):
             reason = f"no result from {referee_id} by the match deadline"
+            if match_pk in self._inflight and referee_pk is None:
+                continue  # our own embedded run: the runner's timeouts end it
             if await sync_to_async(release_match)(match_pk, referee_pk, attempt, reason):
                 log.warning("match pk=%s: %s; reassigning", match_pk, reason)
-                self._cooldown[referee_pk] = time.monotonic() + max(1.0, league.match_deadline)
-                await sync_to_async(referee_failed)(referee_pk, reason)
+                if referee_pk is not None:
+                    self._cooldown[referee_pk] = time.monotonic() + max(1.0, league.match_deadline)
+                    await sync_to_async(referee_failed)(referee_pk, reason)
         interval = self.health_interval or max(1.0, league.default_timeout)
         holders = await sync_to_async(self._referees_holding)(league.pk)
         now = time.monotonic()

@@ -14,6 +14,7 @@ from typing import Any
 from league.standings import id_sort_key
 from leagueproto.asgi import make_asgi_app
 from leagueproto.client import AgentClient
+from leagueproto.envelope import utc_now
 from leagueproto.messages import LeagueMessage
 from leagueproto.serve import ThreadedServer
 from leagueproto.server import McpServer
@@ -34,6 +35,7 @@ class ScriptedPlayers:
 
     def __init__(self, count: int) -> None:
         self.received: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        self.games: dict[int, list[dict[str, Any]]] = defaultdict(list)
         self._servers: dict[int, McpServer] = {}
         self.server = ThreadedServer(make_asgi_app(self._servers.get), ports=(0,) * count)
         for port in self.server.ports:
@@ -48,6 +50,38 @@ class ScriptedPlayers:
                 return toolset.reply(msg, "ACK", status="received")
 
             toolset.tool(method, LeagueMessage, message_types=(message_type,))(ack)
+
+        # The game side, for matches run by a real referee (the LM's built-in one in these tests).
+        @toolset.tool("handle_game_invitation", LeagueMessage, message_types=("GAME_INVITATION",))
+        async def join(msg: LeagueMessage, ctx: CallContext) -> dict[str, Any]:
+            data = msg.model_dump()
+            self.games[port].append(data)
+            return toolset.reply(
+                msg,
+                "GAME_JOIN_ACK",
+                match_id=data.get("match_id"),
+                player_id=data.get("player_id"),
+                arrival_timestamp=utc_now(),
+                accept=True,
+            )
+
+        @toolset.tool("choose_parity", LeagueMessage, message_types=("CHOOSE_PARITY_CALL",))
+        async def choose(msg: LeagueMessage, ctx: CallContext) -> dict[str, Any]:
+            data = msg.model_dump()
+            self.games[port].append(data)
+            choice = "even" if port % 2 == 0 else "odd"
+            return toolset.reply(
+                msg, "CHOOSE_PARITY_RESPONSE", match_id=data.get("match_id"), player_id=data.get("player_id"),
+                parity_choice=choice,
+            )  # fmt: skip
+
+        for method, message_type in (("notify_match_result", "GAME_OVER"), ("notify_game_error", "GAME_ERROR")):
+
+            async def game_ack(msg: LeagueMessage, ctx: CallContext) -> dict[str, Any]:
+                self.games[port].append(msg.model_dump())
+                return toolset.reply(msg, "ACK", status="received")
+
+            toolset.tool(method, LeagueMessage, message_types=(message_type,))(game_ack)
         return toolset
 
     def start(self) -> ScriptedPlayers:

@@ -255,3 +255,22 @@ def test_two_conductors_never_dispatch_the_same_match(lm_server, players, refere
     assert set(starts.values()) == {1}
     assert len({match_id for match_id, _ in starts}) == 28 == MatchResult.objects.filter(league=league).count()
     assert all(ref.max_running <= 3 for ref in refs)
+
+
+def test_it_runs_matches_itself_in_embedded_mode_without_referees(lm_server, players):
+    league = make_league("conductor_embedded", embedded_referee=True, **FAST)
+    group = players(4)
+    group.register(lm_server, league.league_id)
+    close_window(league)
+
+    conduct(league.league_id)
+
+    league.refresh_from_db()
+    assert league.status == League.Status.COMPLETED
+    results = MatchResult.objects.filter(league=league)
+    assert results.count() == 6
+    assert all(r.referee is None and r.log for r in results)
+    assert all(1 <= r.details["drawn_number"] <= 10 for r in results)
+    for port in group.server.ports:
+        kinds = Counter(m["message_type"] for m in group.games[port])
+        assert kinds["GAME_INVITATION"] == kinds["CHOOSE_PARITY_CALL"] == kinds["GAME_OVER"] == 3
