@@ -197,6 +197,15 @@ def announcement(league: League, rnd: Round) -> list[Delivery]:
     ]
 
 
+def pausing_between_rounds(league: League, rnd: Round) -> bool:
+    """True while the league's round_pause since the previous round's completion has not passed."""
+    if league.round_pause <= 0 or rnd.number <= 1:
+        return False
+    previous = Round.objects.filter(league_id=league.pk, number=rnd.number - 1).values_list("completed_at", flat=True)
+    done_at = previous.first()
+    return done_at is not None and (timezone.now() - done_at).total_seconds() < league.round_pause
+
+
 def mark_round_announced(round_pk: int) -> bool:
     with transaction.atomic():
         rnd = Round.objects.select_for_update().select_related("league").get(pk=round_pk)
@@ -730,6 +739,8 @@ class Conductor:
             await self.finish_league(league)
             return
         if rnd.status == Round.Status.PENDING:
+            if await sync_to_async(pausing_between_rounds)(league, rnd):
+                return
             deliveries = await sync_to_async(announcement)(league, rnd)
             await self.deliver(league, deliveries, league.default_timeout)
             await sync_to_async(mark_round_announced)(rnd.pk)

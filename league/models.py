@@ -58,6 +58,8 @@ class League(models.Model):
     max_invalid_moves = models.PositiveIntegerField(default=3)
     # A match not reported this long after dispatch is reassigned to another referee.
     match_deadline = models.FloatField(default=300.0)
+    # A pause between rounds so that people can follow a league live (the demo sets one).
+    round_pause = models.FloatField(default=0.0, help_text="Seconds to wait after a round before the next.")
     # With no referee registered, run matches with the LM's built-in referee (seed 002).
     embedded_referee = models.BooleanField(default=False)
 

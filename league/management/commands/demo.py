@@ -9,10 +9,8 @@ the site up for browsing until Ctrl-C (or exits with ``--exit``).
 
 from __future__ import annotations
 
-import itertools
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,15 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from league import actions, queries
+from league.bench.processes import Cluster, strategy_groups
 from league.conductor import progress
 from league.models import AgentStatus, League
 
-STRATEGY_MIX = ("random", "adaptive", "always_even", "always_odd", "alternate")
 FAST = {
     "join_timeout": 1.0,
     "move_timeout": 2.0,
@@ -41,25 +38,6 @@ FAST = {
 }
 
 
-def wait_for_port(port: int, timeout: float, host: str = "127.0.0.1") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            sock.settimeout(0.2)
-            if sock.connect_ex((host, port)) == 0:
-                return
-        time.sleep(0.05)
-    raise CommandError(f"nothing listens on {host}:{port} after {timeout:g} s")
-
-
-def strategy_groups(players: int) -> list[tuple[str, int]]:
-    """``players`` spread over the strategy mix: [(strategy, count), …]."""
-    counts: dict[str, int] = {}
-    for _, strategy in zip(range(players), itertools.cycle(STRATEGY_MIX), strict=False):
-        counts[strategy] = counts.get(strategy, 0) + 1
-    return list(counts.items())
-
-
 @dataclass
 class Demo:
     players: int = 8
@@ -70,23 +48,18 @@ class Demo:
     player_port: int = 8101
     silent: int = 0
     fast: bool = False
+    round_pause: float = 0.0
     timeout: float = 600.0
     log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="league-demo-")))
     out: Any = sys.stdout
-    children: list[subprocess.Popen] = field(default_factory=list)
+    cluster: Cluster = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.cluster = Cluster(self.log_dir)
 
     @property
     def lm_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/mcp"
-
-    def spawn(self, name: str, args: list[str]) -> subprocess.Popen:
-        log = open(self.log_dir / f"{name}.log", "w")  # noqa: SIM115 (closed with the process)
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        self.children.append(proc)
-        return proc
-
-    def manage(self, *args: str) -> list[str]:
-        return [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), *args]
 
     def create_league(self) -> League:
         league_id = f"demo_{time.strftime('%Y%m%d_%H%M%S')}"
@@ -98,70 +71,18 @@ class Demo:
             min_players=min(2, self.players + self.silent),
             max_players=self.players + self.silent,
             max_referees=max(1, self.referees),
+            round_pause=self.round_pause,
             **extra,
         )
         return actions.open_registration(league, 120.0)
 
     def start_site(self) -> None:
-        self.spawn(
-            "lm",
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "leaguesite.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--log-level",
-                "warning",
-            ],
-        )
-        wait_for_port(self.port, 30)
+        self.cluster.start_site(self.port)
 
     def start_agents(self, league: League) -> None:
-        self.spawn("conductor", self.manage("runleague", "--league", league.league_id, "--poll", "0.1"))
-        for i in range(self.referees):
-            self.spawn(
-                f"referee{i + 1}",
-                self.manage(
-                    "runreferee",
-                    "--port",
-                    str(self.referee_port + i),
-                    "--league-url",
-                    self.lm_url,
-                    "--league-id",
-                    league.league_id,
-                    "--max-concurrent",
-                    "4",
-                    "--log-level",
-                    "warning",
-                ),
-            )
-        base = self.player_port
-        for strategy, count in strategy_groups(self.players):
-            self.spawn(
-                f"players-{strategy}",
-                self.manage(
-                    "runplayer",
-                    "--port",
-                    str(base),
-                    "--count",
-                    str(count),
-                    "--strategy",
-                    strategy,
-                    "--name",
-                    strategy.replace("_", "-").title(),
-                    "--league-url",
-                    self.lm_url,
-                    "--league-id",
-                    league.league_id,
-                    "--log-level",
-                    "WARNING",
-                ),
-            )
-            base += count
+        self.cluster.start_conductor(league.league_id, poll=0.1)
+        self.cluster.start_referees(self.lm_url, league.league_id, self.referees, self.referee_port, max_concurrent=4)
+        self.cluster.start_players(self.lm_url, league.league_id, strategy_groups(self.players), self.player_port)
         for i in range(self.silent):
             self.register_silent(league, i)
 
@@ -204,9 +125,7 @@ class Demo:
         raise CommandError(f"registration incomplete after {timeout:g} s (logs in {self.log_dir})")
 
     def check_children(self) -> None:
-        for proc in self.children[:2]:  # the site and the conductor must stay up
-            if proc.poll() is not None:
-                raise CommandError(f"{' '.join(proc.args[1:4])} exited ({proc.returncode}); logs in {self.log_dir}")
+        self.cluster.check()  # the site and the conductor must stay up
 
     def follow(self, league: League) -> League:
         from rich.console import Console
@@ -270,15 +189,7 @@ class Demo:
             console.print(f"Champion: {champion.player_id} {champion.display_name}")
 
     def stop(self) -> None:
-        for proc in reversed(self.children):
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in reversed(self.children):
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        self.cluster.stop()
 
 
 class Command(BaseCommand):
@@ -295,6 +206,12 @@ class Command(BaseCommand):
         parser.add_argument("--fast", action="store_true", help="Short timeouts (1-2 s) instead of the spec's.")
         parser.add_argument("--timeout", type=float, default=600.0, help="Give up after this many seconds.")
         parser.add_argument("--exit", action="store_true", help="Exit when the league is over.")
+        parser.add_argument(
+            "--round-pause",
+            type=float,
+            default=None,
+            help="Seconds between rounds, so people can watch (default 3 s, or 0 with --exit).",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         if opts["players"] + opts["silent"] < 2:
@@ -309,6 +226,7 @@ class Command(BaseCommand):
             player_port=opts["player_port"],
             silent=opts["silent"],
             fast=opts["fast"],
+            round_pause=opts["round_pause"] if opts["round_pause"] is not None else (0.0 if opts["exit"] else 3.0),
             timeout=opts["timeout"],
             out=self.stdout._out,
         )
@@ -317,6 +235,7 @@ class Command(BaseCommand):
             self.stdout.write(f"League {league.league_id}; agent logs in {demo.log_dir}")
             demo.start_site()
             self.stdout.write(f"League Manager at http://127.0.0.1:{demo.port}/ (MCP: {demo.lm_url})")
+            self.stdout.write(f"Watch it live: http://127.0.0.1:{demo.port}/leagues/{league.league_id}/")
             demo.start_agents(league)
             league = demo.wait_for_registrations(league)
             league = demo.follow(league)
@@ -326,7 +245,7 @@ class Command(BaseCommand):
             if not opts["exit"]:
                 self.stdout.write(f"Site still up at http://127.0.0.1:{demo.port}/ - Ctrl-C to stop.")
                 signal.signal(signal.SIGTERM, _interrupt)
-                while demo.children[0].poll() is None:
+                while demo.cluster.children[0].proc.poll() is None:
                     time.sleep(0.5)
         except KeyboardInterrupt:
             pass
