@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from leagueproto.client import AgentClient, CallFailed, CallResult, RetryPolicy
-from leagueproto.envelope import deadline_in, make_message, new_conversation_id, utc_now
+from leagueproto.envelope import deadline_in, make_message, new_conversation_id, parse_sender, utc_now
 from leagueproto.errors import ErrorCode, LeagueError, game_error_message
 from referee.games import GameRules, InvalidMove, MoveContext, Request
 
@@ -32,6 +33,15 @@ _OUTCOME_OF_CODE = {
     ErrorCode.CONNECTION_ERROR: "connection_error",
 }
 _DECLINED = (False, "false", "False", "no", 0)
+# The reply each request must be answered with (PROTOCOL.md §4); another message_type is an invalid answer.
+RESPONSE_TYPES = {
+    "GAME_INVITATION": "GAME_JOIN_ACK",
+    "CHOOSE_PARITY_CALL": "CHOOSE_PARITY_RESPONSE",
+    "MOVE_REQUEST": "MOVE_RESPONSE",
+}
+# The LM's player ids (P01 … P100). A ``player:<name>`` sender (the pre-registration form) names
+# no one else; ``player:P07`` from P03, ``referee:…`` or ``league_manager`` does.
+_AGENT_ID = re.compile(r"^P\d+$")
 
 
 @dataclass(frozen=True)
@@ -250,21 +260,28 @@ class MatchRunner:
     # -- steps ------------------------------------------------------------------------------
     async def _invite(self, seat: Seat) -> None:
         opponent = self.spec.opponent(seat)
-        message = self._message(
-            seat,
-            "GAME_INVITATION",
-            game_type=self.spec.game_type,
-            role_in_match="PLAYER_A" if seat is self.spec.player_a else "PLAYER_B",
-            opponent_id=opponent.player_id,
-        )
-        try:
-            result = await self._call(seat, "handle_game_invitation", message, self.spec.timeouts.join)
-        except CallFailed as exc:
-            raise PlayerFailed(seat.player_id, f"sent no GAME_JOIN_ACK ({exc.code.value}: {exc.detail})") from None
-        if result.is_error:
-            raise PlayerFailed(seat.player_id, f"answered the invitation with {_error_summary(result.reply)}")
-        if result.reply.get("accept", True) in _DECLINED:
-            raise PlayerFailed(seat.player_id, "declined the invitation (accept: false)")
+        invalid = 0
+        while True:
+            message = self._message(
+                seat,
+                "GAME_INVITATION",
+                game_type=self.spec.game_type,
+                role_in_match="PLAYER_A" if seat is self.spec.player_a else "PLAYER_B",
+                opponent_id=opponent.player_id,
+            )
+            try:
+                result = await self._call(seat, "handle_game_invitation", message, self.spec.timeouts.join)
+            except CallFailed as exc:
+                raise PlayerFailed(seat.player_id, f"sent no GAME_JOIN_ACK ({exc.code.value}: {exc.detail})") from None
+            if result.is_error:
+                raise PlayerFailed(seat.player_id, f"answered the invitation with {_error_summary(result.reply)}")
+            problem = reply_problem(seat.player_id, "GAME_INVITATION", result.reply)
+            if problem is None:
+                if result.reply.get("accept", True) in _DECLINED:
+                    raise PlayerFailed(seat.player_id, "declined the invitation (accept: false)")
+                return
+            invalid += 1
+            await self._reject(seat, problem, invalid)
 
     async def _collect_move(self, seat: Seat, moves: dict[str, Any]) -> None:
         opponent = self.spec.opponent(seat)
@@ -288,20 +305,27 @@ class MatchRunner:
             if result.is_error:
                 problem = InvalidMove(f"answered {request.message_type} with {_error_summary(result.reply)}")
             else:
-                try:
-                    moves[seat.player_id] = self.rules.validate_move(self.state, seat.player_id, result.reply)
-                    return
-                except InvalidMove as bad:
-                    problem = bad
-            reply_entry = next(
-                e for e in reversed(self.log.entries) if e["direction"] == "IN" and e["peer"] == seat.player_id
-            )
-            reply_entry["outcome"] = "invalid"
+                problem = reply_problem(seat.player_id, request.message_type, result.reply)
+                if problem is None:
+                    try:
+                        moves[seat.player_id] = self.rules.validate_move(self.state, seat.player_id, result.reply)
+                        return
+                    except InvalidMove as bad:
+                        problem = bad
             invalid += 1
-            last = invalid > self.spec.max_invalid_moves
-            await self._send_game_error(seat, problem, invalid, last)
-            if last:
-                raise PlayerFailed(seat.player_id, f"sent {invalid} invalid answers (last: {problem.description})")
+            await self._reject(seat, problem, invalid)
+
+    async def _reject(self, seat: Seat, problem: InvalidMove, invalid: int) -> None:
+        """The player's last reply was not a valid answer: mark it, tell the player (GAME_ERROR) and
+        let it answer again, or, past ``max_invalid_moves``, raise its technical loss."""
+        reply_entry = next(
+            e for e in reversed(self.log.entries) if e["direction"] == "IN" and e["peer"] == seat.player_id
+        )
+        reply_entry["outcome"] = "invalid"
+        last = invalid > self.spec.max_invalid_moves
+        await self._send_game_error(seat, problem, invalid, last)
+        if last:
+            raise PlayerFailed(seat.player_id, f"sent {invalid} invalid answers (last: {problem.description})")
 
     async def _send_game_error(self, seat: Seat, problem: InvalidMove, invalid: int, last: bool) -> None:
         allowed = self.spec.max_invalid_moves
@@ -414,6 +438,42 @@ class MatchRunner:
             "result": self.result.to_dict() if self.result else None,
             "match_log": list(self.log.entries),
         }
+
+
+def reply_problem(player_id: str, asked: str, reply: Mapping[str, Any]) -> InvalidMove | None:
+    """Why a (non-error) reply to ``asked`` is not an answer from ``player_id``, or None.
+
+    A wrong ``message_type`` is E002; a ``player_id`` or ``sender`` naming another agent is E012.
+    Fields left out are tolerated here (the game's rules judge the move itself).
+    """
+    expected = RESPONSE_TYPES.get(asked)
+    got = reply.get("message_type")
+    if expected is not None and got is not None and got != expected:
+        return InvalidMove(
+            f"answered {asked} with message_type {got!r} instead of {expected}",
+            code=ErrorCode.INVALID_MESSAGE_FORMAT,
+            expected=f"a {expected}",
+        )
+    claimed = reply.get("player_id")
+    if claimed is not None and claimed != player_id:
+        return _impostor(player_id, "player_id", claimed)
+    sender = reply.get("sender")
+    if sender is not None:
+        try:
+            kind, ident = parse_sender(sender)
+        except LeagueError:  # not an agent's name at all: nobody is impersonated
+            return None
+        if kind != "player" or (ident != player_id and _AGENT_ID.match(ident or "")):
+            return _impostor(player_id, "sender", sender)
+    return None
+
+
+def _impostor(player_id: str, key: str, value: Any) -> InvalidMove:
+    return InvalidMove(
+        f"the reply's {key} {value!r} is not {player_id}, the player asked",
+        code=ErrorCode.AUTH_TOKEN_INVALID,
+        expected=f"a reply as {player_id} (sender 'player:{player_id}')",
+    )
 
 
 def _error_summary(reply: Mapping[str, Any]) -> str:

@@ -13,10 +13,7 @@ from referee.agent import Referee, RefereeConfig
 from tests.players.conftest import wait_until
 
 TIMEOUTS = {"join": 0.5, "move": 0.5, "game_over": 0.5, "report": 0.5, "default": 0.5}
-# The referee (referee/) does not yet check the reply's message_type or sender on a choice: it
-# reads parity_choice wherever it is. Those two faults are shown to reach it as injected.
-NOT_YET_PENALISED = {"wrong_type", "impostor"}
-OUTSIDE_THE_RULES = set(FAULTS) - {"slow", "flapping"} - NOT_YET_PENALISED
+OUTSIDE_THE_RULES = set(FAULTS) - {"slow", "flapping"}
 
 
 def start_match(match_id: str, good: Player, bad: Player, game_type: str) -> dict:
@@ -77,19 +74,25 @@ async def test_each_fault_costs_exactly_what_the_rules_say(scripted_lm, referee_
         assert lost["flapping"] == 1  # down for one of its two matches
         for fault in OUTSIDE_THE_RULES:
             assert lost[fault] == (2 if fault == "invalid_parity" else 1), fault
-        # It claims to be its opponent, who is the good player here.
+        # Each of its answers was refused (GAME_ERROR with the fault's code), asked again up to
+        # max_invalid_moves times, then lost; "impostor" claims to be its opponent, the good player.
         expectations = {
-            "wrong_type": ("message_type", "GAME_JOIN_ACK"),
-            "impostor": ("sender", f"player:{good.player_id}"),
+            "wrong_type": ("message_type", "GAME_JOIN_ACK", "E002"),
+            "impostor": ("sender", f"player:{good.player_id}", "E012"),
         }
-        for fault, (key, value) in expectations.items():
+        for fault, (key, value, code) in expectations.items():
             match_id = next(m for m, (f, _) in matches.items() if f == fault)
+            report = scripted_lm.reports[match_id]
+            peer = faulty[fault].player_id
+            log = report["match_log"]
             received = [
-                e["message"]
-                for e in scripted_lm.reports[match_id]["match_log"]
-                if e["direction"] == "IN" and e["method"] == "choose_parity" and e["peer"] == faulty[fault].player_id
+                e for e in log if e["direction"] == "IN" and e["method"] == "choose_parity" and e["peer"] == peer
             ]
-            assert received and all(m.get(key) == value for m in received), (fault, received)
+            assert len(received) == 4, (fault, received)  # the first answer and 3 more chances
+            assert all(e["message"].get(key) == value and e["outcome"] == "invalid" for e in received), fault
+            errors = [e["message"] for e in log if e["direction"] == "OUT" and e["message_type"] == "GAME_ERROR"]
+            assert [m["error_code"] for m in errors] == [code] * 4 and all(m["player_id"] == peer for m in errors)
+            assert report["result"]["technical_loss"] == [peer] and report["result"]["winner"] == good.player_id
     finally:
         referee_server.stop()
         players_server.stop()

@@ -58,7 +58,9 @@ class ScriptedPlayer:
 
     ``choices`` (even_odd) and ``moves`` (bo5) are answered in order, the last one repeating;
     a value ``MISSING`` leaves the field out. ``join`` is "accept" or "decline"; ``join_delay`` /
-    ``move_delay`` make it answer late.
+    ``move_delay`` make it answer late. ``edits`` maps a tool name to a list of field overrides
+    applied to its successive replies (the last repeating), e.g. ``{"choose_parity":
+    [{"message_type": "GAME_JOIN_ACK"}, {}]}`` answers with a wrong type once, then correctly.
     """
 
     MISSING = object()
@@ -72,8 +74,10 @@ class ScriptedPlayer:
         moves: list[Any] | None = None,
         join_delay: float = 0.0,
         move_delay: float = 0.0,
+        edits: dict[str, list[dict[str, Any]]] | None = None,
     ) -> None:
         self.player_id = player_id
+        self.edits = edits or {}
         self.join = join
         self.choices = list(choices or ["even"])
         self.moves = list(moves or [1])
@@ -88,6 +92,12 @@ class ScriptedPlayer:
     def _next(self, script: list[Any], count: int) -> Any:
         return script[min(count, len(script) - 1)]
 
+    def _edited(self, tool: str, reply: dict[str, Any]) -> dict[str, Any]:
+        script = self.edits.get(tool)
+        if script:
+            reply.update(self._next(script, len(self.received.of(tool)) - 1))
+        return reply
+
     def _install(self) -> None:
         ts = self.toolset
 
@@ -95,13 +105,16 @@ class ScriptedPlayer:
         async def invitation(msg: LeagueMessage, ctx: CallContext) -> dict[str, Any]:
             self.received.add("handle_game_invitation", msg.model_dump())
             await asyncio.sleep(self.join_delay)
-            return ts.reply(
-                msg,
-                "GAME_JOIN_ACK",
-                match_id=getattr(msg, "match_id", None),
-                player_id=self.player_id,
-                arrival_timestamp=msg.timestamp,
-                accept=self.join == "accept",
+            return self._edited(
+                "handle_game_invitation",
+                ts.reply(
+                    msg,
+                    "GAME_JOIN_ACK",
+                    match_id=getattr(msg, "match_id", None),
+                    player_id=self.player_id,
+                    arrival_timestamp=msg.timestamp,
+                    accept=self.join == "accept",
+                ),
             )
 
         @ts.tool("choose_parity", LeagueMessage, message_types=("CHOOSE_PARITY_CALL",))
@@ -111,7 +124,8 @@ class ScriptedPlayer:
             await asyncio.sleep(self.move_delay)
             choice = self._next(self.choices, asked)
             fields = {} if choice is self.MISSING else {"parity_choice": choice}
-            return ts.reply(msg, "CHOOSE_PARITY_RESPONSE", match_id=msg.match_id, player_id=self.player_id, **fields)
+            reply = ts.reply(msg, "CHOOSE_PARITY_RESPONSE", match_id=msg.match_id, player_id=self.player_id, **fields)
+            return self._edited("choose_parity", reply)
 
         @ts.tool("make_move", LeagueMessage, message_types=("MOVE_REQUEST",))
         async def move(msg: LeagueMessage, ctx: CallContext) -> dict[str, Any]:
@@ -120,7 +134,8 @@ class ScriptedPlayer:
             await asyncio.sleep(self.move_delay)
             number = self._next(self.moves, asked)
             fields = {} if number is self.MISSING else {"move": {"number": number}}
-            return ts.reply(msg, "MOVE_RESPONSE", match_id=msg.match_id, game_round=msg.game_round, **fields)
+            reply = ts.reply(msg, "MOVE_RESPONSE", match_id=msg.match_id, game_round=msg.game_round, **fields)
+            return self._edited("make_move", reply)
 
         for tool, message_type in (
             ("notify_match_result", "GAME_OVER"),
