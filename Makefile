@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BOOT_PY ?= $(shell for p in python3.12 python3.13 python3 /root/.pyenv/versions/3.12*/bin/python3 /root/.pyenv/versions/3.13*/bin/python3; do \
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$p; break; }; done)
 
-.PHONY: demo test setup lint fmt ci bench clean
+.PHONY: demo test setup lint fmt ci bench clean chromium
 
 $(VENV)/.installed: requirements.txt
 	@test -x $(PY) || { test -n "$(BOOT_PY)" || { echo "Python 3.12+ is required"; exit 1; }; $(BOOT_PY) -m venv $(VENV); }
@@ -20,8 +20,14 @@ setup: $(VENV)/.installed
 demo: setup
 	$(PY) manage.py demo $(DEMO_ARGS)
 
-test: setup lint
+test: setup lint chromium
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The browser tests drive Debian's Chromium (browser downloads are impossible here).
+chromium:
+	@test -x /usr/bin/chromium || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+		else echo "The browser tests need Debian's chromium: sudo apt-get install chromium"; exit 1; fi; }
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
