@@ -231,6 +231,38 @@ def mark_round_announced(round_pk: int) -> bool:
     return True
 
 
+_NO_RECORD = {"wins": 0, "losses": 0, "draws": 0}
+_ROUND_RECORDS: dict[tuple[int, str], dict[str, dict[str, int]]] = {}
+
+
+def round_records(rnd: Round) -> dict[str, dict[str, int]]:
+    """Each player's {wins, losses, draws} from the rounds before ``rnd``: the current records
+    while ``rnd`` is played (a round starts once the previous one is complete, so they are final).
+    One query per round and process; technical losses count as losses."""
+    key = (rnd.pk, rnd.announced_at.isoformat() if rnd.announced_at else "")
+    records = _ROUND_RECORDS.get(key) if rnd.announced_at else None
+    if records is None:
+        records = {}
+        rows = MatchResult.objects.filter(league_id=rnd.league_id, match__round__number__lt=rnd.number).values_list(
+            "match__player_a__player_id", "match__player_b__player_id", "points_a", "points_b"
+        )
+        for *players, points_a, points_b in rows:
+            for player_id, points in zip(players, (points_a, points_b), strict=True):
+                record = records.setdefault(player_id, dict(_NO_RECORD))
+                record["wins" if points == 3 else "draws" if points == 1 else "losses"] += 1
+        if rnd.announced_at:
+            if len(_ROUND_RECORDS) > 256:
+                _ROUND_RECORDS.clear()
+            _ROUND_RECORDS[key] = records
+    return records
+
+
+def match_standings(match: Match) -> dict[str, dict[str, int]]:
+    """START_MATCH's ``standings``: the two players' records (the referee passes each its own)."""
+    records = round_records(match.round)
+    return {p.player_id: dict(records.get(p.player_id, _NO_RECORD)) for p in (match.player_a, match.player_b)}
+
+
 def start_match_message(league: League, match: Match, referee: Referee) -> dict[str, Any]:
     return message_to(
         referee,
@@ -253,6 +285,7 @@ def start_match_message(league: League, match: Match, referee: Referee) -> dict[
         },
         retry={"retries": league.retries, "delay": league.retry_delay},
         max_invalid_moves=league.max_invalid_moves,
+        standings=match_standings(match),
     )
 
 
@@ -473,6 +506,7 @@ def claim_embedded(league_pk: int, round_pk: int, capacity: int) -> list[tuple[i
                         "player_b": match.player_b.player_id,
                         "endpoint_a": match.player_a.endpoint,
                         "endpoint_b": match.player_b.endpoint,
+                        "standings": match_standings(match),
                         "timeouts": {
                             "join": league.join_timeout,
                             "move": league.move_timeout,
@@ -821,6 +855,7 @@ class Conductor:
             timeouts=Timeouts.from_mapping(fields["timeouts"]),
             retry=retry_policy(league),
             max_invalid_moves=league.max_invalid_moves,
+            standings=fields["standings"],
         )
         runner = MatchRunner(spec, get_game(spec.game_type), self.client, f"referee:{EMBEDDED_REFEREE}")
         try:
