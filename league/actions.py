@@ -110,6 +110,17 @@ def set_agent_status(agent: Player | Referee, status: str) -> None:
         record_event(agent.league, "STATE", f"agent_{status.lower()}", agent=agent_id, payload={"status": status})
 
 
+def revoke_agent(agent: Player | Referee) -> None:
+    """Revoke an agent's token at once (admin): the hash is replaced by one whose token no one
+    holds and the agent is SUSPENDED. Its next call is E012. To let the machine back in, remove
+    the agent: its endpoint may then register afresh and gets a new id and token."""
+    with transaction.atomic():
+        _, unusable_hash = new_token()  # the token itself is dropped unseen
+        type(agent).objects.filter(pk=agent.pk).update(status=AgentStatus.SUSPENDED, token_hash=unusable_hash)
+        agent_id = agent.player_id if isinstance(agent, Player) else agent.referee_id
+        record_event(agent.league, "STATE", "agent_revoked", agent=agent_id, payload={"status": AgentStatus.SUSPENDED})
+
+
 def create_match(
     league: League,
     round_number: int,
@@ -248,7 +259,8 @@ def _register(
         def rejected(reason: str) -> Registration:
             return Registration(league.league_id, "REJECTED", reason)
 
-        # A known agent re-registering with its token: update its endpoint, rotate nothing.
+        # A known agent re-registering with its token: update its endpoint and rotate its token
+        # (the reply carries the new one; the old one stops working with this commit).
         if presented_token:
             other_kind = "referee" if kind == "player" else "player"
             same = find_by_token(presented_token, kind)
@@ -266,17 +278,24 @@ def _register(
                 same.version = meta.get("version") or same.version
                 same.game_types = meta.get("game_types") or same.game_types
                 same.last_seen_at = timezone.now()
-                same.save(update_fields=["endpoint", "display_name", "version", "game_types", "last_seen_at"])
+                token, same.token_hash = new_token()
+                same.save(
+                    update_fields=["endpoint", "display_name", "version", "game_types", "last_seen_at", "token_hash"]
+                )
                 agent_id = same.player_id if kind == "player" else same.referee_id
                 record_event(
-                    league, "STATE", f"{kind}_endpoint_updated", agent=agent_id, payload={"endpoint": endpoint}
+                    league,
+                    "STATE",
+                    f"{kind}_endpoint_updated",
+                    agent=agent_id,
+                    payload={"endpoint": endpoint, "token_rotated": True},
                 )
                 return Registration(
                     league.league_id,
                     "ACCEPTED",
                     None,
                     agent_id,
-                    presented_token,
+                    token,
                     lm_token(league.league_id, agent_id, same.token_hash),
                 )
 

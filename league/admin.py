@@ -116,12 +116,18 @@ def _agent_status_action(status: str, description: str):
     return act
 
 
+@admin.action(description="Revoke token (stops working at once; suspends)")
+def revoke_token(modeladmin, request, queryset):
+    _each(modeladmin, request, queryset, actions.revoke_agent, "Token revoked")
+
+
 class AgentAdmin(admin.ModelAdmin):
     list_filter = ("league", "status")
     readonly_fields = ("token_hash", "registered_at", "last_seen_at", "failures")
     actions = [
         _agent_status_action(AgentStatus.SUSPENDED, "Suspend"),
         _agent_status_action(AgentStatus.REMOVED, "Remove from the league"),
+        revoke_token,
     ]
 
 

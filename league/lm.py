@@ -7,40 +7,51 @@ received and the reply sent, tokens stripped.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from django.conf import settings
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from league import actions, queries
 from league.auth import Identity, authenticate, presented_token
 from league.events import event_row
 from league.models import Event, League
+from league.ratelimit import limiter
 from leagueproto.errors import ErrorCode, LeagueError
+from leagueproto.jsonutil import dumps
 from leagueproto.messages import LeagueMessage
 from leagueproto.tools import CallContext, Tool, Toolset
 
 QUERY_TYPES = ("GET_STANDINGS", "GET_SCHEDULE", "GET_NEXT_MATCH", "GET_PLAYER_STATS")
+# Strict types: "1" is not 1 and 1 is not "1" (no silent coercion); extra fields stay tolerated.
+STRICT = ConfigDict(extra="allow", populate_by_name=True, strict=True)
+# What a summarised Event payload keeps (league/lm.py ``capped``).
+SUMMARY_FIELDS = ("protocol", "message_type", "sender", "timestamp", "conversation_id", "league_id", "match_id")
+GameType = Annotated[str, StringConstraints(min_length=1, max_length=32)]
+LeagueId = Annotated[str, StringConstraints(max_length=64)]
 
 
 # -- message models (they also generate each tool's inputSchema) ---------------------------------
 class PlayerMeta(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = STRICT
 
     display_name: str = Field(min_length=1, max_length=100, description="Shown in standings.")
     version: str = Field("", max_length=32, description="Your agent's version.")
     protocol_version: str = Field(description="league protocol version you speak; at least 2.0.0 (e.g. '2.1.0').")
-    game_types: list[str] = Field(description="Games you can play, e.g. ['even_odd'].")
+    game_types: list[GameType] = Field(max_length=16, description="Games you can play, e.g. ['even_odd'].")
     contact_endpoint: str = Field(max_length=500, description="Your POST /mcp URL, e.g. http://127.0.0.1:8101/mcp.")
 
 
 class RefereeMeta(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = STRICT
 
     display_name: str = Field(min_length=1, max_length=100)
     version: str = Field("", max_length=32)
     protocol_version: str | None = Field(None, description="Optional; when given, at least 2.0.0.")
-    game_types: list[str] = Field(description="Games you can referee, e.g. ['even_odd', 'even_odd_bo5'].")
+    game_types: list[GameType] = Field(
+        max_length=16, description="Games you can referee, e.g. ['even_odd', 'even_odd_bo5']."
+    )
     contact_endpoint: str = Field(max_length=500, description="Your POST /mcp URL.")
     max_concurrent_matches: int = Field(2, ge=1, le=10_000, description="Matches you run at once.")
 
@@ -48,19 +59,23 @@ class RefereeMeta(BaseModel):
 class RegisterPlayerRequest(LeagueMessage):
     """LEAGUE_REGISTER_REQUEST."""
 
-    league_id: str | None = Field(None, description="Omit to join the one league open for registration.")
+    model_config = STRICT
+
+    league_id: LeagueId | None = Field(None, description="Omit to join the one league open for registration.")
     player_meta: PlayerMeta
 
 
 class RegisterRefereeRequest(LeagueMessage):
     """REFEREE_REGISTER_REQUEST."""
 
-    league_id: str | None = Field(None, description="Omit to join the one league open for registration.")
+    model_config = STRICT
+
+    league_id: LeagueId | None = Field(None, description="Omit to join the one league open for registration.")
     referee_meta: RefereeMeta
 
 
 class ReportedResult(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = STRICT
 
     status: Literal["WIN", "DRAW", "TECHNICAL_LOSS"]
     winner: str | None = None
@@ -72,10 +87,12 @@ class ReportedResult(BaseModel):
 class MatchResultReport(LeagueMessage):
     """MATCH_RESULT_REPORT, from the referee the match is assigned to."""
 
-    league_id: str | None = None
+    model_config = STRICT
+
+    league_id: LeagueId | None = None
     round_id: int | None = None
-    match_id: str
-    game_type: str | None = None
+    match_id: str = Field(min_length=1, max_length=16)
+    game_type: GameType | None = None
     result: ReportedResult
     match_log: list[dict[str, Any]] = Field(default_factory=list, description="The ordered message log.")
 
@@ -83,7 +100,9 @@ class MatchResultReport(LeagueMessage):
 class LeagueQuery(LeagueMessage):
     """LEAGUE_QUERY."""
 
-    league_id: str | None = None
+    model_config = STRICT
+
+    league_id: LeagueId | None = None
     query_type: Literal["GET_STANDINGS", "GET_SCHEDULE", "GET_NEXT_MATCH", "GET_PLAYER_STATS"]
     query_params: dict[str, Any] = Field(
         default_factory=dict, description="player_id (GET_NEXT_MATCH, GET_PLAYER_STATS), round_id (GET_SCHEDULE)."
@@ -114,9 +133,22 @@ class LeagueManagerToolset(Toolset):
     """A Toolset that writes every call to the Event log: what came in and what went out."""
 
     async def call(self, tool: Tool, arguments: dict[str, Any], ctx: CallContext) -> tuple[dict[str, Any], bool]:
+        # Over the limit: E017 + HTTP 429 before any database work or logging (league/ratelimit.py).
+        await limiter.check(arguments, ctx.bearer_token, ctx.client_host)
         reply, is_error = await super().call(tool, arguments, ctx)
         await sync_to_async(log_exchange)(tool, arguments, reply, ctx.identity)
         return reply, is_error
+
+
+def capped(payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload``, or a summary of it when it is larger than EVENT_PAYLOAD_MAX_BYTES: what agents
+    send is logged, but never more than that per message (extra fields included)."""
+    size = len(dumps(payload))
+    if size <= settings.EVENT_PAYLOAD_MAX_BYTES:
+        return payload
+    summary = {k: payload[k] for k in SUMMARY_FIELDS if isinstance(payload.get(k), str | int) and k in payload}
+    summary = {k: v[:100] if isinstance(v, str) else v for k, v in summary.items()}
+    return {**summary, "truncated": True, "size_bytes": size, "fields": [str(k)[:64] for k in list(payload)[:50]]}
 
 
 def log_exchange(tool: Tool, request: dict[str, Any], reply: dict[str, Any], identity: Identity | None) -> None:
@@ -136,9 +168,16 @@ def log_exchange(tool: Tool, request: dict[str, Any], reply: dict[str, Any], ide
     Event.objects.bulk_create(
         [
             event_row(
-                league, "IN", request.get("message_type") or tool.name, agent=sender, match_id=match_id, payload=request
+                league,
+                "IN",
+                request.get("message_type") or tool.name,
+                agent=sender,
+                match_id=match_id,
+                payload=capped(request),
             ),
-            event_row(league, "OUT", reply.get("message_type", ""), agent=recipient, match_id=match_id, payload=reply),
+            event_row(
+                league, "OUT", reply.get("message_type", ""), agent=recipient, match_id=match_id, payload=capped(reply)
+            ),
         ]
     )
 

@@ -125,10 +125,19 @@ SERVE_STATIC = env_bool("SERVE_STATIC", True)
 LOGIN_URL = "admin:login"
 
 # -- security (see `manage.py check --deploy` and docs/operations.md) -----------------------------
+# Production: DEBUG=0, SECRET_KEY, ALLOWED_HOSTS, SECURE_SSL_REDIRECT=1, SESSION_COOKIE_SECURE=1,
+# CSRF_COOKIE_SECURE=1, SECURE_HSTS_SECONDS=31536000 (docs/operations.md has the checklist).
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+SESSION_COOKIE_HTTPONLY = True
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto (only then: the header is trusted).
+if env_bool("SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", SECURE_HSTS_SECONDS > 0)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", SECURE_HSTS_SECONDS > 0)
+SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 # Large enough for admin forms; /mcp enforces its own, smaller limit.
@@ -166,6 +175,18 @@ SPECTACULAR_SETTINGS = {
 # Request limits on the LM's /mcp endpoint.
 MCP_MAX_BODY_BYTES = env_int("MCP_MAX_BODY_BYTES", 64 * 1024)
 MCP_ALLOWED_ORIGINS = env_list("MCP_ALLOWED_ORIGINS", [])
+# Rate limits (league/ratelimit.py): per token and per client address, per minute. A league's
+# own rate_limit_per_minute applies to messages naming it; referees' tokens get REFEREE_FACTOR
+# times that, an address ADDRESS_FACTOR times that; messages naming no league use the site-wide
+# values. Sized so a 100-player league's referees (~100 reports/s) never meet them.
+MCP_RATE_LIMIT_ENABLED = env_bool("MCP_RATE_LIMIT_ENABLED", True)
+MCP_RATE_LIMIT_PER_TOKEN = env_int("MCP_RATE_LIMIT_PER_TOKEN", 600)
+MCP_RATE_LIMIT_PER_ADDRESS = env_int("MCP_RATE_LIMIT_PER_ADDRESS", 12_000)
+MCP_RATE_LIMIT_REFEREE_FACTOR = env_int("MCP_RATE_LIMIT_REFEREE_FACTOR", 20)
+MCP_RATE_LIMIT_ADDRESS_FACTOR = env_int("MCP_RATE_LIMIT_ADDRESS_FACTOR", 20)
+MCP_RATE_LIMIT_PREFIX = env_str("MCP_RATE_LIMIT_PREFIX", "league:rl:")
+# The largest payload one Event row stores (bytes of JSON); larger ones are summarised.
+EVENT_PAYLOAD_MAX_BYTES = env_int("EVENT_PAYLOAD_MAX_BYTES", 32 * 1024)
 
 LOGGING = {
     "version": 1,

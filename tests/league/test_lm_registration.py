@@ -95,9 +95,9 @@ def test_it_updates_the_endpoint_when_the_player_presents_its_token(lm_server):
         lm_server, "one", player_meta=player_meta("http://127.0.0.1:9557/mcp"), auth_token=first["auth_token"]
     )
     assert again["status"] == "ACCEPTED" and again["player_id"] == "P01"
-    assert again["auth_token"] == first["auth_token"]  # nothing rotated
+    assert again["auth_token"] != first["auth_token"]  # rotated: the reply carries the new token
     player = Player.objects.get(player_id="P01")
-    assert player.endpoint == "http://127.0.0.1:9557/mcp" and player.token_hash == hash_token(first["auth_token"])
+    assert player.endpoint == "http://127.0.0.1:9557/mcp" and player.token_hash == hash_token(again["auth_token"])
     assert Player.objects.count() == 1
 
 

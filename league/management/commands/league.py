@@ -1,4 +1,4 @@
-"""``manage.py league create|open|close|start|status|match``: the admin's workflow for scripts.
+"""``manage.py league create|open|close|start|status|match|revoke|export|recompute``: the admin's workflow.
 
 The command parses arguments; the work is done by league/actions.py (the same functions the admin
 and the LM use) and league/queries.py.
@@ -34,7 +34,7 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
 
 
 class Command(BaseCommand):
-    help = "Create and drive leagues: create, open, close, start, status, match."
+    help = "Create and drive leagues: create, open, close, start, status, match, revoke, export, recompute."
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
@@ -72,6 +72,20 @@ class Command(BaseCommand):
         match.add_argument("--round", type=int, default=1)
         match.add_argument("--match-id")
         match.add_argument("--referee", help="e.g. REF01: the match is ASSIGNED to it")
+
+        revoke = sub.add_parser("revoke", help="revoke an agent's token at once (the agent is SUSPENDED)")
+        revoke.add_argument("league_id")
+        revoke.add_argument("agent_id", help="e.g. P07 or REF02")
+
+        export = sub.add_parser("export", help="write the league as JSON (no token hashes)")
+        export.add_argument("league_id")
+        export.add_argument("--out", help="file to write (default: standard output)")
+
+        recompute = sub.add_parser(
+            "recompute", help="recompute standings from the results alone and report any difference"
+        )
+        recompute.add_argument("league_id")
+        recompute.add_argument("--from", dest="from_file", help="an export file to recompute instead of the database")
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
@@ -190,3 +204,77 @@ class Command(BaseCommand):
                 ],
             )
         )
+
+    def do_revoke(self, options: dict[str, Any]) -> None:
+        league = self._league(options["league_id"])
+        agent_id = options["agent_id"]
+        agent: Player | Referee | None = Player.objects.filter(league=league, player_id=agent_id).first()
+        if agent is None:
+            agent = Referee.objects.filter(league=league, referee_id=agent_id).first()
+        if agent is None:
+            raise CommandError(f"no player or referee {agent_id} in {league.league_id}")
+        actions.revoke_agent(agent)
+        self.stdout.write(f"token of {agent_id} revoked; {agent_id} is SUSPENDED in {league.league_id}")
+
+    def do_export(self, options: dict[str, Any]) -> None:
+        from league.export import dumps, export_league
+
+        league = self._league(options["league_id"])
+        text = dumps(export_league(league))
+        if options["out"]:
+            with open(options["out"], "w", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+            self.stderr.write(f"exported {league.league_id} to {options['out']}")
+        else:
+            self.stdout.write(text)
+
+    def do_recompute(self, options: dict[str, Any]) -> None:
+        import json
+
+        from league.export import export_league, recompute_standings, result_problems, standings_differences
+
+        league_id = options["league_id"]
+        if options["from_file"]:
+            with open(options["from_file"], encoding="utf-8") as fh:
+                data = json.load(fh)
+            if data.get("league", {}).get("league_id") != league_id:
+                raise CommandError(
+                    f"{options['from_file']} is an export of {data.get('league', {}).get('league_id')!r}"
+                )
+            comparisons = [(data["standings"], "the export's standings")]
+            league = League.objects.filter(league_id=league_id).first()
+            if league is not None:
+                comparisons.append((queries.standings(league), "the served standings"))
+        else:
+            league = self._league(league_id)
+            data = export_league(league)
+            comparisons = [(data["standings"], "the served standings")]
+        recomputed = recompute_standings(data)
+        problems = result_problems(data)
+        for other, label in comparisons:
+            problems += standings_differences(recomputed, other, label)
+        self.stdout.write(f"Standings of {league_id} recomputed from {len(data['results'])} result(s)")
+        self.stdout.write(
+            _table(
+                ["rank", "player", "played", "W", "D", "L", "tech", "points"],
+                [
+                    [
+                        r["rank"],
+                        r["player_id"],
+                        r["played"],
+                        r["wins"],
+                        r["draws"],
+                        r["losses"],
+                        r["technical_losses"],
+                        r["points"],
+                    ]
+                    for r in recomputed
+                ],
+            )
+        )
+        if problems:
+            for problem in problems:
+                self.stdout.write(f"DIFFERENCE {problem}")
+            raise CommandError(f"{len(problems)} difference(s) between the results and the standings")
+        labels = " and ".join(label for _, label in comparisons)
+        self.stdout.write(f"no difference: the results give exactly {labels}")

@@ -1,0 +1,259 @@
+"""Rate limits on the LM's ``/mcp``: one token bucket per agent token and one per client address.
+
+Every tool call (registration included) takes one token from each bucket that applies to it:
+
+* the presented token's bucket (``auth_token`` or ``Authorization: Bearer``), refilled at the
+  league's ``rate_limit_per_minute``; a referee's token gets ``MCP_RATE_LIMIT_REFEREE_FACTOR``
+  times that, because one referee reports the results of many matches;
+* the client address's bucket in that league, refilled at ``rate_limit_per_minute`` times
+  ``MCP_RATE_LIMIT_ADDRESS_FACTOR`` (several agents may share an address: one host, a NAT);
+* when the message names no league, the address's site-wide bucket, refilled at
+  ``MCP_RATE_LIMIT_PER_ADDRESS`` per minute.
+
+A bucket holds at most one minute's worth, so a burst is fine and a steady overload is not.
+An empty bucket is answered with LEAGUE_ERROR E017 (retryable) and HTTP 429, before the call
+touches the database or the event log.
+
+Without ``REDIS_URL`` the buckets live in this process (one LM process); with it they live in
+Redis (one Lua script per call, atomic), so several LM processes share the limits. If Redis
+cannot be reached the call is let through: the league keeps running, the limit is best effort.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from leagueproto.errors import ErrorCode, LeagueError
+
+log = logging.getLogger(__name__)
+
+# How long a league's configured limit is cached (the admin's change applies within this).
+LEAGUE_LIMIT_TTL = 5.0
+_MAX_LOCAL_BUCKETS = 100_000
+
+
+@dataclass(frozen=True)
+class Bucket:
+    key: str
+    per_minute: int
+    what: str  # for the error description: "token", "address"
+
+    @property
+    def capacity(self) -> float:
+        return float(self.per_minute)
+
+    @property
+    def rate(self) -> float:
+        return self.per_minute / 60.0
+
+
+# -- choosing the buckets -------------------------------------------------------------------------
+_league_limits: dict[str, tuple[int | None, float]] = {}
+
+
+def league_limit(league_id: str) -> int | None:
+    """The league's ``rate_limit_per_minute`` (cached a few seconds); None for an unknown league."""
+    now = time.monotonic()
+    cached = _league_limits.get(league_id)
+    if cached is not None and cached[1] > now:
+        return cached[0]
+    from league.models import League
+
+    limit = League.objects.filter(league_id=league_id).values_list("rate_limit_per_minute", flat=True).first()
+    if len(_league_limits) > 10_000:
+        _league_limits.clear()
+    _league_limits[league_id] = (limit, now + LEAGUE_LIMIT_TTL)
+    return limit
+
+
+def buckets_for(message: Any, bearer: str | None, client_host: str | None, limit: int | None) -> list[Bucket]:
+    """The buckets one call draws from. ``limit`` is the named league's limit (None: no league)."""
+    prefix = settings.MCP_RATE_LIMIT_PREFIX
+    found: list[Bucket] = []
+    league_id = message.get("league_id") if isinstance(message, dict) else None
+    league_key = league_id if isinstance(league_id, str) and limit is not None else ""
+    token = message.get("auth_token") if isinstance(message, dict) else None
+    if not isinstance(token, str) or not token:
+        token = bearer
+    if token:
+        sender = message.get("sender") if isinstance(message, dict) else None
+        per_token = limit if limit is not None else settings.MCP_RATE_LIMIT_PER_TOKEN
+        if isinstance(sender, str) and sender.startswith("referee:"):
+            per_token *= settings.MCP_RATE_LIMIT_REFEREE_FACTOR
+        digest = hashlib.sha256(token.encode()).hexdigest()[:24]
+        found.append(Bucket(f"{prefix}t:{digest}", per_token, "token"))
+    if client_host:
+        if league_key:
+            per_address = (limit or 0) * settings.MCP_RATE_LIMIT_ADDRESS_FACTOR
+        else:
+            per_address = settings.MCP_RATE_LIMIT_PER_ADDRESS
+        found.append(Bucket(f"{prefix}a:{league_key}:{client_host}", per_address, "address"))
+    return [b for b in found if b.per_minute > 0]
+
+
+# -- the two stores -------------------------------------------------------------------------------
+class LocalBuckets:
+    """Token buckets in this process (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state: dict[str, tuple[float, float]] = {}
+
+    def take(self, buckets: list[Bucket]) -> Bucket | None:
+        """Take one token from every bucket, or from none: returns the first empty bucket."""
+        now = time.monotonic()
+        with self._lock:
+            levels = []
+            for bucket in buckets:
+                tokens, stamp = self._state.get(bucket.key, (bucket.capacity, now))
+                tokens = min(bucket.capacity, tokens + (now - stamp) * bucket.rate)
+                if tokens < 1.0:
+                    self._state[bucket.key] = (tokens, now)
+                    return bucket
+                levels.append(tokens)
+            for bucket, tokens in zip(buckets, levels, strict=True):
+                self._state[bucket.key] = (tokens - 1.0, now)
+            if len(self._state) > _MAX_LOCAL_BUCKETS:
+                self._forget_full(now)
+        return None
+
+    def _forget_full(self, now: float) -> None:
+        # A bucket idle for a minute is full again: forgetting it changes nothing.
+        self._state = {k: v for k, v in self._state.items() if now - v[1] < 60.0}
+
+    def clear(self) -> None:
+        with self._lock:
+            self._state.clear()
+
+
+# KEYS: bucket keys; ARGV: per key (capacity, rate per second). Returns 0, or the 1-based index
+# of the first empty bucket (then nothing is taken). Redis's clock, so all LM processes agree.
+_LUA = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local levels = {}
+for i, key in ipairs(KEYS) do
+  local cap = tonumber(ARGV[2 * i - 1])
+  local rate = tonumber(ARGV[2 * i])
+  local v = redis.call('HMGET', key, 'tokens', 'at')
+  local tokens = tonumber(v[1]) or cap
+  local at = tonumber(v[2]) or now
+  tokens = math.min(cap, tokens + math.max(0, now - at) * rate)
+  if tokens < 1 then return i end
+  levels[i] = tokens
+end
+for i, key in ipairs(KEYS) do
+  local cap = tonumber(ARGV[2 * i - 1])
+  local rate = tonumber(ARGV[2 * i])
+  redis.call('HSET', key, 'tokens', tostring(levels[i] - 1), 'at', tostring(now))
+  redis.call('EXPIRE', key, math.ceil(cap / rate) + 1)
+end
+return 0
+"""
+
+
+class RedisBuckets:
+    """Token buckets in Redis, shared by every LM process that uses the same ``REDIS_URL``."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        # One client per event loop: redis.asyncio connections belong to the loop that made them.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+    def _script(self) -> Any:
+        loop = asyncio.get_running_loop()
+        entry = self._clients.get(loop)
+        if entry is None:
+            import redis.asyncio as redis
+
+            client = redis.Redis.from_url(self.url, socket_timeout=0.5, socket_connect_timeout=0.5)
+            entry = self._clients[loop] = (client, client.register_script(_LUA))
+        return entry[1]
+
+    async def take(self, buckets: list[Bucket]) -> Bucket | None:
+        args: list[float] = []
+        for bucket in buckets:
+            args += [bucket.capacity, bucket.rate]
+        try:
+            empty = int(await self._script()(keys=[b.key for b in buckets], args=args))
+        except Exception as exc:  # Redis down: let the call through rather than stop the league
+            log.warning("rate limit store unavailable, call let through: %s", exc)
+            return None
+        return buckets[empty - 1] if empty else None
+
+    async def clear(self, prefix: str) -> None:
+        script = self._script()
+        client = script.registered_client
+        keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
+        if keys:
+            await client.delete(*keys)
+
+
+# -- the limiter ----------------------------------------------------------------------------------
+class RateLimiter:
+    def __init__(self) -> None:
+        self.local = LocalBuckets()
+        self._redis: RedisBuckets | None = None
+
+    def _store(self) -> RedisBuckets | None:
+        url = settings.REDIS_URL
+        if not url:
+            return None
+        if self._redis is None or self._redis.url != url:
+            self._redis = RedisBuckets(url)
+        return self._redis
+
+    async def check(self, message: Any, bearer: str | None, client_host: str | None) -> None:
+        """Raise LEAGUE_ERROR E017 (HTTP 429) when this call exceeds a limit; else take one token."""
+        if not settings.MCP_RATE_LIMIT_ENABLED:
+            return
+        league_id = message.get("league_id") if isinstance(message, dict) else None
+        limit = None
+        if isinstance(league_id, str) and 0 < len(league_id) <= 64:
+            limit = await _league_limit_async(league_id)
+        buckets = buckets_for(message, bearer, client_host, limit)
+        if not buckets:
+            return
+        store = self._store()
+        empty = await store.take(buckets) if store is not None else self.local.take(buckets)
+        if empty is not None:
+            raise LeagueError(
+                ErrorCode.RATE_LIMIT_EXCEEDED,
+                f"rate limit exceeded: at most {empty.per_minute} calls a minute per {empty.what}; slow down",
+                context={
+                    "limit_per_minute": empty.per_minute,
+                    "per": empty.what,
+                    "retry_after_seconds": 60 / empty.per_minute,
+                },
+                retryable=True,
+                http_status=429,
+            )
+
+    async def reset(self) -> None:
+        """Forget every bucket (tests; an admin lifting a block at once)."""
+        _league_limits.clear()
+        self.local.clear()
+        store = self._store()
+        if store is not None:
+            await store.clear(settings.MCP_RATE_LIMIT_PREFIX)
+
+
+async def _league_limit_async(league_id: str) -> int | None:
+    cached = _league_limits.get(league_id)
+    if cached is not None and cached[1] > time.monotonic():
+        return cached[0]
+    from asgiref.sync import sync_to_async
+
+    return await sync_to_async(league_limit)(league_id)
+
+
+limiter = RateLimiter()
