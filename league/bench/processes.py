@@ -1,0 +1,272 @@
+"""Starting a league's agents as real processes on loopback, and watching what they cost.
+
+Shared by ``manage.py demo`` and ``manage.py bench``: the LM site (uvicorn or daphne serving
+``leaguesite.asgi:application``), the conductor (``runleague``), referees (``runreferee``) and
+player hosts (``runplayer --count``). Per-process CPU seconds, RSS, file descriptors and sockets
+are read from ``/proc`` (Linux), so no extra dependency is needed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import CommandError
+
+STRATEGY_MIX = ("random", "adaptive", "always_even", "always_odd", "alternate")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def wait_for_port(port: int, timeout: float, host: str = "127.0.0.1") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            sock.settimeout(0.2)
+            if sock.connect_ex((host, port)) == 0:
+                return
+        time.sleep(0.05)
+    raise CommandError(f"nothing listens on {host}:{port} after {timeout:g} s")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def free_port_run(count: int) -> int:
+    """The first of ``count`` consecutive free loopback ports."""
+    for _ in range(200):
+        base = free_port()
+        if base + count > 65000:
+            continue
+        ok = True
+        for port in range(base, base + count):
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise CommandError(f"no run of {count} free ports")
+
+
+def strategy_groups(players: int, mix: tuple[str, ...] = STRATEGY_MIX) -> list[tuple[str, int]]:
+    """``players`` spread over the strategy mix: [(strategy, count), …]."""
+    counts: dict[str, int] = {}
+    for _, strategy in zip(range(players), itertools.cycle(mix), strict=False):
+        counts[strategy] = counts.get(strategy, 0) + 1
+    return list(counts.items())
+
+
+def split(total: int, parts: int) -> list[int]:
+    """``total`` spread as evenly as possible over ``parts`` (no zeros)."""
+    parts = max(1, min(parts, total))
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+@dataclass
+class Usage:
+    """What one process cost, sampled from /proc (the last sample before it exited)."""
+
+    cpu_seconds: float = 0.0
+    rss_mib: float = 0.0
+    peak_rss_mib: float = 0.0
+    fds: int = 0
+    sockets: int = 0
+
+
+def read_usage(pid: int) -> Usage | None:
+    """CPU (user + system), current and peak RSS, open fds and sockets of ``pid``; None if gone."""
+    proc = Path(f"/proc/{pid}")
+    try:
+        stat = (proc / "stat").read_text()
+        status = (proc / "status").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+    memory = {}
+    for line in status.splitlines():
+        if line.startswith(("VmRSS:", "VmHWM:")):
+            key, value = line.split(":", 1)
+            memory[key] = int(value.split()[0]) / 1024
+    fds = sockets = 0
+    try:
+        for entry in os.scandir(proc / "fd"):
+            fds += 1
+            try:
+                if os.readlink(entry.path).startswith("socket:"):
+                    sockets += 1
+            except OSError:
+                continue
+    except OSError:
+        pass
+    return Usage(round(cpu, 2), round(memory.get("VmRSS", 0.0), 1), round(memory.get("VmHWM", 0.0), 1), fds, sockets)
+
+
+@dataclass
+class Child:
+    name: str
+    role: str  # lm, conductor, referee, players
+    proc: subprocess.Popen
+    usage: Usage = field(default_factory=Usage)
+
+    def sample(self) -> None:
+        found = read_usage(self.proc.pid)
+        if found is not None:
+            self.usage = found
+
+
+@dataclass
+class Cluster:
+    """The processes of one league run. ``stop()`` ends every one of them (and only them)."""
+
+    log_dir: Path
+    env: dict[str, str] | None = None
+    children: list[Child] = field(default_factory=list)
+
+    def spawn(self, name: str, role: str, args: list[str]) -> Child:
+        log = open(self.log_dir / f"{name}.log", "w")  # noqa: SIM115 (closed with the process)
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env)
+        child = Child(name, role, proc)
+        self.children.append(child)
+        return child
+
+    @staticmethod
+    def manage(*args: str) -> list[str]:
+        return [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), *args]
+
+    def start_site(self, port: int, server: str = "uvicorn") -> Child:
+        """The LM site: uvicorn (httptools, uvloop) or daphne, both serving the full ASGI app."""
+        if server == "daphne":
+            args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "leaguesite.asgi:application"]
+        else:
+            args = [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "leaguesite.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+                "--no-access-log",
+                "--loop",
+                "uvloop",
+                "--http",
+                "httptools",
+            ]
+        child = self.spawn("lm", "lm", args)
+        wait_for_port(port, 30)
+        return child
+
+    def start_conductor(self, league_id: str, poll: float = 0.1) -> Child:
+        return self.spawn(
+            "conductor", "conductor", self.manage("runleague", "--league", league_id, "--poll", str(poll))
+        )
+
+    def start_referees(
+        self, lm_url: str, league_id: str, count: int, base_port: int, max_concurrent: int = 4
+    ) -> list[Child]:
+        return [
+            self.spawn(
+                f"referee{i + 1}",
+                "referee",
+                self.manage(
+                    "runreferee",
+                    "--port",
+                    str(base_port + i),
+                    "--league-url",
+                    lm_url,
+                    "--league-id",
+                    league_id,
+                    "--max-concurrent",
+                    str(max_concurrent),
+                    "--log-level",
+                    "warning",
+                ),
+            )
+            for i in range(count)
+        ]
+
+    def start_players(
+        self,
+        lm_url: str,
+        league_id: str,
+        groups: list[tuple[str, int]],
+        base_port: int,
+        *,
+        hosts_per_group: int = 1,
+        stay: bool = False,
+        names: dict[str, str] | None = None,
+    ) -> list[Child]:
+        """One ``runplayer --count`` process per (strategy, count) group (or ``hosts_per_group``)."""
+        started = []
+        port = base_port
+        for strategy, count in groups:
+            for part, size in enumerate(split(count, hosts_per_group)):
+                label = (names or {}).get(strategy) or strategy.replace("_", "-").title()
+                args = self.manage(
+                    "runplayer",
+                    "--port",
+                    str(port),
+                    "--count",
+                    str(size),
+                    "--strategy",
+                    strategy,
+                    "--name",
+                    label if hosts_per_group == 1 else f"{label}{part + 1}",
+                    "--league-url",
+                    lm_url,
+                    "--league-id",
+                    league_id,
+                    "--log-level",
+                    "WARNING",
+                )
+                if stay:
+                    args.append("--stay")
+                suffix = "" if hosts_per_group == 1 else f"-{part + 1}"
+                started.append(self.spawn(f"players-{strategy}{suffix}", "players", args))
+                port += size
+        return started
+
+    def sample(self) -> None:
+        for child in self.children:
+            if child.proc.poll() is None:
+                child.sample()
+
+    def check(self, roles: tuple[str, ...] = ("lm", "conductor")) -> None:
+        """Raise if a process that must stay up (the site, the conductor) has exited."""
+        for child in self.children:
+            if child.role in roles and child.proc.poll() is not None:
+                raise CommandError(f"{child.name} exited ({child.proc.returncode}); logs in {self.log_dir}")
+
+    def usage(self) -> dict[str, dict[str, Any]]:
+        return {
+            c.name: {"role": c.role, "cpu_seconds": c.usage.cpu_seconds, "peak_rss_mib": c.usage.peak_rss_mib}
+            for c in self.children
+        }
+
+    def stop(self) -> None:
+        for child in reversed(self.children):
+            if child.proc.poll() is None:
+                child.proc.terminate()
+        for child in reversed(self.children):
+            try:
+                child.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                child.proc.kill()
+                child.proc.wait(10)
