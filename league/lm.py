@@ -135,6 +135,13 @@ class LeagueManagerToolset(Toolset):
     async def call(self, tool: Tool, arguments: dict[str, Any], ctx: CallContext) -> tuple[dict[str, Any], bool]:
         # Over the limit: E017 + HTTP 429 before any database work or logging (league/ratelimit.py).
         await limiter.check(arguments, ctx.bearer_token, ctx.client_host)
+        if ctx.request_id is None and tool.name in ("register_player", "register_referee"):
+            # A JSON-RPC notification gets no reply: the new token would be lost with it.
+            raise LeagueError(
+                ErrorCode.INVALID_MESSAGE_FORMAT,
+                f"{tool.name} needs a JSON-RPC id: the reply carries your auth_token",
+                context={"field": "id"},
+            )
         reply, is_error = await super().call(tool, arguments, ctx)
         await sync_to_async(log_exchange)(tool, arguments, reply, ctx.identity)
         return reply, is_error

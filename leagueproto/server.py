@@ -175,7 +175,8 @@ class McpServer:
         self, method: str, params: dict | list, ctx: CallContext, is_notification: bool
     ) -> tuple[Any, int]:
         if method.startswith("notifications/"):
-            return None, 202
+            # Sent with an id it is a request after all: it gets an (empty) result, with 200.
+            return (None, 202) if is_notification else ({}, 200)
         if method == "initialize":
             return self._initialize(_object_params(params)), 200
         if method == "ping":

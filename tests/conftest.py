@@ -14,6 +14,16 @@ from tests.support.servers import live_database_url
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fuzz-long", action="store_true", help="run the /mcp fuzz tests with many more cases")
+
+
+@pytest.fixture
+def fuzz_examples(request: pytest.FixtureRequest) -> int:
+    """How many cases a fuzz test runs: thousands in the suite, ten times that with --fuzz-long."""
+    return 10 if request.config.getoption("--fuzz-long") else 1
+
+
 @pytest.fixture
 def lm_server(transactional_db) -> Iterator[str]:
     """The League Manager's ASGI app (Django + Channels) on an ephemeral loopback port.
