@@ -1,4 +1,5 @@
-"""The bench commands run and validate their own reports (figures are never asserted)."""
+"""The bench commands run and validate their own reports (figures are never asserted), and the
+query counts of the LM's hot paths are pinned so that an N+1 cannot creep in unnoticed."""
 
 from __future__ import annotations
 
@@ -6,6 +7,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from league import actions
+from league.models import League, MatchResult, Player, Referee
+from tests.league.lm_support import assigned_match, make_league, player_meta, referee_meta
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,3 +32,94 @@ def test_bench_ceiling_quick_reports_calls_latency_and_machine(tmp_path):
     assert report["calls_per_second"] > 0
     assert set(report["latency_ms"]) == {"p50", "p95", "p99"}
     assert report["machine"]["cores"] >= 1
+
+
+@pytest.mark.processes
+def test_bench_league_quick_plays_a_checked_league_and_reports_it(agent_env, tmp_path):
+    out = tmp_path / "league.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "bench", "league", "--quick", "--json", str(out)],
+        env=agent_env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    report = json.loads(out.read_text())
+    for key in ("players", "referees", "matches", "wall_seconds", "matches_per_second", "calls", "calls_per_second"):
+        assert key in report
+    assert (report["players"], report["matches"], report["valid"]) == (6, 15, True)
+    # What the report says agrees with the database the processes shared.
+    league = League.objects.get(league_id=report["league_id"])
+    assert league.status == League.Status.COMPLETED
+    assert MatchResult.objects.filter(league=league).count() == 15
+    kinds = report["calls_by_kind"]
+    assert kinds["->lm MATCH_RESULT_REPORT"] == 15 and kinds["lm->start_match"] == 15
+    assert kinds["referee->choose_parity"] == 30 and kinds["lm->notify_round"] == 6 * league.rounds.count()
+    assert report["calls"] == sum(kinds.values())
+    assert set(report["latency_ms"]["referee->choose_parity"]) == {"p50", "p95", "p99", "n"}
+    roles = {p["role"] for p in report["processes"].values()}
+    assert roles == {"lm", "conductor", "referee", "players"}
+    assert all(p["cpu_seconds"] > 0 and p["peak_rss_mib"] > 0 for p in report["processes"].values())
+
+
+def _two_players_and_a_referee() -> tuple[League, Referee]:
+    league = make_league("bench_queries")
+    for name in ("p1", "p2"):
+        actions.register_player(league.league_id, player_meta(display_name=name), None)
+    actions.register_referee(league.league_id, referee_meta(display_name="ref"), None)
+    return league, Referee.objects.get(league=league)
+
+
+def _win(log_entries: int) -> tuple[dict, list[dict]]:
+    result = {
+        "status": "WIN",
+        "winner": "P01",
+        "score": {"P01": 3, "P02": 0},
+        "technical_loss": [],
+        "details": {"drawn_number": 4, "number_parity": "even", "choices": {"P01": "even", "P02": "odd"}},
+    }
+    log = [{"seq": n, "direction": "OUT", "method": "choose_parity", "message": {}} for n in range(log_entries)]
+    return result, log
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("log_entries", [1, 50])
+def test_recording_a_result_takes_a_fixed_number_of_queries(django_assert_num_queries, log_entries):
+    league, referee = _two_players_and_a_referee()
+    assigned_match(league)
+    referee = Referee.objects.select_related("league").get(pk=referee.pk)
+    result, log = _win(log_entries)
+    # Lock and read the match, check for a result, insert it, finish the match, touch the
+    # referee, check the round, events, and the transaction itself: never per log entry.
+    with django_assert_num_queries(REPORT_QUERIES):
+        recorded = actions.record_result(referee, "R1M1", result, log)
+    assert recorded.status == "RECORDED"
+
+
+@pytest.mark.django_db
+def test_a_duplicate_report_is_answered_with_few_queries(django_assert_num_queries):
+    league, referee = _two_players_and_a_referee()
+    assigned_match(league)
+    referee = Referee.objects.select_related("league").get(pk=referee.pk)
+    result, log = _win(3)
+    actions.record_result(referee, "R1M1", result, log)
+    with django_assert_num_queries(DUPLICATE_QUERIES):
+        assert actions.record_result(referee, "R1M1", result, log).status == "DUPLICATE"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("already", [1, 30])
+def test_registering_a_player_takes_a_fixed_number_of_queries(django_assert_num_queries, already):
+    league = make_league("bench_registration")
+    for n in range(already):
+        actions.register_player(league.league_id, player_meta(display_name=f"p{n}"), None)
+    with django_assert_num_queries(REGISTRATION_QUERIES):
+        registration = actions.register_player(league.league_id, player_meta(display_name="late"), None)
+    assert registration.status == "ACCEPTED"
+    assert Player.objects.filter(league=league).count() == already + 1
+
+
+REPORT_QUERIES = 11
+DUPLICATE_QUERIES = 4
+REGISTRATION_QUERIES = 9

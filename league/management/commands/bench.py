@@ -1,4 +1,14 @@
-"""``python manage.py bench …``: measured performance figures (docs/benchmarks.md)."""
+"""``python manage.py bench …``: measured performance figures (docs/benchmarks.md).
+
+- ``bench ceiling``: minimal JSON-RPC calls on the agents' own stack (the physical reference).
+- ``bench league``: one whole league through real processes on loopback, checked, measured.
+- ``bench api``: the LM's /mcp under a steady mixed load from a separate process.
+- ``bench scale``: matches/s by league size (and a chart), plus a burst of registrations.
+- ``bench soak``: consecutive leagues with fault players; leaks and lost results.
+
+Every figure is measured, never asserted; each command checks its own results and exits
+non-zero when they do not add up.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +16,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from league.bench.machine import machine_info
 
 
 class Command(BaseCommand):
-    help = "Benchmarks: ceiling (HTTP + JSON-RPC reference)."
+    help = "Benchmarks: ceiling, league, api, scale, soak."
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="what", required=True)
@@ -22,15 +33,120 @@ class Command(BaseCommand):
         ceiling.add_argument("--quick", action="store_true", help="a few thousand calls, for the suite")
         ceiling.add_argument("--json", dest="json_path", help="also write the report to this file")
 
+        league = sub.add_parser("league", help="one whole league with real processes")
+        league.add_argument("--players", type=int, default=100)
+        league.add_argument("--referees", type=int, default=2)
+        league.add_argument("--game", default="even_odd", choices=("even_odd", "even_odd_bo5"))
+        league.add_argument("--max-concurrent", type=int, default=None, help="per referee (default: a round)")
+        league.add_argument("--player-hosts", type=int, default=1, help="runplayer processes per strategy")
+        league.add_argument("--lm-server", default="uvicorn", choices=("uvicorn", "daphne"))
+        league.add_argument("--poll", type=float, default=0.05, help="the conductor's poll interval")
+        league.add_argument("--timeout", type=float, default=900.0)
+        league.add_argument("--with-ceiling", action="store_true", help="also run the ceiling with the same calls")
+        league.add_argument("--quick", action="store_true", help="small and short, for the suite")
+        league.add_argument("--json", dest="json_path")
+
+        api = sub.add_parser("api", help="the LM /mcp under a steady mixed load")
+        api.add_argument("--rate", type=float, default=200.0, help="requests per second")
+        api.add_argument("--seconds", type=float, default=30.0)
+        api.add_argument("--players", type=int, default=20, help="registered players whose tokens are used")
+        api.add_argument("--lm-server", default="uvicorn", choices=("uvicorn", "daphne"))
+        api.add_argument("--quick", action="store_true")
+        api.add_argument("--json", dest="json_path")
+
+        scale = sub.add_parser("scale", help="matches/s by league size, and a registration burst")
+        scale.add_argument("--sizes", default="10,25,50,100")
+        scale.add_argument("--big", action="store_true", help="also 200 players")
+        scale.add_argument("--referees", type=int, default=2)
+        scale.add_argument("--registrations", type=int, default=1000)
+        scale.add_argument("--chart", default="docs/benchmarks-scale.svg")
+        scale.add_argument("--quick", action="store_true")
+        scale.add_argument("--json", dest="json_path")
+
+        soak = sub.add_parser("soak", help="consecutive leagues with fault players: leaks, lost results")
+        soak.add_argument("--minutes", type=float, default=10.0)
+        soak.add_argument("--players", type=int, default=16)
+        soak.add_argument("--referees", type=int, default=2)
+        soak.add_argument("--max-leagues", type=int, default=1000)
+        soak.add_argument("--json", dest="json_path")
+
     def handle(self, *args: Any, **options: Any) -> None:
         what = options["what"]
+        if what != "ceiling":
+            call_command("migrate", interactive=False, verbosity=0)
         if what == "ceiling":
             from league.bench.ceiling import run_ceiling
 
             calls = 2_000 if options["quick"] else options["calls"]
             report: dict[str, Any] = run_ceiling(calls, options["concurrency"])
-        report["machine"] = machine_info()
+            report["machine"] = machine_info()
+        elif what == "league":
+            report = self.league(options)
+        elif what == "api":
+            from league.bench.api import ApiBench
+
+            bench = ApiBench(
+                rate=options["rate"],
+                seconds=5.0 if options["quick"] else options["seconds"],
+                players=5 if options["quick"] else options["players"],
+                lm_server=options["lm_server"],
+            )
+            report = bench.run()
+        elif what == "scale":
+            from league.bench.scale import ScaleBench
+
+            sizes = [int(s) for s in options["sizes"].split(",") if s.strip()]
+            if options["big"]:
+                sizes.append(200)
+            bench = ScaleBench(
+                sizes=[4, 6] if options["quick"] else sizes,
+                referees=options["referees"],
+                registrations=50 if options["quick"] else options["registrations"],
+                chart=options["chart"],
+                out=self.stderr,
+            )
+            report = bench.run()
+        else:
+            from league.bench.soak import SoakBench
+
+            report = SoakBench(
+                minutes=options["minutes"],
+                players=options["players"],
+                referees=options["referees"],
+                max_leagues=options["max_leagues"],
+                out=self.stderr,
+            ).run()
         self._emit(report, options.get("json_path"))
+        if report.get("valid") is False or report.get("errors"):
+            raise CommandError(f"bench {what}: the results do not add up (see the report)")
+
+    def league(self, options: dict[str, Any]) -> dict[str, Any]:
+        from league.bench.league_run import BenchFailed, LeagueBench
+
+        bench = LeagueBench(
+            players=6 if options["quick"] else options["players"],
+            referees=options["referees"],
+            game=options["game"],
+            max_concurrent=options["max_concurrent"],
+            player_hosts=options["player_hosts"],
+            lm_server=options["lm_server"],
+            poll=options["poll"],
+            timeout=120.0 if options["quick"] else options["timeout"],
+            out=self.stderr,
+        )
+        try:
+            report = bench.run()
+        except BenchFailed as exc:
+            raise CommandError(f"bench league failed: {exc}") from exc
+        if options["with_ceiling"]:
+            from league.bench.ceiling import run_ceiling
+
+            ceiling = run_ceiling(report["calls"], bench.concurrency)
+            report["ceiling"] = ceiling
+            report["ceiling_calls_per_second"] = ceiling["calls_per_second"]
+            reference = ceiling["calls_per_second"]
+            report["ratio_to_ceiling"] = round(report["calls_per_second"] / reference, 3) if reference else None
+        return report
 
     def _emit(self, report: dict[str, Any], json_path: str | None) -> None:
         text = json.dumps(report, indent=2)

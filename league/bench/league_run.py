@@ -1,0 +1,260 @@
+"""``bench league``: one whole league through real HTTP between real agent processes.
+
+Starts the LM site, the conductor, referees and player hosts on loopback (the processes of
+``manage.py demo``, see :mod:`league.bench.processes`), plays one league with short timeouts
+and instant strategies, then reads what happened from the database (the Event log, each
+result's match log) and checks the league is complete and correct before reporting.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from django.utils import timezone
+
+from league import actions
+from league.bench.machine import machine_info, percentiles
+from league.bench.processes import Cluster, free_port, free_port_run, strategy_groups
+from league.models import AgentStatus, Event, League, Match, MatchResult
+
+# Instant strategies only: the bench measures the platform, not the players' thinking.
+INSTANT_MIX = ("random", "always_even", "always_odd", "alternate")
+BENCH_TIMEOUTS = {
+    "join_timeout": 1.0,
+    "move_timeout": 2.0,
+    "game_over_timeout": 1.0,
+    "report_timeout": 5.0,
+    "default_timeout": 5.0,
+    "retries": 1,
+    "retry_delay": 0.2,
+    "match_deadline": 60.0,
+    "rate_limit_per_minute": 10_000_000,  # one loopback address makes every call
+}
+
+
+class BenchFailed(Exception):
+    """The league did not complete, or its results do not add up."""
+
+
+@dataclass
+class LeagueBench:
+    players: int = 100
+    referees: int = 2
+    game: str = "even_odd"
+    max_concurrent: int | None = None  # per referee; default: a whole round at once
+    player_hosts: int = 2  # runplayer processes per strategy group
+    lm_server: str = "uvicorn"
+    poll: float = 0.05
+    timeout: float = 900.0
+    log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="league-bench-")))
+    out: Any = None
+    cluster: Cluster = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.cluster = Cluster(self.log_dir)
+        if self.max_concurrent is None:
+            per_round = max(1, self.players // 2)
+            self.max_concurrent = max(2, -(-per_round // self.referees))
+
+    @property
+    def concurrency(self) -> int:
+        """In-flight calls at full capacity: two players per running match."""
+        return self.referees * int(self.max_concurrent or 1) * 2
+
+    def say(self, text: str) -> None:
+        if self.out is not None:
+            self.out.write(text + "\n")
+            self.out.flush()
+
+    # -- running ----------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        try:
+            league = self.create_league()
+            lm_port = free_port()
+            lm_url = f"http://127.0.0.1:{lm_port}/mcp"
+            self.cluster.start_site(lm_port, self.lm_server)
+            self.cluster.start_conductor(league.league_id, self.poll)
+            self.cluster.start_referees(
+                lm_url, league.league_id, self.referees, free_port_run(self.referees), int(self.max_concurrent or 1)
+            )
+            self.cluster.start_players(
+                lm_url,
+                league.league_id,
+                strategy_groups(self.players, INSTANT_MIX),
+                free_port_run(self.players),
+                hosts_per_group=self.player_hosts,
+                stay=True,
+            )
+            registration_seconds = self.wait_for_registrations(league)
+            started = timezone.now()
+            actions.start_league(league)
+            self.say(f"league {league.league_id}: {self.players} players, {self.referees} referees, started")
+            league = self.follow(league)
+            self.cluster.sample()
+            report = self.report(league, started, registration_seconds)
+        finally:
+            self.cluster.stop()
+        return report
+
+    def create_league(self) -> League:
+        league_id = f"bench_{time.strftime('%Y%m%d_%H%M%S')}_{self.players}p"
+        league = actions.create_league(
+            name=f"Bench {self.players} players ({self.game})",
+            league_id=league_id,
+            game_type=self.game,
+            min_players=2,
+            max_players=self.players,
+            max_referees=self.referees,
+            **BENCH_TIMEOUTS,
+        )
+        return actions.open_registration(league, 600.0)
+
+    def wait_for_registrations(self, league: League, timeout: float = 120.0) -> float:
+        began = time.monotonic()
+        while time.monotonic() - began < timeout:
+            self.cluster.check()
+            players = league.players.exclude(status=AgentStatus.REMOVED).count()
+            referees = league.referees.exclude(status=AgentStatus.REMOVED).count()
+            if players >= self.players and referees >= self.referees:
+                return round(time.monotonic() - began, 2)
+            time.sleep(0.1)
+        raise BenchFailed(f"registration incomplete after {timeout:g} s (logs in {self.log_dir})")
+
+    def follow(self, league: League) -> League:
+        deadline = time.monotonic() + self.timeout
+        next_sample = 0.0
+        while True:
+            league.refresh_from_db()
+            if league.status in (League.Status.COMPLETED, League.Status.CANCELLED):
+                return league
+            now = time.monotonic()
+            if now > deadline:
+                raise BenchFailed(f"the league did not finish in {self.timeout:g} s (logs in {self.log_dir})")
+            if now >= next_sample:
+                self.cluster.sample()
+                self.cluster.check()
+                next_sample = now + 1.0
+            time.sleep(0.1)
+
+    # -- reading and checking the outcome --------------------------------------------------------
+    def report(self, league: League, started: datetime, registration_seconds: float) -> dict[str, Any]:
+        problems = validate_league(league, self.players)
+        if problems:
+            raise BenchFailed("; ".join(problems))
+        wall = (league.completed_at - started).total_seconds()
+        calls, latency = count_calls(league, started)
+        total = sum(calls.values())
+        matches = MatchResult.objects.filter(league=league).count()
+        return {
+            "league_id": league.league_id,
+            "game": self.game,
+            "players": self.players,
+            "referees": self.referees,
+            "referee_capacity": self.max_concurrent,
+            "lm_server": self.lm_server,
+            "matches": matches,
+            "registration_seconds": registration_seconds,
+            "wall_seconds": round(wall, 3),
+            "matches_per_second": round(matches / wall, 2) if wall else 0.0,
+            "calls": total,
+            "calls_by_kind": dict(sorted(calls.items())),
+            "calls_per_second": round(total / wall, 1) if wall else 0.0,
+            "calls_per_second_by_kind": {k: round(v / wall, 1) for k, v in sorted(calls.items())} if wall else {},
+            "latency_ms": latency,
+            "processes": self.cluster.usage(),
+            "cpu_seconds_total": round(sum(c.usage.cpu_seconds for c in self.cluster.children), 2),
+            "valid": True,
+            "log_dir": str(self.log_dir),
+            "machine": machine_info(),
+        }
+
+
+def validate_league(league: League, players: int) -> list[str]:
+    """What is wrong with a finished league (empty when it is complete and consistent)."""
+    problems = []
+    if league.status != League.Status.COMPLETED:
+        problems.append(f"league ended {league.status}")
+    expected = players * (players - 1) // 2
+    results = list(
+        MatchResult.objects.filter(league=league).values_list(
+            "match__match_id",
+            "match__player_a__player_id",
+            "match__player_b__player_id",
+            "points_a",
+            "points_b",
+            "technical_loss_a",
+            "technical_loss_b",
+        )
+    )
+    if len(results) != expected:
+        problems.append(f"{len(results)} results, expected {expected}")
+    unfinished = Match.objects.filter(league=league).exclude(status=Match.Status.FINISHED).count()
+    if unfinished:
+        problems.append(f"{unfinished} matches not FINISHED")
+    pairs = Counter(frozenset((a, b)) for _, a, b, *_ in results)
+    if any(n != 1 for n in pairs.values()):
+        problems.append("some pair of players met more than once")
+    # Recompute the table from the results alone and compare with what the players were told.
+    tally: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(("played", "points", "technical_losses"), 0))
+    for _, a, b, pa, pb, ta, tb in results:
+        for pid, pts, tech in ((a, pa, ta), (b, pb, tb)):
+            tally[pid]["played"] += 1
+            tally[pid]["points"] += pts
+            tally[pid]["technical_losses"] += int(tech)
+    if len(tally) != players or any(t["played"] != players - 1 for t in tally.values()):
+        problems.append("not every player played every other player once")
+    final = (
+        Event.objects.filter(league=league, direction="OUT", kind="LEAGUE_COMPLETED")
+        .order_by("id")
+        .values_list("payload", flat=True)
+        .first()
+    )
+    standings = ((final or {}).get("message") or {}).get("final_standings") or []
+    if len(standings) != players:
+        problems.append(f"LEAGUE_COMPLETED carried {len(standings)} standings rows, expected {players}")
+    for row in standings:
+        mine = tally.get(row.get("player_id"), {})
+        for key in ("played", "points", "technical_losses"):
+            if row.get(key) != mine.get(key):
+                problems.append(f"standings of {row.get('player_id')}: {key} {row.get(key)} != {mine.get(key)}")
+                break
+    points = [row.get("points", 0) for row in standings]
+    if points != sorted(points, reverse=True):
+        problems.append("final standings are not ranked by points")
+    if standings and league.champion and league.champion.player_id != standings[0]["player_id"]:
+        problems.append("the champion is not the top of the final standings")
+    return problems
+
+
+def count_calls(league: League, since: datetime) -> tuple[Counter, dict[str, dict[str, float]]]:
+    """HTTP calls made during the league by kind, and latency percentiles per kind.
+
+    Conductor → agents: its OUT deliveries in the Event log (method, latency); agents → LM: the
+    IN messages the LM logged; referee → players: every OUT entry of every match log.
+    """
+    calls: Counter = Counter()
+    latencies: dict[str, list[float]] = defaultdict(list)
+    events = Event.objects.filter(league=league, at__gte=since).values_list("direction", "kind", "payload")
+    for direction, kind, payload in events.iterator(chunk_size=2000):
+        if direction == "OUT" and isinstance(payload, dict) and "method" in payload:
+            method = payload["method"]
+            calls[f"lm->{method}"] += 1
+            if payload.get("latency_ms") is not None:
+                latencies[f"lm->{method}"].append(payload["latency_ms"])
+        elif direction == "IN":
+            calls[f"->lm {kind}"] += 1
+    for entries in MatchResult.objects.filter(league=league).values_list("log", flat=True).iterator(chunk_size=500):
+        for entry in entries or []:
+            if entry.get("direction") != "OUT" or not entry.get("method"):
+                continue
+            key = f"referee->{entry['method']}"
+            calls[key] += 1
+            if entry.get("latency_ms") is not None:
+                latencies[key].append(entry["latency_ms"])
+    return calls, {k: {**percentiles(v), "n": len(v)} for k, v in sorted(latencies.items())}
