@@ -163,6 +163,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "league.api.schema_hooks.document_not_found",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "LeagueStatusEnum": "league.models.League.Status",
         "AgentStatusEnum": "league.models.AgentStatus",

@@ -15,7 +15,7 @@ class LeagueSerializer(serializers.ModelSerializer):
     matches_total = serializers.IntegerField(read_only=True)
     matches_finished = serializers.IntegerField(read_only=True)
     registration_open = serializers.SerializerMethodField()
-    champion = serializers.SlugRelatedField(slug_field="player_id", read_only=True)
+    champion = serializers.SlugRelatedField(slug_field="player_id", read_only=True, allow_null=True)
 
     class Meta:
         model = League
