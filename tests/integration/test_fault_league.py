@@ -8,7 +8,7 @@ import time
 import pytest
 
 from league.models import MatchResult
-from tests.integration.worlds import Host, MixedWorld
+from tests.integration.worlds import Host, MixedWorld, penalised
 
 pytestmark = pytest.mark.processes
 
@@ -55,12 +55,6 @@ def decided_by_the_rules(result: MatchResult, a: str, b: str) -> bool:
     return (
         result.outcome == outcome and result.winner.player_id == winner and (result.points_a, result.points_b) == points
     )
-
-
-def penalised(result: MatchResult) -> set[str]:
-    """The players the stored result counts a technical loss against."""
-    pairs = ((result.match.player_a, result.technical_loss_a), (result.match.player_b, result.technical_loss_b))
-    return {player.player_id for player, lost in pairs if lost}
 
 
 def why(result: MatchResult, player_id: str) -> str:

@@ -82,3 +82,9 @@ class MixedWorld(World):
         assert MatchResult.objects.filter(league=self.league).values("match").distinct().count() == total
         self.league.refresh_from_db()
         assert self.league.status == League.Status.COMPLETED
+
+
+def penalised(result: MatchResult) -> set[str]:
+    """The players a stored result counts a technical loss against."""
+    pairs = ((result.match.player_a, result.technical_loss_a), (result.match.player_b, result.technical_loss_b))
+    return {player.player_id for player, lost in pairs if lost}

@@ -1,0 +1,66 @@
+"""Kill -9 a player host mid-league (the recovery test's world, players split over two hosts),
+restart it: the league completes, every match recorded exactly once, and the killed players'
+matches while they were down are technical losses for them, and only those."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.utils import timezone
+
+from league.models import MatchResult
+from tests.integration.test_recovery import FAST
+from tests.integration.worlds import Host, MixedWorld, penalised
+
+pytestmark = pytest.mark.processes
+
+STAYING = Host("Stay", "random", 9)
+VICTIMS = Host("Victim", "random", 3)
+
+
+@pytest.fixture
+def world(agent_env, manage_py, tmp_path):
+    # A short pause between rounds keeps some rounds for after the restart.
+    w = MixedWorld(agent_env, manage_py, tmp_path, "playerkill", [STAYING, VICTIMS], **FAST, round_pause=0.4)
+    try:
+        w.start()
+        yield w
+    finally:
+        w.stop()
+
+
+def unreachable(result: MatchResult, player_id: str) -> bool:
+    """The referee could not get through to ``player_id`` in this match (refused or cut off)."""
+    out = [e for e in result.log if e["direction"] == "OUT" and e["peer"] == player_id]
+    return any(e["outcome"] in ("connection_error", "timeout") for e in out)
+
+
+def test_it_completes_when_a_player_host_is_killed_and_restarted(world):
+    world.conductor()
+    deadline = time.monotonic() + 30
+    while world.results() < 12:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    world.host_procs[VICTIMS.name].kill()  # SIGKILL: its three players vanish mid-match
+    killed_at = timezone.now()
+    time.sleep(1.0)
+    world.start_host(VICTIMS)  # same ports, same --state-dir identity
+    world.wait_completed()
+    world.assert_each_match_recorded_once()
+
+    victims = world.ids_of(VICTIMS)
+    staying = world.ids_of(STAYING)
+    results = list(MatchResult.objects.filter(league=world.league).select_related("match__player_a", "match__player_b"))
+    down, after = [], []
+    for result in results:
+        pair = {result.match.player_a.player_id, result.match.player_b.player_id}
+        lost = penalised(result)
+        assert not lost & staying, (result.match.match_id, result.details.get("reason"))  # never the live ones
+        for victim in pair & victims:
+            cut_off = unreachable(result, victim)
+            assert (victim in lost) == cut_off, (result.match.match_id, victim, result.details.get("reason"))
+            (down if cut_off else after if result.reported_at > killed_at else []).append(result)
+    assert down, "some matches were played while the host was dead"
+    assert after, "the restarted players played again"
+    assert all(r.reported_at > killed_at for r in down)
