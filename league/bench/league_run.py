@@ -50,6 +50,8 @@ class LeagueBench:
     max_concurrent: int | None = None  # per referee; default: a whole round at once
     player_hosts: int = 2  # runplayer processes per strategy group
     lm_server: str = "uvicorn"
+    lm_workers: int = 1
+    mix: tuple[str, ...] = INSTANT_MIX
     poll: float = 0.05
     timeout: float = 900.0
     log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="league-bench-")))
@@ -78,7 +80,7 @@ class LeagueBench:
             league = self.create_league()
             lm_port = free_port()
             lm_url = f"http://127.0.0.1:{lm_port}/mcp"
-            self.cluster.start_site(lm_port, self.lm_server)
+            self.cluster.start_site(lm_port, self.lm_server, self.lm_workers)
             self.cluster.start_conductor(league.league_id, self.poll)
             self.cluster.start_referees(
                 lm_url, league.league_id, self.referees, free_port_run(self.referees), int(self.max_concurrent or 1)
@@ -86,7 +88,7 @@ class LeagueBench:
             self.cluster.start_players(
                 lm_url,
                 league.league_id,
-                strategy_groups(self.players, INSTANT_MIX),
+                strategy_groups(self.players, self.mix),
                 free_port_run(self.players),
                 hosts_per_group=self.player_hosts,
                 stay=True,
@@ -158,6 +160,7 @@ class LeagueBench:
             "referees": self.referees,
             "referee_capacity": self.max_concurrent,
             "lm_server": self.lm_server,
+            "lm_workers": self.lm_workers,
             "matches": matches,
             "registration_seconds": registration_seconds,
             "wall_seconds": round(wall, 3),

@@ -147,8 +147,12 @@ class Cluster:
     def manage(*args: str) -> list[str]:
         return [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), *args]
 
-    def start_site(self, port: int, server: str = "uvicorn") -> Child:
-        """The LM site: uvicorn (httptools, uvloop) or daphne, both serving the full ASGI app."""
+    def start_site(self, port: int, server: str = "uvicorn", workers: int = 1) -> Child:
+        """The LM site: uvicorn (httptools, uvloop) or daphne, both serving the full ASGI app.
+
+        ``workers`` > 1 (uvicorn only) forks worker processes behind one socket; their CPU is
+        sampled as part of this child only once they exit, so read ``processes`` with that in mind.
+        """
         if server == "daphne":
             args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "leaguesite.asgi:application"]
         else:
@@ -169,6 +173,8 @@ class Cluster:
                 "--http",
                 "httptools",
             ]
+            if workers > 1:
+                args += ["--workers", str(workers)]
         child = self.spawn("lm", "lm", args)
         wait_for_port(port, 30)
         return child

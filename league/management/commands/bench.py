@@ -40,6 +40,7 @@ class Command(BaseCommand):
         league.add_argument("--max-concurrent", type=int, default=None, help="per referee (default: a round)")
         league.add_argument("--player-hosts", type=int, default=1, help="runplayer processes per strategy")
         league.add_argument("--lm-server", default="uvicorn", choices=("uvicorn", "daphne"))
+        league.add_argument("--lm-workers", type=int, default=1, help="uvicorn worker processes for the LM")
         league.add_argument("--poll", type=float, default=0.05, help="the conductor's poll interval")
         league.add_argument("--timeout", type=float, default=900.0)
         league.add_argument("--with-ceiling", action="store_true", help="also run the ceiling with the same calls")
@@ -130,6 +131,7 @@ class Command(BaseCommand):
             max_concurrent=options["max_concurrent"],
             player_hosts=options["player_hosts"],
             lm_server=options["lm_server"],
+            lm_workers=options["lm_workers"],
             poll=options["poll"],
             timeout=120.0 if options["quick"] else options["timeout"],
             out=self.stderr,
