@@ -19,8 +19,8 @@ WHY = {"silent": "E001", "http500": "E010", "malformed": "E002", "invalid_parity
 ALWAYS_OUT = [Host(f, f) for f in WHY]
 FLAPPING = Host("flapping", "flapping")  # down (HTTP 503) for every other match it is invited to
 SETTINGS = {
-    "join_timeout": 0.8,
-    "move_timeout": 0.8,
+    "join_timeout": 0.6,
+    "move_timeout": 0.6,
     "game_over_timeout": 0.5,
     "report_timeout": 2.0,
     "default_timeout": 0.5,
