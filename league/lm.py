@@ -135,6 +135,9 @@ class LeagueManagerToolset(Toolset):
     async def call(self, tool: Tool, arguments: dict[str, Any], ctx: CallContext) -> tuple[dict[str, Any], bool]:
         # Over the limit: E017 + HTTP 429 before any database work or logging (league/ratelimit.py).
         await limiter.check(arguments, ctx.bearer_token, ctx.client_host)
+        if b"\\u0000" in dumps(arguments):
+            # PostgreSQL cannot store NUL in text or JSON: refuse it up front, for every database.
+            raise LeagueError(ErrorCode.INVALID_MESSAGE_FORMAT, "text may not contain NUL (\\u0000) characters")
         if ctx.request_id is None and tool.name in ("register_player", "register_referee"):
             # A JSON-RPC notification gets no reply: the new token would be lost with it.
             raise LeagueError(

@@ -86,3 +86,10 @@ def test_extra_fields_are_tolerated_but_not_stored_and_big_payloads_are_summaris
     # A small message is logged whole.
     out = Event.objects.get(direction="OUT", kind="LEAGUE_REGISTER_RESPONSE").payload
     assert out["player_id"] == "P01" and "truncated" not in out and "auth_token" not in out
+
+
+def test_nul_characters_are_refused_on_every_database(lm_server):
+    make_league()
+    reply = register_player(lm_server, "x", player_meta=player_meta(display_name="nul\x00name"))
+    assert reply["error_code"] == "E002" and "NUL" in reply["error_description"]
+    assert not Player.objects.exists()
