@@ -16,7 +16,9 @@ pytestmark = pytest.mark.processes
 
 @pytest.mark.parametrize(("game", "players"), [("even_odd", 8), ("even_odd_bo5", 4)])
 def test_it_plays_a_league_to_the_end_and_prints_the_standings(agent_env, manage_py, game, players):
-    lm, refs, base = free_ports(1), free_ports(2), free_ports(players)
+    # One block of consecutive free ports, so the LM, referee and player ranges cannot overlap.
+    lm = free_ports(1 + 2 + players)
+    refs, base = lm + 1, lm + 3
     args = [
         *manage_py,
         "demo",
@@ -53,3 +55,17 @@ def test_it_plays_a_league_to_the_end_and_prints_the_standings(agent_env, manage
     }
     assert rows[silent.player_id].technical_losses == rows[silent.player_id].played == players - 1
     assert rows[silent.player_id].points == 0
+
+
+@pytest.mark.django_db
+def test_it_cancels_earlier_unfinished_demo_leagues_but_nothing_else():
+    from league import actions
+    from league.management.commands.demo import Demo
+
+    old = actions.open_registration(actions.create_league(name="old", league_id="demo_20250101_000000"), 60)
+    other = actions.open_registration(actions.create_league(name="class", league_id="class_2026"), 60)
+    Demo().retire_old_demos()
+    old.refresh_from_db()
+    other.refresh_from_db()
+    assert old.status == League.Status.CANCELLED
+    assert other.status == League.Status.REGISTERING

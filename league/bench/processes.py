@@ -179,10 +179,10 @@ class Cluster:
         wait_for_port(port, 30)
         return child
 
-    def start_conductor(self, league_id: str, poll: float = 0.1) -> Child:
-        return self.spawn(
-            "conductor", "conductor", self.manage("runleague", "--league", league_id, "--poll", str(poll))
-        )
+    def start_conductor(self, league_id: str | None, poll: float = 0.1) -> Child:
+        """A conductor for one league, or for every league in progress when ``league_id`` is None."""
+        only = ["--league", league_id] if league_id else []
+        return self.spawn("conductor", "conductor", self.manage("runleague", *only, "--poll", str(poll)))
 
     def start_referees(
         self, lm_url: str, league_id: str, count: int, base_port: int, max_concurrent: int = 4

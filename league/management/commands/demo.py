@@ -22,6 +22,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from league import actions, queries
+from league.admin_actions import cancel_league
 from league.bench.processes import Cluster, strategy_groups
 from league.conductor import progress
 from league.models import AgentStatus, League
@@ -61,7 +62,16 @@ class Demo:
     def lm_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/mcp"
 
+    def retire_old_demos(self) -> None:
+        """Cancel earlier demo leagues left unfinished (Ctrl-C), so the conductor ignores them."""
+        stale = League.objects.filter(league_id__startswith="demo_").exclude(
+            status__in=(League.Status.COMPLETED, League.Status.CANCELLED)
+        )
+        for league in stale:
+            cancel_league(league)
+
     def create_league(self) -> League:
+        self.retire_old_demos()
         league_id = f"demo_{time.strftime('%Y%m%d_%H%M%S')}"
         extra = dict(FAST) if self.fast else {}
         league = actions.create_league(
@@ -80,7 +90,8 @@ class Demo:
         self.cluster.start_site(self.port)
 
     def start_agents(self, league: League) -> None:
-        self.cluster.start_conductor(league.league_id, poll=0.1)
+        # The conductor serves every league, so a second league created in the admin runs too.
+        self.cluster.start_conductor(None, poll=0.1)
         self.cluster.start_referees(self.lm_url, league.league_id, self.referees, self.referee_port, max_concurrent=4)
         self.cluster.start_players(self.lm_url, league.league_id, strategy_groups(self.players), self.player_port)
         for i in range(self.silent):
