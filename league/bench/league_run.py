@@ -22,6 +22,7 @@ from league import actions
 from league.bench.machine import machine_info, percentiles
 from league.bench.processes import Cluster, free_port, free_port_run, strategy_groups
 from league.models import AgentStatus, Event, League, Match, MatchResult
+from league.queries import result_rows
 
 # Instant strategies only: the bench measures the platform, not the players' thinking.
 INSTANT_MIX = ("random", "always_even", "always_odd", "alternate")
@@ -184,29 +185,20 @@ def validate_league(league: League, players: int) -> list[str]:
     if league.status != League.Status.COMPLETED:
         problems.append(f"league ended {league.status}")
     expected = players * (players - 1) // 2
-    results = list(
-        MatchResult.objects.filter(league=league).values_list(
-            "match__match_id",
-            "match__player_a__player_id",
-            "match__player_b__player_id",
-            "points_a",
-            "points_b",
-            "technical_loss_a",
-            "technical_loss_b",
-        )
-    )
+    results = result_rows(league)
     if len(results) != expected:
         problems.append(f"{len(results)} results, expected {expected}")
     unfinished = Match.objects.filter(league=league).exclude(status=Match.Status.FINISHED).count()
     if unfinished:
         problems.append(f"{unfinished} matches not FINISHED")
-    pairs = Counter(frozenset((a, b)) for _, a, b, *_ in results)
+    pairs = Counter(frozenset((r.player_a, r.player_b)) for r in results)
     if any(n != 1 for n in pairs.values()):
         problems.append("some pair of players met more than once")
     # Recompute the table from the results alone and compare with what the players were told.
     tally: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(("played", "points", "technical_losses"), 0))
-    for _, a, b, pa, pb, ta, tb in results:
-        for pid, pts, tech in ((a, pa, ta), (b, pb, tb)):
+    for r in results:
+        sides = ((r.player_a, r.points_a, r.technical_loss_a), (r.player_b, r.points_b, r.technical_loss_b))
+        for pid, pts, tech in sides:
             tally[pid]["played"] += 1
             tally[pid]["points"] += pts
             tally[pid]["technical_losses"] += int(tech)

@@ -7,6 +7,13 @@ import subprocess
 import time
 from collections.abc import Sequence
 
+from league.bench.processes import free_port, free_port_run
+
+__all__ = ["Process", "free_port", "free_ports", "live_database_url", "wait_for_port"]
+
+# The same helpers the launcher uses; tests know the run of ports as free_ports.
+free_ports = free_port_run
+
 
 def live_database_url() -> str:
     """A DATABASE_URL naming the test database pytest-django created (for subprocesses)."""
@@ -19,31 +26,6 @@ def live_database_url() -> str:
     host = settings.get("HOST") or "127.0.0.1"
     port = settings.get("PORT") or 5432
     return f"postgres://{user}@{host}:{port}/{settings['NAME']}"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def free_ports(count: int) -> int:
-    """The first of ``count`` consecutive free loopback ports."""
-    for _ in range(200):
-        base = free_port()
-        if base + count > 65000:
-            continue
-        ok = True
-        for port in range(base, base + count):
-            with socket.socket() as sock:
-                try:
-                    sock.bind(("127.0.0.1", port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return base
-    raise RuntimeError("no run of free ports")
 
 
 def wait_for_port(port: int, host: str = "127.0.0.1", timeout: float = 20.0) -> None:
