@@ -42,15 +42,15 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import close_old_connections, connection, connections, transaction
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from league import actions, queries
 from league.auth import lm_token_for
-from league.events import broadcast, event_row, record_event
+from league.events import broadcast, event_row, group_name, record_event
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 from league.schedule import schedule_matches
 from league.standings import id_sort_key
@@ -332,27 +332,41 @@ def claim_matches(league_pk: int, round_pk: int, avoid: Iterable[int] = ()) -> l
             candidates = candidates.select_for_update(skip_locked=True, of=("self",))
         matches = list(candidates.select_related("round", "player_a", "player_b")[:capacity])
         now = timezone.now()
-        claimed: list[Dispatch] = []
+        deadline = now + timedelta(seconds=league.match_deadline)
+        chosen: dict[int, list[Match]] = {}
         for match in matches:
             referee = max(referees, key=lambda r: (free[r.pk], -r.pk))
             if free[referee.pk] <= 0:
                 break
             free[referee.pk] -= 1
-            match.status = Match.Status.ASSIGNED
-            match.referee = referee
-            match.attempt += 1
-            match.assigned_at = now
-            match.deadline_at = now + timedelta(seconds=league.match_deadline)
-            match.save(update_fields=["status", "referee", "attempt", "assigned_at", "deadline_at"])
-            record_event(
-                league,
-                "STATE",
-                "match_assigned",
-                agent=referee.referee_id,
-                match_id=match.match_id,
-                payload={"attempt": match.attempt, "deadline_at": match.deadline_at.isoformat()},
-            )
-            claimed.append(_dispatch_of(league, match, referee))
+            chosen.setdefault(referee.pk, []).append(match)
+        by_pk = {r.pk: r for r in referees}
+        claimed: list[Dispatch] = []
+        events = []
+        for referee_pk, group in chosen.items():
+            referee = by_pk[referee_pk]
+            # One UPDATE per referee; the rows are ours (locked, or SQLite's single writer).
+            Match.objects.filter(pk__in=[m.pk for m in group]).update(
+                status=Match.Status.ASSIGNED, referee=referee, attempt=F("attempt") + 1, assigned_at=now,
+                deadline_at=deadline,
+            )  # fmt: skip
+            for match in group:
+                match.status, match.referee, match.assigned_at, match.deadline_at = (
+                    Match.Status.ASSIGNED, referee, now, deadline,
+                )  # fmt: skip
+                match.attempt += 1
+                events.append(
+                    event_row(
+                        league,
+                        "STATE",
+                        "match_assigned",
+                        agent=referee.referee_id,
+                        match_id=match.match_id,
+                        payload={"attempt": match.attempt, "deadline_at": deadline.isoformat()},
+                    )  # fmt: skip
+                )
+                claimed.append(_dispatch_of(league, match, referee))
+        Event.objects.bulk_create(events)
     return claimed
 
 
@@ -369,38 +383,85 @@ def stale_assignments(league_pk: int, older_than: float, skip: Iterable[int] = (
     return [_dispatch_of(league, m, m.referee) for m in matches if m.referee is not None]
 
 
-def mark_accepted(dispatch: Dispatch, reply: dict[str, Any]) -> bool:
+def is_accepted(outcome: str, reply: dict[str, Any] | None) -> bool:
+    return outcome == "ok" and str((reply or {}).get("status", "")).upper() == "ACCEPTED"
+
+
+def settle_starts(league: League, outcomes: list[tuple[Dispatch, str, dict[str, Any] | None]]) -> set[int]:
+    """Record a batch of start_match calls in one transaction: the OUT rows (one insert), and
+    ASSIGNED → RUNNING (one UPDATE) for each accepted match still in that assignment.
+
+    Returns the pks moved to RUNNING. Refused or failed ones are left to the caller.
+    """
+    accepted = {d.match_pk: d for d, outcome, reply in outcomes if is_accepted(outcome, reply)}
     with transaction.atomic():
-        moved = Match.objects.filter(
-            pk=dispatch.match_pk, referee_id=dispatch.referee_pk, attempt=dispatch.attempt, status=Match.Status.ASSIGNED
-        ).update(status=Match.Status.RUNNING)
-        # Accepting is not succeeding: failures reset only when the referee reports (record_result).
-        Referee.objects.filter(pk=dispatch.referee_pk, status__in=LIVE).update(
-            last_seen_at=timezone.now(), status=AgentStatus.ACTIVE
-        )
-        if moved:
-            match = Match.objects.select_related("league", "player_a", "player_b", "round").get(pk=dispatch.match_pk)
-            record_event(
-                match.league,
-                "STATE",
-                "match_started",
-                agent=dispatch.referee_id,
-                match_id=dispatch.match_id,
-                payload={"attempt": dispatch.attempt, "reply": reply},
+        rows = [delivery_row(league, d.delivery, outcome, reply) for d, outcome, reply in outcomes]
+        moved: set[int] = set()
+        if accepted:
+            current = Match.objects.filter(pk__in=list(accepted), status=Match.Status.ASSIGNED)
+            if connection.features.has_select_for_update:
+                current = current.select_for_update()
+            moved = {
+                pk
+                for pk, referee_pk, attempt in current.values_list("pk", "referee_id", "attempt")
+                if (referee_pk, attempt) == (accepted[pk].referee_pk, accepted[pk].attempt)
+            }
+            if moved:
+                Match.objects.filter(pk__in=moved).update(status=Match.Status.RUNNING)
+            # Accepting is not succeeding: failures reset only when the referee reports (record_result).
+            Referee.objects.filter(pk__in={d.referee_pk for d in accepted.values()}, status__in=LIVE).update(
+                last_seen_at=timezone.now(), status=AgentStatus.ACTIVE
             )
-            broadcast(
-                match.league.league_id,
-                "match_started",
-                {
-                    "match_id": match.match_id,
-                    "round_id": match.round.number,
-                    "referee_id": dispatch.referee_id,
-                    "attempt": dispatch.attempt,
-                    "player_A_id": match.player_a.player_id,
-                    "player_B_id": match.player_b.player_id,
-                },
+        live = []
+        for pk in sorted(moved):
+            d = accepted[pk]
+            rows.append(
+                event_row(
+                    league,
+                    "STATE",
+                    "match_started",
+                    agent=d.referee_id,
+                    match_id=d.match_id,
+                    payload={"attempt": d.attempt},
+                )  # fmt: skip
             )
-    return bool(moved)
+            message = d.delivery.message
+            live.append(
+                (
+                    "match_started",
+                    {
+                        "match_id": d.match_id,
+                        "round_id": message["round_id"],
+                        "referee_id": d.referee_id,
+                        "attempt": d.attempt,
+                        "player_A_id": message["player_A_id"],
+                        "player_B_id": message["player_B_id"],
+                    },
+                )
+            )
+        Event.objects.bulk_create(rows)
+        broadcast_many(league.league_id, live)
+    return moved
+
+
+def broadcast_many(league_id: str, items: list[tuple[str, dict[str, Any]]]) -> None:
+    """``broadcast`` for several events at once: one hop to the channel layer after commit."""
+    if not items:
+        return
+
+    async def send_all() -> None:
+        from channels.layers import get_channel_layer
+
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        for event, data in items:
+            try:
+                await layer.group_send(group_name(league_id), {"type": "league.event", "event": event, "data": data})
+            except Exception:
+                log.exception("broadcast of %s to league %s failed", event, league_id)
+
+    transaction.on_commit(lambda: async_to_sync(send_all)())
 
 
 def referee_failed(referee_pk: int, reason: str) -> bool:
@@ -579,7 +640,7 @@ def round_finished(round_pk: int) -> bool:
     return rnd.status == Round.Status.ANNOUNCED and not rnd.matches.exclude(status__in=DONE).exists()
 
 
-def round_end_messages(league: League, rnd: Round) -> tuple[list[Delivery], list[Delivery]]:
+def round_end_messages(league: League, rnd: Round) -> tuple[list[Delivery], list[Delivery], list[dict[str, Any]]]:
     table = queries.standings(league)
     last = league.rounds.order_by("-number").first()
     next_round = rnd.number + 1 if last and rnd.number < last.number else None
@@ -610,10 +671,10 @@ def round_end_messages(league: League, rnd: Round) -> tuple[list[Delivery], list
         )
         for p in players
     ]
-    return updates, completed
+    return updates, completed, table
 
 
-def mark_round_completed(round_pk: int) -> bool:
+def mark_round_completed(round_pk: int, table: list[dict[str, Any]] | None = None) -> bool:
     with transaction.atomic():
         rnd = Round.objects.select_for_update().select_related("league").get(pk=round_pk)
         if rnd.status == Round.Status.COMPLETED:
@@ -634,7 +695,7 @@ def mark_round_completed(round_pk: int) -> bool:
                 "round_id": rnd.number,
                 "matches_completed": finished,
                 "next_round_id": nxt.number if nxt else None,
-                "standings": queries.standings(league),
+                "standings": queries.standings(league) if table is None else table,
             },
         )
     return True
@@ -687,34 +748,88 @@ def complete_league(league_pk: int, champion: dict[str, Any] | None, table: list
     return True
 
 
-def record_deliveries(league_pk: int, outcomes: list[tuple[Delivery, str, dict[str, Any] | None]]) -> None:
-    league = League.objects.get(pk=league_pk)
+def delivery_row(
+    league: League, d: Delivery, outcome: str, reply: dict[str, Any] | None, same_as: str | None = None
+) -> Event:
+    """The OUT Event of one delivery: method, outcome and the reply (in short when it is a plain ack).
+
+    ``same_as``: the agent whose row of the same batch holds the message body (a notification sent
+    to every player has the same body for all but the envelope): this row keeps only its envelope
+    ids, so a round's standings are stored once, not once per player.
+    """
+    message = d.message
+    payload: dict[str, Any] = {"method": d.method, "outcome": outcome}
+    if same_as is None:
+        payload["message"] = message
+    else:
+        payload["same_message_as"] = same_as
+        payload["conversation_id"] = message.get("conversation_id")
+        if "round_id" in message:
+            payload["round_id"] = message["round_id"]
+    if reply is not None:
+        plain = outcome == "ok" and reply.get("message_type") == "ACK" and same_as is not None
+        payload["reply"] = {"message_type": "ACK", "status": reply.get("status")} if plain else reply
+    return event_row(
+        league, "OUT", message["message_type"], agent=d.agent_id, match_id=message.get("match_id", ""), payload=payload
+    )
+
+
+def record_deliveries(
+    league: League, outcomes: list[tuple[Delivery, str, dict[str, Any] | None]], *, shared: bool = False
+) -> None:
+    """One insert for a batch of deliveries; ``shared``: one body for all (see ``delivery_row``)."""
+    first = outcomes[0][0].agent_id if shared and outcomes else None
     Event.objects.bulk_create(
-        event_row(
-            league,
-            "OUT",
-            d.message["message_type"],
-            agent=d.agent_id,
-            match_id=d.message.get("match_id", ""),
-            payload={"method": d.method, "outcome": outcome, "message": d.message, "reply": reply},
-        )
+        delivery_row(league, d, outcome, reply, None if d.agent_id == first else first)
         for d, outcome, reply in outcomes
     )
+
+
+def round_counts(round_pk: int) -> dict[str, int]:
+    """How many of the round's matches are in each status: the one cheap query a waiting tick makes."""
+    counts = dict(
+        Match.objects.filter(round_id=round_pk).values("status").annotate(n=Count("id")).values_list("status", "n")
+    )
+    return {
+        "scheduled": counts.get(Match.Status.SCHEDULED, 0),
+        "in_play": sum(counts.get(s, 0) for s in IN_PLAY),
+        "unfinished": sum(n for status, n in counts.items() if status not in DONE),
+    }
+
+
+def referee_capacity(league_pk: int) -> int:
+    """Matches the league's live referees can run at once."""
+    rows = Referee.objects.filter(league_id=league_pk, status__in=LIVE).values_list("max_concurrent_matches", flat=True)
+    return sum(rows)
 
 
 # -- the worker -----------------------------------------------------------------------------
 @dataclass
 class Conductor:
-    """Runs every league in progress (or just ``league_id``). One per process and event loop."""
+    """Runs every league in progress (or just ``league_id``). One per process and event loop.
+
+    A tick reads the leagues in progress and, for a round being played, one count of its matches
+    by status; it claims matches only when some are waiting and a referee has room, and does the
+    slower checks (overdue matches, referee pings, unsent assignments) every ``supervise_every``
+    seconds. A finished round goes straight on to its standings, completion and the next
+    announcement within the same tick.
+    """
 
     league_id: str | None = None
-    poll: float = 0.2
+    poll: float = 0.05
     health_interval: float | None = None  # seconds between referee pings (None: league default)
     client: AgentClient | None = None
+    supervise_every: float = 0.25
+    notify_concurrency: int = 128  # notifications in flight at once
+    reconnect_every: float = 30.0  # seconds between checks that the DB connection is still good
     _inflight: dict[int, asyncio.Task] = field(default_factory=dict)
     _cooldown: dict[int, float] = field(default_factory=dict)  # referee pk → monotonic time
     _last_ping: dict[int, float] = field(default_factory=dict)
     _pings: dict[int, asyncio.Task] = field(default_factory=dict)
+    _rounds: dict[int, Round] = field(default_factory=dict)  # league pk → the round being played
+    _capacity: dict[int, tuple[float, int]] = field(default_factory=dict)  # league pk → (when, capacity)
+    _supervised: dict[int, float] = field(default_factory=dict)  # league pk → monotonic time
+    _checked_connection: float = 0.0
 
     async def run(self, *, once: bool = False, until_done: bool = False) -> None:
         """Tick every ``poll`` seconds; ``once``: one tick; ``until_done``: until no league is in progress."""
@@ -743,13 +858,20 @@ class Conductor:
 
     async def tick(self) -> bool:
         """One pass over the leagues in progress; True while any is still in progress."""
-        await sync_to_async(close_old_connections)()  # a long-running worker outlives DB restarts
+        now = time.monotonic()
+        if now - self._checked_connection >= self.reconnect_every:
+            # A long-running worker outlives DB restarts; checked now and then, not per tick
+            # (with CONN_MAX_AGE 0 every check opens a new connection).
+            self._checked_connection = now
+            await sync_to_async(close_old_connections)()
         leagues = await sync_to_async(self._leagues)()
         for league in leagues:
             try:
                 await self.step(league)
             except Exception:
                 log.exception("conductor step failed for league %s", league.league_id)
+                self._rounds.pop(league.pk, None)
+                self._checked_connection = 0.0
         return bool(leagues)
 
     def _leagues(self) -> list[League]:
@@ -767,23 +889,44 @@ class Conductor:
             await sync_to_async(create_schedule)(league.pk)
             league = await sync_to_async(League.objects.get)(pk=league.pk)
         if league.status != League.Status.RUNNING:
+            self._rounds.pop(league.pk, None)
             return
-        rnd = await sync_to_async(current_round)(league)
-        if rnd is None:
-            await self.finish_league(league)
-            return
-        if rnd.status == Round.Status.PENDING:
-            if await sync_to_async(pausing_between_rounds)(league, rnd):
-                return
-            deliveries = await sync_to_async(announcement)(league, rnd)
-            await self.deliver(league, deliveries, league.default_timeout)
-            await sync_to_async(mark_round_announced)(rnd.pk)
-            rnd = await sync_to_async(Round.objects.get)(pk=rnd.pk)
-        if await sync_to_async(round_finished)(rnd.pk):
+        while True:  # a finished round goes on to the next without waiting for a tick
+            rnd = self._rounds.get(league.pk)
+            if rnd is None:
+                rnd = await sync_to_async(current_round)(league)
+                if rnd is None:
+                    await self.finish_league(league)
+                    return
+                if rnd.status == Round.Status.PENDING:
+                    if await sync_to_async(pausing_between_rounds)(league, rnd):
+                        return
+                    deliveries = await sync_to_async(announcement)(league, rnd)
+                    await self.deliver(league, deliveries, league.default_timeout)
+                    await sync_to_async(mark_round_announced)(rnd.pk)
+                    rnd = await sync_to_async(Round.objects.get)(pk=rnd.pk)
+                if rnd.status == Round.Status.ANNOUNCED:
+                    self._rounds[league.pk] = rnd
+            if rnd.status == Round.Status.ANNOUNCED:
+                counts = await sync_to_async(round_counts)(rnd.pk)
+                if counts["unfinished"]:
+                    await self.supervise(league)
+                    if counts["scheduled"] and counts["in_play"] < await self.capacity(league):
+                        await self.dispatch(league, rnd)
+                    return
+            self._rounds.pop(league.pk, None)
             await self.finish_round(league, rnd)
-            return
-        await self.supervise(league)
-        await self.dispatch(league, rnd)
+
+    async def capacity(self, league: League) -> int:
+        """The league's referee capacity (re-read every ``supervise_every``); embedded mode has its own."""
+        when, value = self._capacity.get(league.pk, (0.0, 0))
+        now = time.monotonic()
+        if now - when >= self.supervise_every:
+            value = await sync_to_async(referee_capacity)(league.pk)
+            if league.embedded_referee and value == 0:
+                value = EMBEDDED_CAPACITY
+            self._capacity[league.pk] = (now, value)
+        return value
 
     # -- matches ---------------------------------------------------------------------------
     async def dispatch(self, league: League, rnd: Round) -> None:
@@ -792,38 +935,50 @@ class Conductor:
             return
         now = time.monotonic()
         avoid = [pk for pk, until in self._cooldown.items() if until > now]
-        claimed = await sync_to_async(claim_matches)(league.pk, rnd.pk, avoid)
-        # A start_match call may take the whole retry budget; past that nobody is sending it.
-        budget = league.default_timeout * (league.retries + 1) + league.retry_delay * league.retries + 1.0
-        stale = await sync_to_async(stale_assignments)(league.pk, budget, list(self._inflight))
-        for item in [*claimed, *stale]:
-            if item.match_pk not in self._inflight:
-                task = asyncio.create_task(self._start_match(league, item))
-                self._inflight[item.match_pk] = task
-                task.add_done_callback(lambda _t, pk=item.match_pk: self._inflight.pop(pk, None))
+        self.send_starts(league, await sync_to_async(claim_matches)(league.pk, rnd.pk, avoid))
 
-    async def _start_match(self, league: League, item: Dispatch) -> None:
+    def send_starts(self, league: League, items: list[Dispatch]) -> None:
+        """start_match for each item not already being sent: one task per referee, so a referee
+        that does not answer never holds up another's matches."""
+        by_referee: dict[int, list[Dispatch]] = {}
+        for item in items:
+            if item.match_pk not in self._inflight:
+                by_referee.setdefault(item.referee_pk, []).append(item)
+        for group in by_referee.values():
+            task = asyncio.create_task(self._start_matches(league, group))
+            pks = [item.match_pk for item in group]
+            for pk in pks:
+                self._inflight[pk] = task
+            task.add_done_callback(lambda _t, pks=pks: [self._inflight.pop(pk, None) for pk in pks])
+
+    async def _start_matches(self, league: League, items: list[Dispatch]) -> None:
         assert self.client is not None
-        delivery = item.delivery
-        try:
-            result = await self.client.call(
-                delivery.endpoint,
-                delivery.method,
-                delivery.message,
-                timeout=league.default_timeout,
-                policy=retry_policy(league),
-            )
-        except CallFailed as exc:
-            await sync_to_async(record_deliveries)(league.pk, [(delivery, exc.code.value, None)])
-            await self._referee_trouble(league, item, f"start_match failed: {exc}")
-            return
-        reply = result.reply
-        await sync_to_async(record_deliveries)(league.pk, [(delivery, "ok" if not result.is_error else "error", reply)])
-        if not result.is_error and str(reply.get("status", "")).upper() == "ACCEPTED":
-            await sync_to_async(mark_accepted)(item, reply)
-            return
-        reason = reply.get("reason") or reply.get("error_description") or reply.get("status") or "rejected"
-        await self._referee_trouble(league, item, f"start_match not accepted: {reason}")
+        policy = retry_policy(league)
+
+        async def one(item: Dispatch) -> tuple[Dispatch, str, dict[str, Any] | None]:
+            d = item.delivery
+            try:
+                result = await self.client.call(
+                    d.endpoint, d.method, d.message, timeout=league.default_timeout, policy=policy
+                )
+            except CallFailed as exc:
+                return item, exc.code.value, {"detail": str(exc)}
+            return item, "error" if result.is_error else "ok", result.reply
+
+        outcomes = await asyncio.gather(*(one(item) for item in items))
+        await sync_to_async(settle_starts)(
+            league, [(i, o, r if o in ("ok", "error") else None) for i, o, r in outcomes]
+        )
+        for item, outcome, reply in outcomes:
+            if is_accepted(outcome, reply):
+                continue
+            if outcome not in ("ok", "error"):
+                reason = f"start_match failed: {(reply or {}).get('detail', outcome)}"
+            else:
+                reply = reply or {}
+                why = reply.get("reason") or reply.get("error_description") or reply.get("status") or "rejected"
+                reason = f"start_match not accepted: {why}"
+            await self._referee_trouble(league, item, reason)
 
     async def _referee_trouble(self, league: League, item: Dispatch, reason: str) -> None:
         log.warning("match %s: referee %s: %s", item.match_id, item.referee_id, reason)
@@ -867,7 +1022,13 @@ class Conductor:
         await sync_to_async(record_embedded_result)(match_pk, fields["attempt"], result.to_dict(), runner.log.entries)
 
     async def supervise(self, league: League) -> None:
-        """Reassign overdue matches; ping referees that hold matches, release theirs if they are gone."""
+        """Every ``supervise_every`` s: reassign overdue matches; resend start_match for assignments
+        nobody is sending (a dead conductor's); ping referees that hold matches, release theirs
+        if they are gone."""
+        now = time.monotonic()
+        if now - self._supervised.get(league.pk, 0.0) < self.supervise_every:
+            return
+        self._supervised[league.pk] = now
         for match_pk, referee_pk, attempt, referee_id in await sync_to_async(overdue_matches)(league.pk):
             reason = f"no result from {referee_id} by the match deadline"
             if match_pk in self._inflight and referee_pk is None:
@@ -877,9 +1038,11 @@ class Conductor:
                 if referee_pk is not None:
                     self._cooldown[referee_pk] = time.monotonic() + max(1.0, league.match_deadline)
                     await sync_to_async(referee_failed)(referee_pk, reason)
+        # A start_match call may take the whole retry budget; past that nobody is sending it.
+        budget = league.default_timeout * (league.retries + 1) + league.retry_delay * league.retries + 1.0
+        self.send_starts(league, await sync_to_async(stale_assignments)(league.pk, budget, list(self._inflight)))
         interval = self.health_interval or max(1.0, league.default_timeout)
         holders = await sync_to_async(self._referees_holding)(league.pk)
-        now = time.monotonic()
         for referee in holders:
             if referee.pk in self._pings or now - self._last_ping.get(referee.pk, 0.0) < interval:
                 continue
@@ -919,28 +1082,31 @@ class Conductor:
 
     # -- notifications ---------------------------------------------------------------------
     async def deliver(self, league: League, deliveries: list[Delivery], timeout: float) -> None:
-        """Send concurrently; failures are logged and recorded, never raised."""
+        """Send concurrently (at most ``notify_concurrency`` at once); failures are logged and
+        recorded, never raised. The batch shares one body, stored once (``record_deliveries``)."""
         if not deliveries:
             return
         assert self.client is not None
         policy = retry_policy(league)
+        gate = asyncio.Semaphore(self.notify_concurrency)
 
         async def one(d: Delivery) -> tuple[Delivery, str, dict[str, Any] | None]:
-            try:
-                result = await self.client.call(d.endpoint, d.method, d.message, timeout=timeout, policy=policy)
-            except CallFailed as exc:
-                log.warning("%s to %s failed: %s", d.message["message_type"], d.agent_id, exc)
-                return d, exc.code.value, None
+            async with gate:
+                try:
+                    result = await self.client.call(d.endpoint, d.method, d.message, timeout=timeout, policy=policy)
+                except CallFailed as exc:
+                    log.warning("%s to %s failed: %s", d.message["message_type"], d.agent_id, exc)
+                    return d, exc.code.value, None
             return d, "error" if result.is_error else "ok", result.reply
 
         outcomes = await asyncio.gather(*(one(d) for d in deliveries))
-        await sync_to_async(record_deliveries)(league.pk, list(outcomes))
+        await sync_to_async(record_deliveries)(league, list(outcomes), shared=True)
 
     async def finish_round(self, league: League, rnd: Round) -> None:
-        updates, completed = await sync_to_async(round_end_messages)(league, rnd)
+        updates, completed, table = await sync_to_async(round_end_messages)(league, rnd)
         await self.deliver(league, updates, league.default_timeout)
         await self.deliver(league, completed, league.default_timeout)
-        await sync_to_async(mark_round_completed)(rnd.pk)
+        await sync_to_async(mark_round_completed)(rnd.pk, table)
 
     async def finish_league(self, league: League) -> None:
         deliveries, champion, table = await sync_to_async(league_end_messages)(league)

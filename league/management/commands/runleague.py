@@ -17,9 +17,9 @@ class Command(BaseCommand):
         parser.add_argument("--league", dest="league_id", help="Only this league (its league_id slug).")
         parser.add_argument("--once", action="store_true", help="Do one pass over the leagues, then exit.")
         parser.add_argument("--until-done", action="store_true", help="Exit when no league is in progress any more.")
-        parser.add_argument("--poll", type=float, default=0.2, help="Seconds between passes (default 0.2).")
+        parser.add_argument("--poll", type=float, default=0.05, help="Seconds between passes (default 0.05).")
 
-    def handle(self, *args, league_id=None, once=False, until_done=False, poll=0.2, **options) -> None:
+    def handle(self, *args, league_id=None, once=False, until_done=False, poll=0.05, **options) -> None:
         level = logging.DEBUG if options["verbosity"] > 1 else logging.INFO
         logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         conductor = Conductor(league_id=league_id, poll=poll)
