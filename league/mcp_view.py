@@ -10,6 +10,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from league.dbexec import lm_context
 from league.lm import toolset
 from leagueproto.server import HttpResponse as McpResponse
 from leagueproto.server import McpServer, body_too_large
@@ -47,7 +48,9 @@ async def mcp_view(request: HttpRequest) -> HttpResponse:
         port = int(request.META.get("SERVER_PORT") or 0) or None
     except ValueError:
         port = None
-    reply = await server.handle_http(
-        request.method or "", body, headers, client_host=request.META.get("REMOTE_ADDR"), local_port=port
-    )
+    # The call's database work runs on a long-lived thread with a persistent connection.
+    async with lm_context():
+        reply = await server.handle_http(
+            request.method or "", body, headers, client_host=request.META.get("REMOTE_ADDR"), local_port=port
+        )
     return _to_django(reply)
