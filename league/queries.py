@@ -6,7 +6,11 @@ Standings come from the pure ``league.standings.compute_standings``; this module
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
+
+from django.db.models import Count, Max, Q, Sum
 
 from league.models import AgentStatus, League, Match, MatchResult, Player
 from league.standings import ResultRow, StandingRow, compute_standings, id_sort_key
@@ -39,24 +43,73 @@ def get_league(league_id: str | None) -> League:
 
 
 def result_rows(league: League) -> list[ResultRow]:
-    rows = MatchResult.objects.filter(league=league).values_list(
-        "match__match_id",
-        "match__player_a__player_id",
-        "match__player_b__player_id",
-        "points_a",
-        "points_b",
-        "technical_loss_a",
-        "technical_loss_b",
+    rows = (
+        MatchResult.objects.filter(league=league)
+        .order_by()
+        .values_list(
+            "match__match_id",
+            "match__player_a__player_id",
+            "match__player_b__player_id",
+            "points_a",
+            "points_b",
+            "technical_loss_a",
+            "technical_loss_b",
+        )
     )
     return [ResultRow(*row) for row in rows]
 
 
+# Standings per league, recomputed only when what they are made of changed: the results (count,
+# latest id, points) or the players (count, latest id, removals, re-registrations). A display name edited
+# by hand in the admin shows within STANDINGS_TTL seconds.
+STANDINGS_TTL = 5.0
+_standings_cache: dict[int, tuple[tuple, float, list[dict[str, Any]]]] = {}
+_standings_lock = threading.Lock()
+
+
+def standings_key(league: League) -> tuple:
+    """What the standings of ``league`` depend on, in two aggregate queries."""
+    results = MatchResult.objects.filter(league=league).aggregate(
+        n=Count("id"),
+        top=Max("id"),
+        a=Sum("points_a"),
+        b=Sum("points_b"),
+        tl=Count("id", filter=Q(technical_loss_a=True) | Q(technical_loss_b=True)),
+    )
+    players = Player.objects.filter(league=league).aggregate(
+        n=Count("id"),
+        top=Max("id"),
+        removed=Count("id", filter=Q(status=AgentStatus.REMOVED)),
+        seen=Max("last_seen_at"),
+    )
+    return (league.created_at, *results.values(), players["n"], players["top"], players["removed"], players["seen"])
+
+
 def standings(league: League) -> list[dict[str, Any]]:
-    """Ranked standings rows with display names (contract 5's LEAGUE_STANDINGS_UPDATE entries)."""
+    """Ranked standings rows with display names (contract 5's LEAGUE_STANDINGS_UPDATE entries).
+
+    Cached per league and process (see ``standings_key``); callers get their own copies.
+    """
+    key = standings_key(league)
+    now = time.monotonic()
+    cached = _standings_cache.get(league.pk)
+    if cached is not None and cached[0] == key and now - cached[1] < STANDINGS_TTL:
+        return [dict(row) for row in cached[2]]
+    rows = compute_standings_rows(league)
+    with _standings_lock:
+        if len(_standings_cache) > 1000:
+            _standings_cache.clear()
+        _standings_cache[league.pk] = (key, now, rows)
+    return [dict(row) for row in rows]
+
+
+def compute_standings_rows(league: League) -> list[dict[str, Any]]:
+    """The standings of ``league`` computed from every result (no cache)."""
     results = result_rows(league)
     names = dict(
         Player.objects.filter(league=league)
         .exclude(status=AgentStatus.REMOVED)
+        .order_by()
         .values_list("player_id", "display_name")
     )
     in_results = {p for r in results for p in (r.player_a, r.player_b)}
@@ -131,7 +184,7 @@ def schedule(league: League, *, round_id: int | None = None, player_id: str | No
 
 
 def get_player(league: League, player_id: str) -> Player:
-    player = Player.objects.filter(league=league, player_id=player_id).first()
+    player = next(iter(Player.objects.filter(league=league, player_id=player_id).order_by()[:1]), None)
     if player is None:
         raise LeagueError(
             ErrorCode.PLAYER_NOT_REGISTERED,
@@ -149,7 +202,7 @@ def next_match(league: League, player_id: str) -> dict[str, Any] | None:
         .filter(status__in=(Match.Status.SCHEDULED, Match.Status.ASSIGNED, Match.Status.RUNNING))
         .order_by("round__number", "id")
     )
-    match = (pending.filter(player_a=player) | pending.filter(player_b=player)).first()
+    match = pending.filter(Q(player_a=player) | Q(player_b=player)).first()
     if match is None:
         return None
     entry = match_dict(match)
@@ -165,7 +218,7 @@ def player_stats(league: League, player_id: str) -> dict[str, Any]:
     history = []
     parity = {"even": 0, "odd": 0}
     finished = _matches(league).filter(status=Match.Status.FINISHED).order_by("round__number", "id")
-    for match in finished.filter(player_a=player) | finished.filter(player_b=player):
+    for match in finished.filter(Q(player_a=player) | Q(player_b=player)):
         entry = match_dict(match)
         details = match.result.details if hasattr(match, "result") else {}
         choice = (details.get("choices") or {}).get(player_id) if isinstance(details, dict) else None

@@ -124,6 +124,13 @@ class StandingsTable:
         for player_id in self.tallies:
             groups.setdefault(primary(player_id), []).append(player_id)
 
+        # Head-to-head points each player took from the others of its tied group, in one pass over
+        # the pairs that met (a large group of players who never met costs nothing).
+        h2h: dict[str, int] = dict.fromkeys(self.tallies, 0)
+        for (me, other), points in self.head_to_head.items():
+            if me != other and primary(me) == primary(other):
+                h2h[me] += points
+
         ordered: list[str] = []
         for key in sorted(groups, reverse=True):
             group = groups[key]
@@ -131,7 +138,6 @@ class StandingsTable:
                 ordered.extend(group)
                 continue
             # Head-to-head only among exactly this tied group.
-            h2h = {p: sum(self.head_to_head.get((p, q), 0) for q in group if q != p) for p in group}
             ordered.extend(sorted(group, key=lambda p: (-h2h[p], id_sort_key(p))))
 
         return [
