@@ -15,12 +15,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.db import transaction
+from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models.functions import Length
 from django.utils import timezone
 
 from league import queries
 from league.auth import find_by_token, lm_token, new_token
-from league.events import broadcast, record_event
-from league.models import AgentStatus, League, Match, MatchResult, Player, Referee, Round
+from league.events import broadcast, event_row, record_event
+from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 from leagueproto.envelope import check_agent_protocol_version
 from leagueproto.errors import ErrorCode, LeagueError
 from leagueproto.jsonutil import dumps
@@ -35,6 +37,8 @@ REGISTRATION_CLOSED = "Registration closed"
 LEAGUE_FULL = "League full"
 GAME_TYPE_NOT_SUPPORTED = "Game type not supported"
 ENDPOINT_TAKEN = "Endpoint already registered"
+# A referee's last_seen_at is refreshed by its reports at most this often (a write per report saved).
+LAST_SEEN_EVERY = timedelta(seconds=10)
 
 
 # -- leagues ------------------------------------------------------------------------------------
@@ -233,7 +237,18 @@ def endpoint_problem(endpoint: str, allowed_networks: str) -> str | None:
 
 def _next_id(model: type[Player] | type[Referee], league: League, prefix: str) -> str:
     field_name = "player_id" if model is Player else "referee_id"
-    highest = 0
+    # Ids are the prefix and a number: the longest, then the greatest, is the highest number.
+    top = (
+        model.objects.filter(league=league)
+        .annotate(id_length=Length(field_name))
+        .order_by("-id_length", f"-{field_name}")
+        .values_list(field_name, flat=True)[:1]
+    )
+    for value in top:
+        digits = value[len(prefix) :]
+        if value.startswith(prefix) and digits.isdigit():
+            return f"{prefix}{int(digits) + 1:02d}"
+    highest = 0  # an id made by hand is the longest: look at them all
     for value in model.objects.filter(league=league).values_list(field_name, flat=True):
         digits = value[len(prefix) :]
         if digits.isdigit():
@@ -306,14 +321,18 @@ def _register(
             return rejected(REGISTRATION_CLOSED)
         if league.game_type not in (meta.get("game_types") or []):
             return rejected(GAME_TYPE_NOT_SUPPORTED)
-        current = model.objects.filter(league=league).exclude(status=AgentStatus.REMOVED)
+        current = (
+            model.objects.filter(league=league)
+            .exclude(status=AgentStatus.REMOVED)
+            .aggregate(n=Count("id"), taken=Count("id", filter=Q(endpoint=endpoint)))
+        )
         limit = league.max_players if kind == "player" else league.max_referees
-        if current.count() >= limit:
+        if current["n"] >= limit:
             return rejected(LEAGUE_FULL)
         problem = endpoint_problem(endpoint, league.allowed_networks)
         if problem:
             return rejected(problem)
-        if current.filter(endpoint=endpoint).exists():
+        if current["taken"]:
             return rejected(ENDPOINT_TAKEN)
 
         agent_id = _next_id(model, league, prefix)
@@ -458,9 +477,11 @@ def record_result(
     digest = report_digest(result)
     conflict: LeagueError | None = None
     with transaction.atomic():
+        # One query: the match (locked), its players, round, referee and any result already there.
         match = (
             Match.objects.select_for_update(of=("self",))
-            .select_related("player_a", "player_b", "round", "referee")
+            .select_related("player_a", "player_b", "round", "referee", "result__referee")
+            .defer("result__log", "result__details")
             .filter(league=league, match_id=match_id)
             .first()
         )
@@ -470,7 +491,7 @@ def record_result(
                 f"match {match_id} does not exist in league {league.league_id}",
                 context={"match_id": match_id, "league_id": league.league_id},
             )
-        existing = MatchResult.objects.filter(match=match).first()
+        existing = getattr(match, "result", None)
         if existing is not None:
             if existing.report_digest == digest and existing.referee_id == referee.pk:
                 return Recorded("DUPLICATE", match)
@@ -521,16 +542,26 @@ def record_result(
             match.status = Match.Status.FINISHED
             match.finished_at = now
             match.save(update_fields=["status", "finished_at"])
-            Referee.objects.filter(pk=referee.pk).update(last_seen_at=now, failures=0)
-            round_played = False
-            unfinished = Match.objects.filter(round=match.round).exclude(
+            if referee.failures or referee.last_seen_at is None or now - referee.last_seen_at > LAST_SEEN_EVERY:
+                Referee.objects.filter(pk=referee.pk).update(last_seen_at=now, failures=0)
+                referee.last_seen_at, referee.failures = now, 0
+            # The round is PLAYED when no match of it is left unfinished: one conditional update.
+            unfinished = Match.objects.filter(round=OuterRef("pk")).exclude(
                 status__in=(Match.Status.FINISHED, Match.Status.CANCELLED)
             )
-            if not unfinished.exists() and match.round.status in (Round.Status.PENDING, Round.Status.ANNOUNCED):
-                Round.objects.filter(pk=match.round.pk).update(status=Round.Status.PLAYED)
-                record_event(league, "STATE", "round_played", payload={"round_id": match.round.number})
-                round_played = True
-            record_event(league, "STATE", "match_finished", agent=referee.referee_id, match_id=match_id, payload=result)
+            round_played = bool(
+                Round.objects.filter(pk=match.round.pk, status__in=(Round.Status.PENDING, Round.Status.ANNOUNCED))
+                .filter(~Exists(unfinished))
+                .update(status=Round.Status.PLAYED)
+            )
+            rows = [
+                event_row(
+                    league, "STATE", "match_finished", agent=referee.referee_id, match_id=match_id, payload=result
+                )
+            ]
+            if round_played:
+                rows.insert(0, event_row(league, "STATE", "round_played", payload={"round_id": match.round.number}))
+            Event.objects.bulk_create(rows)
             broadcast(
                 league.league_id,
                 "match_finished",

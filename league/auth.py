@@ -70,7 +70,8 @@ def find_by_token(token: str, kind: str) -> Player | Referee | None:
     """The agent of ``kind`` whose token this is (hash lookup + constant-time confirmation)."""
     model = Player if kind == "player" else Referee
     digest = hash_token(token)
-    agent = model.objects.select_related("league").filter(token_hash=digest).first()
+    # No ordering: Meta.ordering would join and sort by the league for nothing (hashes are unique).
+    agent = next(iter(model.objects.select_related("league").filter(token_hash=digest).order_by()[:1]), None)
     if agent is None or not hmac.compare_digest(agent.token_hash, digest):
         return None
     return agent
@@ -100,6 +101,14 @@ def authenticate(role: str, message: dict[str, Any], bearer: str | None) -> Iden
         )
     model = Player if kind == "player" else Referee
     id_field = "player_id" if kind == "player" else "referee_id"
+    # The common case in one query: the token is the sender's own (in the named league).
+    agent = find_by_token(token, kind)
+    if (
+        agent is not None
+        and getattr(agent, id_field) == agent_id
+        and (not league_id or agent.league.league_id == league_id)
+    ):
+        return _checked(kind, agent_id, agent, message)
     known = model.objects.filter(**{id_field: agent_id})
     if league_id:
         known = known.filter(league__league_id=league_id)
@@ -107,14 +116,14 @@ def authenticate(role: str, message: dict[str, Any], bearer: str | None) -> Iden
         code = ErrorCode.PLAYER_NOT_REGISTERED if kind == "player" else ErrorCode.REFEREE_NOT_REGISTERED
         where = f" in league {league_id}" if league_id else ""
         raise LeagueError(code, f"{kind} {agent_id} is not registered{where}", context={"sender": message["sender"]})
-    agent = find_by_token(token, kind)
-    if agent is None or getattr(agent, id_field) != agent_id or (league_id and agent.league.league_id != league_id):
-        raise LeagueError(
-            ErrorCode.AUTH_TOKEN_INVALID,
-            f"auth_token is not valid for sender {message['sender']}"
-            + (f" in league {league_id}" if league_id else ""),
-            context={"sender": message["sender"]},
-        )
+    raise LeagueError(
+        ErrorCode.AUTH_TOKEN_INVALID,
+        f"auth_token is not valid for sender {message['sender']}" + (f" in league {league_id}" if league_id else ""),
+        context={"sender": message["sender"]},
+    )
+
+
+def _checked(kind: str, agent_id: str, agent: Player | Referee, message: dict[str, Any]) -> Identity:
     if agent.status in ("SUSPENDED", "REMOVED"):
         raise LeagueError(
             ErrorCode.AUTH_TOKEN_INVALID,

@@ -161,6 +161,22 @@ def capped(payload: dict[str, Any]) -> dict[str, Any]:
     return {**summary, "truncated": True, "size_bytes": size, "fields": [str(k)[:64] for k in list(payload)[:50]]}
 
 
+# Tools that only read, and the fields of their answers the Event log does not copy.
+READ_TOOLS = frozenset({"league_query", "handle_league_query", "get_standings"})
+READ_BULKY = ("data", "standings")
+
+
+def _lists(value: Any) -> list[list]:
+    """The top-level lists of a read answer (standings rows, rounds, history)."""
+    found = []
+    for item in value.values():
+        if isinstance(item, list):
+            found.append(item)
+        elif isinstance(item, dict):
+            found.extend(v for v in item.values() if isinstance(v, list))
+    return found
+
+
 def log_exchange(tool: Tool, request: dict[str, Any], reply: dict[str, Any], identity: Identity | None) -> None:
     """Two Event rows (IN request, OUT reply) in one insert."""
     league = identity.league if identity else None
@@ -175,6 +191,20 @@ def log_exchange(tool: Tool, request: dict[str, Any], reply: dict[str, Any], ide
     elif reply.get("referee_id"):
         recipient = f"referee:{reply['referee_id']}"
     match_id = request.get("match_id") if isinstance(request.get("match_id"), str) else ""
+    if isinstance(request.get("match_log"), list):
+        # The match log is stored once, in MatchResult.log (the match page and the bench read it
+        # there); the logged message keeps how many entries it had.
+        entries = len(request["match_log"])
+        request = {k: v for k, v in request.items() if k != "match_log"}
+        request["match_log_entries"] = entries
+    if tool.name in READ_TOOLS:
+        # A read answer is recomputable from the state; the log keeps what was asked and how big
+        # the answer was, not a copy of the table on every call.
+        bulky = {k: reply[k] for k in READ_BULKY if k in reply}
+        if bulky:
+            reply = {k: v for k, v in reply.items() if k not in READ_BULKY}
+            reply["answer_bytes"] = len(dumps(bulky))
+            reply["answer_rows"] = sum(len(v) for v in _lists(bulky))
     Event.objects.bulk_create(
         [
             event_row(

@@ -9,6 +9,8 @@ import hmac
 from django.db import models
 from django.utils import timezone
 
+from league.fields import FastJSONField
+
 DEFAULT_ALLOWED_NETWORKS = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16"
 
 
@@ -224,8 +226,8 @@ class MatchResult(models.Model):
     points_b = models.PositiveSmallIntegerField()
     technical_loss_a = models.BooleanField(default=False)
     technical_loss_b = models.BooleanField(default=False)
-    details = models.JSONField(default=dict, help_text="Choices, drawn number, rounds, reasons.")
-    log = models.JSONField(default=list, help_text="The referee's ordered message log (for the replay).")
+    details = FastJSONField(default=dict, help_text="Choices, drawn number, rounds, reasons.")
+    log = FastJSONField(default=list, help_text="The referee's ordered message log (for the replay).")
     report_digest = models.CharField(
         max_length=64, help_text="Digest of the report, to tell duplicates from conflicts."
     )
@@ -260,7 +262,7 @@ class Event(models.Model):
     kind = models.CharField(max_length=40, help_text="Message type, or the name of a state transition.")
     agent = models.CharField(max_length=40, blank=True, default="", help_text="Sender or recipient.")
     match_id = models.CharField(max_length=16, blank=True, default="")
-    payload = models.JSONField(default=dict)
+    payload = FastJSONField(default=dict)
 
     objects = EventQuerySet.as_manager()
 

@@ -1,0 +1,45 @@
+"""A JSONField that encodes and decodes with orjson (big payloads: match logs, Event payloads).
+
+Stored text is the same JSON as Django's JSONField writes (a change of class, not of column), so
+existing rows read back unchanged. What orjson refuses (e.g. integers beyond 64 bits) falls back
+to Django's own encoding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from django.db import models
+from django.db.models.fields.json import KeyTransform
+
+_OPTIONS = orjson.OPT_NON_STR_KEYS
+
+
+class FastJSONField(models.JSONField):
+    def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
+        if not prepared:
+            value = self.get_prep_value(value)
+        if self.encoder is None and isinstance(value, dict | list) and not hasattr(value, "resolve_expression"):
+            try:
+                text = orjson.dumps(value, option=_OPTIONS).decode()
+            except (TypeError, orjson.JSONEncodeError):
+                return connection.ops.adapt_json_value(value, self.encoder)
+            if connection.vendor == "postgresql":
+                from psycopg.types.json import Jsonb
+
+                return Jsonb(value, dumps=lambda _obj: text)
+            return text
+        return connection.ops.adapt_json_value(value, self.encoder)
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        if value is None:
+            return value
+        if isinstance(expression, KeyTransform) and not isinstance(value, str):
+            return value
+        if self.decoder is None and isinstance(value, str | bytes):
+            try:
+                return orjson.loads(value)
+            except orjson.JSONDecodeError:
+                pass
+        return super().from_db_value(value, expression, connection)
