@@ -509,12 +509,23 @@ def release_match(match_pk: int, referee_pk: int | None, attempt: int, reason: s
     return True
 
 
-def overdue_matches(league_pk: int) -> list[tuple[int, int, int, str]]:
-    """(match pk, referee pk, attempt, referee id) of assignments past their deadline."""
-    rows = Match.objects.filter(league_id=league_pk, status__in=IN_PLAY, deadline_at__lt=timezone.now()).values_list(
-        "pk", "referee_id", "attempt", "referee__referee_id"
+@dataclass(frozen=True)
+class InPlay:
+    pk: int
+    status: str
+    referee_pk: int | None
+    referee_id: str | None
+    attempt: int
+    assigned_at: Any
+    deadline_at: Any
+
+
+def in_play_matches(league_pk: int) -> list[InPlay]:
+    """The league's ASSIGNED and RUNNING matches (one query): what supervision looks at."""
+    rows = Match.objects.filter(league_id=league_pk, status__in=IN_PLAY).values_list(
+        "pk", "status", "referee_id", "referee__referee_id", "attempt", "assigned_at", "deadline_at"
     )
-    return [(pk, ref, attempt, ref_id or EMBEDDED_REFEREE) for pk, ref, attempt, ref_id in rows]
+    return [InPlay(*row) for row in rows]
 
 
 def has_live_referee(league_pk: int) -> bool:
@@ -774,15 +785,16 @@ def delivery_row(
     )
 
 
-def record_deliveries(
-    league: League, outcomes: list[tuple[Delivery, str, dict[str, Any] | None]], *, shared: bool = False
-) -> None:
-    """One insert for a batch of deliveries; ``shared``: one body for all (see ``delivery_row``)."""
-    first = outcomes[0][0].agent_id if shared and outcomes else None
-    Event.objects.bulk_create(
-        delivery_row(league, d, outcome, reply, None if d.agent_id == first else first)
-        for d, outcome, reply in outcomes
-    )
+def record_deliveries(league: League, batches: list[list[tuple[Delivery, str, dict[str, Any] | None]]]) -> None:
+    """One insert for batches of deliveries; each batch shares one body (see ``delivery_row``)."""
+    rows = []
+    for outcomes in batches:
+        first = outcomes[0][0].agent_id if outcomes else None
+        rows += [
+            delivery_row(league, d, outcome, reply, None if d.agent_id == first else first)
+            for d, outcome, reply in outcomes
+        ]
+    Event.objects.bulk_create(rows)
 
 
 def round_counts(round_pk: int) -> dict[str, int]:
@@ -1029,35 +1041,50 @@ class Conductor:
         if now - self._supervised.get(league.pk, 0.0) < self.supervise_every:
             return
         self._supervised[league.pk] = now
-        for match_pk, referee_pk, attempt, referee_id in await sync_to_async(overdue_matches)(league.pk):
-            reason = f"no result from {referee_id} by the match deadline"
-            if match_pk in self._inflight and referee_pk is None:
+        in_play = await sync_to_async(in_play_matches)(league.pk)
+        wall = timezone.now()
+        for row in in_play:
+            if row.deadline_at is None or row.deadline_at >= wall:
+                continue
+            reason = f"no result from {row.referee_id or EMBEDDED_REFEREE} by the match deadline"
+            if row.pk in self._inflight and row.referee_pk is None:
                 continue  # our own embedded run: the runner's timeouts end it
-            if await sync_to_async(release_match)(match_pk, referee_pk, attempt, reason):
-                log.warning("match pk=%s: %s; reassigning", match_pk, reason)
-                if referee_pk is not None:
-                    self._cooldown[referee_pk] = time.monotonic() + max(1.0, league.match_deadline)
-                    await sync_to_async(referee_failed)(referee_pk, reason)
+            if await sync_to_async(release_match)(row.pk, row.referee_pk, row.attempt, reason):
+                log.warning("match pk=%s: %s; reassigning", row.pk, reason)
+                if row.referee_pk is not None:
+                    self._cooldown[row.referee_pk] = time.monotonic() + max(1.0, league.match_deadline)
+                    await sync_to_async(referee_failed)(row.referee_pk, reason)
         # A start_match call may take the whole retry budget; past that nobody is sending it.
         budget = league.default_timeout * (league.retries + 1) + league.retry_delay * league.retries + 1.0
-        self.send_starts(league, await sync_to_async(stale_assignments)(league.pk, budget, list(self._inflight)))
+        cutoff = wall - timedelta(seconds=budget)
+        if any(
+            r.status == Match.Status.ASSIGNED
+            and r.assigned_at
+            and r.assigned_at < cutoff
+            and r.pk not in self._inflight
+            for r in in_play
+        ):
+            self.send_starts(league, await sync_to_async(stale_assignments)(league.pk, budget, list(self._inflight)))
         interval = self.health_interval or max(1.0, league.default_timeout)
-        holders = await sync_to_async(self._referees_holding)(league.pk)
-        for referee in holders:
-            if referee.pk in self._pings or now - self._last_ping.get(referee.pk, 0.0) < interval:
-                continue
+        due = {
+            r.referee_pk
+            for r in in_play
+            if r.status == Match.Status.RUNNING
+            and r.referee_pk is not None
+            and r.referee_pk not in self._pings
+            and now - self._last_ping.get(r.referee_pk, 0.0) >= interval
+        }
+        if not due:
+            return
+        for referee in await sync_to_async(self._referees)(due):
             self._last_ping[referee.pk] = now
             task = asyncio.create_task(self._ping(league, referee))
             self._pings[referee.pk] = task
             task.add_done_callback(lambda _t, pk=referee.pk: self._pings.pop(pk, None))
 
     @staticmethod
-    def _referees_holding(league_pk: int) -> list[Referee]:
-        return list(
-            Referee.objects.filter(league_id=league_pk, matches__status=Match.Status.RUNNING)
-            .select_related("league")
-            .distinct()
-        )
+    def _referees(pks: set[int]) -> list[Referee]:
+        return list(Referee.objects.filter(pk__in=pks).select_related("league"))
 
     async def _ping(self, league: League, referee: Referee) -> None:
         assert self.client is not None
@@ -1082,30 +1109,40 @@ class Conductor:
 
     # -- notifications ---------------------------------------------------------------------
     async def deliver(self, league: League, deliveries: list[Delivery], timeout: float) -> None:
-        """Send concurrently (at most ``notify_concurrency`` at once); failures are logged and
-        recorded, never raised. The batch shares one body, stored once (``record_deliveries``)."""
-        if not deliveries:
+        """Send concurrently; failures are logged and recorded, never raised."""
+        await self.deliver_in_order(league, [deliveries], timeout)
+
+    async def deliver_in_order(self, league: League, batches: list[list[Delivery]], timeout: float) -> None:
+        """``batches[k][i]`` is the k-th message for agent i: each agent gets its messages one
+        after the other, in order; agents are served concurrently (at most ``notify_concurrency``
+        at once), so nobody waits for the slowest agent between two messages. Each batch has one
+        body for all agents, stored once (``record_deliveries``); all rows go in one insert."""
+        batches = [b for b in batches if b]
+        if not batches:
             return
         assert self.client is not None
         policy = retry_policy(league)
         gate = asyncio.Semaphore(self.notify_concurrency)
 
         async def one(d: Delivery) -> tuple[Delivery, str, dict[str, Any] | None]:
-            async with gate:
-                try:
-                    result = await self.client.call(d.endpoint, d.method, d.message, timeout=timeout, policy=policy)
-                except CallFailed as exc:
-                    log.warning("%s to %s failed: %s", d.message["message_type"], d.agent_id, exc)
-                    return d, exc.code.value, None
+            try:
+                result = await self.client.call(d.endpoint, d.method, d.message, timeout=timeout, policy=policy)
+            except CallFailed as exc:
+                log.warning("%s to %s failed: %s", d.message["message_type"], d.agent_id, exc)
+                return d, exc.code.value, None
             return d, "error" if result.is_error else "ok", result.reply
 
-        outcomes = await asyncio.gather(*(one(d) for d in deliveries))
-        await sync_to_async(record_deliveries)(league, list(outcomes), shared=True)
+        async def chain(i: int) -> list[tuple[Delivery, str, dict[str, Any] | None]]:
+            async with gate:
+                return [await one(batch[i]) for batch in batches]
+
+        chains = await asyncio.gather(*(chain(i) for i in range(len(batches[0]))))
+        outcomes = [[c[k] for c in chains] for k in range(len(batches))]
+        await sync_to_async(record_deliveries)(league, outcomes)
 
     async def finish_round(self, league: League, rnd: Round) -> None:
         updates, completed, table = await sync_to_async(round_end_messages)(league, rnd)
-        await self.deliver(league, updates, league.default_timeout)
-        await self.deliver(league, completed, league.default_timeout)
+        await self.deliver_in_order(league, [updates, completed], league.default_timeout)
         await sync_to_async(mark_round_completed)(rnd.pk, table)
 
     async def finish_league(self, league: League) -> None:
