@@ -6,12 +6,17 @@ in leagueproto (JSON-RPC, MCP, dialects) and league/lm.py (tools).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from django.http.request import split_domain_port, validate_host
 from django.views.decorators.csrf import csrf_exempt
 
 from league.dbexec import lm_context
 from league.lm import toolset
+from leagueproto.asgi import make_asgi_app
 from leagueproto.server import HttpResponse as McpResponse
 from leagueproto.server import McpServer, body_too_large
 
@@ -54,3 +59,59 @@ async def mcp_view(request: HttpRequest) -> HttpResponse:
             request.method or "", body, headers, client_host=request.META.get("REMOTE_ADDR"), local_port=port
         )
     return _to_django(reply)
+
+
+# -- the same endpoint without Django's request stack ------------------------------------------
+# Django's handler costs a thread, the middleware and the request signals per call, several times
+# what the tools themselves cost. The LM's ASGI application sends POST /mcp straight to
+# leagueproto's lean ASGI app (body limit, headers, client address) and everything else to Django.
+# Requests Django must see first go to Django: a Host not in ALLOWED_HOSTS (it answers 400) and,
+# with SECURE_SSL_REDIRECT, plain http (it redirects). The headers SecurityMiddleware and
+# XFrameOptionsMiddleware would add are added here.
+_MCP_PATHS = frozenset({"/mcp", "/mcp/"})
+_lean_app = make_asgi_app(lambda _port: get_server())
+
+
+def _security_headers() -> list[tuple[bytes, bytes]]:
+    headers = [(b"x-frame-options", settings.X_FRAME_OPTIONS.encode())]
+    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
+        headers.append((b"x-content-type-options", b"nosniff"))
+    if settings.SECURE_REFERRER_POLICY:
+        headers.append((b"referrer-policy", str(settings.SECURE_REFERRER_POLICY).encode()))
+    if getattr(settings, "SECURE_CROSS_ORIGIN_OPENER_POLICY", None):
+        headers.append((b"cross-origin-opener-policy", settings.SECURE_CROSS_ORIGIN_OPENER_POLICY.encode()))
+    return headers
+
+
+def _host_allowed(scope: dict[str, Any]) -> bool:
+    host = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"host"), "")
+    domain, _port = split_domain_port(host)
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    return bool(domain) and validate_host(domain, allowed)
+
+
+def lean_mcp(django_app: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    """ASGI: ``/mcp`` served by the lean app on the LM's DB threads; the rest by ``django_app``."""
+
+    async def app(scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["path"] not in _MCP_PATHS
+            or not _host_allowed(scope)
+            or (settings.SECURE_SSL_REDIRECT and scope.get("scheme") != "https")
+        ):
+            await django_app(scope, receive, send)
+            return
+        extra = _security_headers()
+
+        async def send_with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        async with lm_context():
+            await _lean_app(scope, receive, send_with_headers)
+
+    return app

@@ -10,7 +10,8 @@ import threading
 import time
 from typing import Any
 
-from django.db.models import Count, Max, Q, Sum
+from django.db import connection
+from django.db.models import Q
 
 from league.models import AgentStatus, League, Match, MatchResult, Player
 from league.standings import ResultRow, StandingRow, compute_standings, id_sort_key
@@ -60,29 +61,29 @@ def result_rows(league: League) -> list[ResultRow]:
 
 
 # Standings per league, recomputed only when what they are made of changed: the results (count,
-# latest id, points) or the players (count, latest id, removals, re-registrations). A display name edited
+# latest id) or the players (count, latest id, removals, re-registrations). A display name edited
 # by hand in the admin shows within STANDINGS_TTL seconds.
 STANDINGS_TTL = 5.0
 _standings_cache: dict[int, tuple[tuple, float, list[dict[str, Any]]]] = {}
 _standings_lock = threading.Lock()
 
 
+_KEY_SQL = (
+    f"SELECT (SELECT COUNT(*) FROM {MatchResult._meta.db_table} WHERE league_id = %s),"
+    f" (SELECT MAX(id) FROM {MatchResult._meta.db_table} WHERE league_id = %s),"
+    " COUNT(*), MAX(id), SUM(CASE WHEN status = %s THEN 1 ELSE 0 END), MAX(last_seen_at)"
+    f" FROM {Player._meta.db_table} WHERE league_id = %s"
+)
+
+
 def standings_key(league: League) -> tuple:
-    """What the standings of ``league`` depend on, in two aggregate queries."""
-    results = MatchResult.objects.filter(league=league).aggregate(
-        n=Count("id"),
-        top=Max("id"),
-        a=Sum("points_a"),
-        b=Sum("points_b"),
-        tl=Count("id", filter=Q(technical_loss_a=True) | Q(technical_loss_b=True)),
-    )
-    players = Player.objects.filter(league=league).aggregate(
-        n=Count("id"),
-        top=Max("id"),
-        removed=Count("id", filter=Q(status=AgentStatus.REMOVED)),
-        seen=Max("last_seen_at"),
-    )
-    return (league.created_at, *results.values(), players["n"], players["top"], players["removed"], players["seen"])
+    """What the standings of ``league`` depend on, in one aggregate query."""
+    # Results are appended, never changed (an admin edit shows within STANDINGS_TTL): their count
+    # and latest id say when one was added. Plain SQL: this runs on every standings read.
+    with connection.cursor() as cursor:
+        cursor.execute(_KEY_SQL, [league.pk, league.pk, AgentStatus.REMOVED.value, league.pk])
+        row = cursor.fetchone()
+    return (league.created_at, *row)
 
 
 def standings(league: League) -> list[dict[str, Any]]:
