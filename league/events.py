@@ -7,10 +7,12 @@ transaction commits, so the dashboard never shows a state that was rolled back.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import SyncToAsync, async_to_sync
 from django.db import transaction
 
 from league.models import Event, League
@@ -75,13 +77,40 @@ def broadcast(league_id: str, event: str, data: dict[str, Any]) -> None:
 
 
 def send_now(league_id: str, event: str, data: dict[str, Any]) -> None:
-    """Send immediately (from sync code). A dashboard outage never breaks the league."""
+    """Send now (from sync code). A dashboard outage never breaks the league.
+
+    From a thread that serves an event loop (sync_to_async: the LM's DB threads, the conductor's),
+    the send is handed to that loop and not waited for, so the database thread goes on at once;
+    sends keep their order (the loop runs them first come, first served). Elsewhere (commands,
+    plain sync code) it is sent before returning.
+    """
     from channels.layers import get_channel_layer
 
     layer = get_channel_layer()
     if layer is None:
         return
+    message = {"type": "league.event", "event": event, "data": data}
+    loop = _serving_loop()
+    if loop is not None:
+        future = asyncio.run_coroutine_threadsafe(layer.group_send(group_name(league_id), message), loop)
+        future.add_done_callback(lambda f: _log_failure(f, event, league_id))
+        return
     try:
-        async_to_sync(layer.group_send)(group_name(league_id), {"type": "league.event", "event": event, "data": data})
+        async_to_sync(layer.group_send)(group_name(league_id), message)
     except Exception:
         log.exception("broadcast of %s to league %s failed", event, league_id)
+
+
+def _serving_loop() -> asyncio.AbstractEventLoop | None:
+    """The running event loop this sync thread was called from (via sync_to_async), if any."""
+    loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
+    if getattr(SyncToAsync.threadlocal, "main_event_loop_pid", None) != os.getpid():
+        return None
+    if loop is None or loop.is_closed() or not loop.is_running():
+        return None
+    return loop
+
+
+def _log_failure(future: Any, event: str, league_id: str) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.error("broadcast of %s to league %s failed: %r", event, league_id, future.exception())
