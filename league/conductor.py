@@ -53,7 +53,7 @@ from league.auth import lm_token_for
 from league.events import broadcast, event_row, group_name, record_event
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 from league.schedule import schedule_matches
-from league.standings import id_sort_key
+from league.standings import ResultRow, StandingsTable, id_sort_key
 from leagueproto.client import AgentClient, CallFailed, RetryPolicy
 from leagueproto.envelope import make_message
 
@@ -651,8 +651,59 @@ def round_finished(round_pk: int) -> bool:
     return rnd.status == Round.Status.ANNOUNCED and not rnd.matches.exclude(status__in=DONE).exists()
 
 
+@dataclass
+class _RunningTable:
+    """A league's standings kept in memory by the conductor, one round's results added at a time."""
+
+    names: dict[str, str]
+    table: StandingsTable
+    round_number: int
+
+
+_TABLES: dict[int, _RunningTable] = {}
+_RESULT_FIELDS = (
+    "match__match_id",
+    "match__player_a__player_id",
+    "match__player_b__player_id",
+    "points_a",
+    "points_b",
+    "technical_loss_a",
+    "technical_loss_b",
+)
+
+
+def round_standings(league: League, rnd: Round) -> list[dict[str, Any]]:
+    """The standings after ``rnd`` (equal to ``queries.standings``), adding only this round's
+    results to the table kept from the previous round; rebuilt from every result when there is
+    none (a fresh conductor), when rounds were skipped (another conductor did them) or when the
+    players changed."""
+    names = dict(
+        Player.objects.filter(league=league)
+        .exclude(status=AgentStatus.REMOVED)
+        .order_by()
+        .values_list("player_id", "display_name")
+    )
+    running = _TABLES.get(league.pk)
+    if running is None or running.round_number != rnd.number - 1 or running.names.keys() != names.keys():
+        results = MatchResult.objects.filter(league=league, match__round__number__lte=rnd.number)
+        running = _RunningTable(names, StandingsTable.for_players(sorted(names, key=id_sort_key)), rnd.number)
+    else:
+        results = MatchResult.objects.filter(league=league, match__round__number=rnd.number)
+        running.names, running.round_number = names, rnd.number
+    try:
+        for row in results.order_by().values_list(*_RESULT_FIELDS):
+            running.table.add(ResultRow(*row))
+    except ValueError:  # a result of a removed player, or one counted already: take the slow way
+        _TABLES.pop(league.pk, None)
+        return queries.standings(league)
+    if len(_TABLES) > 256:
+        _TABLES.clear()
+    _TABLES[league.pk] = running
+    return [queries.standing_dict(row, names.get(row.player_id, "")) for row in running.table.rows()]
+
+
 def round_end_messages(league: League, rnd: Round) -> tuple[list[Delivery], list[Delivery], list[dict[str, Any]]]:
-    table = queries.standings(league)
+    table = round_standings(league, rnd)
     last = league.rounds.order_by("-number").first()
     next_round = rnd.number + 1 if last and rnd.number < last.number else None
     finished = rnd.matches.filter(status=Match.Status.FINISHED).count()

@@ -111,6 +111,19 @@ def test_it_plays_a_small_league_to_the_end(lm_server, players, referees):
         assert [row["player_id"] for row in last_update["standings"]] == [
             r.player_id for r in compute_standings(["P01", "P02", "P03", "P04", "P05"], result_rows(league))
         ]
+        # Each round's table (kept incrementally by the conductor) equals a recomputation from the
+        # results of that round and the ones before.
+        updates = [m for m in group.received[port] if m["message_type"] == "LEAGUE_STANDINGS_UPDATE"]
+        for update in updates:
+            upto = [
+                r
+                for r in result_rows(league)
+                if Match.objects.get(league=league, match_id=r.match_id).round.number <= update["round_id"]
+            ]
+            expected = compute_standings(["P01", "P02", "P03", "P04", "P05"], upto)
+            assert [(r["rank"], r["player_id"], r["played"], r["points"]) for r in update["standings"]] == [
+                (r.rank, r.player_id, r.played, r.points) for r in expected
+            ], update["round_id"]
     for referee in (ref_a, ref_b):
         assert [m["message_type"] for m in referee.received] == ["LEAGUE_COMPLETED"]
     failed = Event.objects.filter(league=league, direction="OUT", agent=silent["player_id"])
