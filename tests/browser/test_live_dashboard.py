@@ -26,6 +26,15 @@ def points_of(page, player_id: str) -> str:
     return page.locator(f'#standings-body tr[data-player="{player_id}"] td.points').inner_text()
 
 
+def wait_points(page, player_id: str, points: str) -> None:
+    """The standings and the feed are redrawn from separate snapshots: wait for the table too."""
+    page.wait_for_function(
+        "([pid, pts]) => document.querySelector(`#standings-body tr[data-player=\"${pid}\"] td.points`)"
+        "?.textContent === pts",
+        arg=[player_id, points],
+    )
+
+
 def wait_live(page, connections: int = 1) -> None:
     page.wait_for_function(
         "n => document.getElementById('live').dataset.state === 'live'"
@@ -53,7 +62,7 @@ def test_it_updates_standings_and_feed_without_reload(site, page):
     play(Match.objects.get(match_id="R1M2"), "odd", "even", 8, technical="A", notify=notify)
     page.wait_for_selector('#feed li[data-match="R1M2"].tech')
     assert page.locator("#feed li").first.get_attribute("data-match") == "R1M2"  # newest first
-    assert points_of(page, "P04") == "3"
+    wait_points(page, "P04", "3")
     page.wait_for_function("() => document.getElementById('progress-text').textContent.startsWith('2 of 6')")
     assert "round 2 of 3" in page.locator("#progress-text").inner_text()
     assert page.locator("#chart-empty").is_hidden()
@@ -70,8 +79,8 @@ def test_it_reconnects_after_a_drop_and_catches_up(site, page):
     play_round(league, 1, notify=lambda *args: None)
     wait_live(page, connections=2)
     page.wait_for_function("() => document.querySelectorAll('#feed li.feed-item').length === 2")
-    assert points_of(page, "P01") == "3"
-    assert points_of(page, "P03") == "3"
+    wait_points(page, "P01", "3")
+    wait_points(page, "P03", "3")
 
 
 def test_it_renders_mid_league_and_completed_screenshots(site, browser):

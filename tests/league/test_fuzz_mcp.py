@@ -309,8 +309,11 @@ def test_mcp_survives_random_and_mutated_messages_in_process(fuzz_league, fuzz_e
         before = state()
         response = handle("POST", body, headers, client_host="10.9.8.7")
         responses = check_response(response.status, response.body)
-        if has_notification(body) or response.status == 202:  # no reply: nothing registered unseen
-            assert state()[4:] == before[4:], body[:500]
+        if has_notification(body) or response.status == 202:
+            # No reply to a notification, so nothing may be registered unseen; a valid registration
+            # answered in the same batch may rotate its own token, though.
+            if all(is_error(r) for r in responses):
+                assert state()[4:] == before[4:], body[:500]
         elif response.status != 200 or all(is_error(r) for r in responses):
             assert state() == before, body[:500]
         _refresh_tokens(tokens, responses)
@@ -332,7 +335,8 @@ def test_mcp_survives_random_and_mutated_messages_over_http(lm_server, fuzz_leag
             response = client.post(lm_server, content=body, headers={"content-type": "application/json"})
             responses = check_response(response.status_code, response.content)
             if has_notification(body) or response.status_code == 202:
-                assert state()[4:] == before[4:], body[:500]
+                if all(is_error(r) for r in responses):
+                    assert state()[4:] == before[4:], body[:500]
             elif response.status_code != 200 or all(is_error(r) for r in responses):
                 assert state() == before, body[:500]
             _refresh_tokens(tokens, responses)
