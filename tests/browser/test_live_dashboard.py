@@ -22,10 +22,6 @@ def on_commit(site):
     return lambda league_id, event, data: transaction.on_commit(lambda: site.broadcast(league_id, event, data))
 
 
-def points_of(page, player_id: str) -> str:
-    return page.locator(f'#standings-body tr[data-player="{player_id}"] td.points').inner_text()
-
-
 def wait_points(page, player_id: str, points: str) -> None:
     """The standings and the feed are redrawn from separate snapshots: wait for the table too."""
     page.wait_for_function(
