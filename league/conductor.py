@@ -398,7 +398,7 @@ def settle_starts(league: League, outcomes: list[tuple[Dispatch, str, dict[str, 
         rows = [delivery_row(league, d.delivery, outcome, reply) for d, outcome, reply in outcomes]
         moved: set[int] = set()
         if accepted:
-            current = Match.objects.filter(pk__in=list(accepted), status=Match.Status.ASSIGNED)
+            current = Match.objects.filter(pk__in=list(accepted), status=Match.Status.ASSIGNED).order_by("pk")
             if connection.features.has_select_for_update:
                 current = current.select_for_update()
             moved = {
