@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections, connection, connections, transaction
 from django.db.models import Count, F, Q
@@ -50,7 +50,7 @@ from django.utils import timezone
 
 from league import actions, queries
 from league.auth import lm_token_for
-from league.events import broadcast, event_row, group_name, record_event
+from league.events import broadcast, event_row, record_event, send_now
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 from league.schedule import schedule_matches
 from league.standings import ResultRow, StandingsTable, id_sort_key
@@ -445,23 +445,9 @@ def settle_starts(league: League, outcomes: list[tuple[Dispatch, str, dict[str, 
 
 
 def broadcast_many(league_id: str, items: list[tuple[str, dict[str, Any]]]) -> None:
-    """``broadcast`` for several events at once: one hop to the channel layer after commit."""
-    if not items:
-        return
-
-    async def send_all() -> None:
-        from channels.layers import get_channel_layer
-
-        layer = get_channel_layer()
-        if layer is None:
-            return
-        for event, data in items:
-            try:
-                await layer.group_send(group_name(league_id), {"type": "league.event", "event": event, "data": data})
-            except Exception:
-                log.exception("broadcast of %s to league %s failed", event, league_id)
-
-    transaction.on_commit(lambda: async_to_sync(send_all)())
+    """``broadcast`` for several events at once: one after-commit hook, sends in order."""
+    if items:
+        transaction.on_commit(lambda: [send_now(league_id, event, data) for event, data in items])
 
 
 def referee_failed(referee_pk: int, reason: str) -> bool:
