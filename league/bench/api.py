@@ -46,7 +46,7 @@ def registration(league_id: str, n: int) -> dict[str, Any]:
 class ApiBench:
     rate: float = 200.0
     seconds: float = 30.0
-    players: int = 20
+    players: int = 100
     lm_server: str = "uvicorn"
     log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="league-bench-api-")))
 
@@ -55,16 +55,25 @@ class ApiBench:
         league = actions.create_league(
             name="Bench API",
             league_id=f"bench_api_{time.strftime('%Y%m%d_%H%M%S')}",
-            max_players=self.players + planned + 10,
+            max_players=self.players,
             **BENCH_TIMEOUTS,
         )
         league = actions.open_registration(league, 3600.0)
+        # New players join a second open league, so the league being queried keeps a class's size
+        # (``players``) instead of growing by rate × seconds / 5 over the run.
+        newcomers = actions.create_league(
+            name="Bench API newcomers",
+            league_id=f"bench_api_new_{time.strftime('%Y%m%d_%H%M%S')}",
+            max_players=planned + 10,
+            **BENCH_TIMEOUTS,
+        )
+        newcomers = actions.open_registration(newcomers, 3600.0)
         cluster = Cluster(self.log_dir)
         port = free_port()
         try:
             lm = cluster.start_site(port, self.lm_server)
             url = f"http://127.0.0.1:{port}/mcp"
-            report = asyncio.run(self._load(url, league.league_id, planned))
+            report = asyncio.run(self._load(url, league.league_id, newcomers.league_id, planned))
             cluster.sample()
         finally:
             cluster.stop()
@@ -76,7 +85,7 @@ class ApiBench:
         )
         return report
 
-    async def _load(self, url: str, league_id: str, planned: int) -> dict[str, Any]:
+    async def _load(self, url: str, league_id: str, newcomers_id: str, planned: int) -> dict[str, Any]:
         client = AgentClient()
         agents = []
         for n in range(self.players):
@@ -97,7 +106,7 @@ class ApiBench:
             elif kind == "get_standings":
                 params = {"league_id": league_id}
             else:
-                params = registration(league_id, next(counter))
+                params = registration(newcomers_id, next(counter))
             try:
                 result = await client.call(url, kind, params, timeout=10)
             except CallFailed as exc:

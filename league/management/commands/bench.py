@@ -50,7 +50,9 @@ class Command(BaseCommand):
         api = sub.add_parser("api", help="the LM /mcp under a steady mixed load")
         api.add_argument("--rate", type=float, default=200.0, help="requests per second")
         api.add_argument("--seconds", type=float, default=30.0)
-        api.add_argument("--players", type=int, default=20, help="registered players whose tokens are used")
+        api.add_argument(
+            "--players", type=int, default=100, help="players in the queried league (newcomers join a second one)"
+        )
         api.add_argument("--lm-server", default="uvicorn", choices=("uvicorn", "daphne"))
         api.add_argument("--quick", action="store_true")
         api.add_argument("--json", dest="json_path")
