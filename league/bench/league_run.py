@@ -105,8 +105,8 @@ class LeagueBench:
             self.cluster.stop()
         return report
 
-    def create_league(self) -> League:
-        league_id = f"bench_{time.strftime('%Y%m%d_%H%M%S')}_{self.players}p"
+    def create_league(self, suffix: str = "") -> League:
+        league_id = f"bench_{time.strftime('%Y%m%d_%H%M%S')}_{self.players}p{suffix}"
         league = actions.create_league(
             name=f"Bench {self.players} players ({self.game})",
             league_id=league_id,

@@ -124,3 +124,15 @@ def test_registering_a_player_takes_a_fixed_number_of_queries(django_assert_num_
 REPORT_QUERIES = 7
 DUPLICATE_QUERIES = 3
 REGISTRATION_QUERIES = 8
+
+
+def test_bench_soak_keeps_the_lm_and_conductor_up_across_leagues_and_checks_each(tmp_path, agent_env, manage_py):
+    out = tmp_path / "soak.json"
+    args = [*manage_py, "bench", "soak", "--minutes", "1", "--max-leagues", "2", "--players", "2"]
+    done = subprocess.run([*args, "--json", str(out)], env=agent_env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    assert report["leagues"] == 2 and report["lost_or_bad_leagues"] == 0
+    assert len({league["league_id"] for league in report["per_league"]}) == 2
+    assert set(report["growth_first_to_last_league"]) == {"lm", "conductor"}
+    assert all(league["long_lived"]["lm"]["fds"] > 0 for league in report["per_league"])
