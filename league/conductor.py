@@ -647,15 +647,6 @@ class _RunningTable:
 
 
 _TABLES: dict[int, _RunningTable] = {}
-_RESULT_FIELDS = (
-    "match__match_id",
-    "match__player_a__player_id",
-    "match__player_b__player_id",
-    "points_a",
-    "points_b",
-    "technical_loss_a",
-    "technical_loss_b",
-)
 
 
 def round_standings(league: League, rnd: Round) -> list[dict[str, Any]]:
@@ -677,7 +668,7 @@ def round_standings(league: League, rnd: Round) -> list[dict[str, Any]]:
         results = MatchResult.objects.filter(league=league, match__round__number=rnd.number)
         running.names, running.round_number = names, rnd.number
     try:
-        for row in results.order_by().values_list(*_RESULT_FIELDS):
+        for row in results.order_by().values_list(*queries.RESULT_FIELDS):
             running.table.add(ResultRow(*row))
     except ValueError:  # a result of a removed player, or one counted already: take the slow way
         _TABLES.pop(league.pk, None)

@@ -43,20 +43,20 @@ def get_league(league_id: str | None) -> League:
     return latest
 
 
+# The MatchResult columns a standings ResultRow is built from, in ResultRow's field order.
+RESULT_FIELDS = (
+    "match__match_id",
+    "match__player_a__player_id",
+    "match__player_b__player_id",
+    "points_a",
+    "points_b",
+    "technical_loss_a",
+    "technical_loss_b",
+)
+
+
 def result_rows(league: League) -> list[ResultRow]:
-    rows = (
-        MatchResult.objects.filter(league=league)
-        .order_by()
-        .values_list(
-            "match__match_id",
-            "match__player_a__player_id",
-            "match__player_b__player_id",
-            "points_a",
-            "points_b",
-            "technical_loss_a",
-            "technical_loss_b",
-        )
-    )
+    rows = MatchResult.objects.filter(league=league).order_by().values_list(*RESULT_FIELDS)
     return [ResultRow(*row) for row in rows]
 
 
