@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
-import time
 from collections.abc import Sequence
 
+from league.bench import processes
 from league.bench.processes import free_port, free_port_run
 
 __all__ = ["Process", "free_port", "free_ports", "live_database_url", "wait_for_port"]
@@ -29,14 +28,8 @@ def live_database_url() -> str:
 
 
 def wait_for_port(port: int, host: str = "127.0.0.1", timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            sock.settimeout(0.2)
-            if sock.connect_ex((host, port)) == 0:
-                return
-        time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on {host}:{port} after {timeout} s")
+    """The launcher's wait, with a default fit for tests."""
+    processes.wait_for_port(port, timeout, host)
 
 
 class Process:
