@@ -384,10 +384,10 @@ def register_referee(league_id: str | None, referee_meta: dict[str, Any], presen
 
 
 # -- results -------------------------------------------------------------------------------------
-@dataclass
+@dataclass(frozen=True)
 class Recorded:
     status: str  # RECORDED / DUPLICATE
-    match: Match
+    match_id: str
 
 
 def report_digest(result: dict[str, Any]) -> str:
@@ -399,7 +399,15 @@ def report_digest(result: dict[str, Any]) -> str:
 
 def _validated_outcome(match: Match, result: dict[str, Any]) -> dict[str, Any]:
     """Check the reported result against the match and the scoring rules (E002 otherwise)."""
-    a, b = match.player_a.player_id, match.player_b.player_id
+    outcome = _checked_outcome(match.match_id, match.player_a.player_id, match.player_b.player_id, result)
+    side = outcome.pop("winner_side")
+    outcome["winner"] = match.player_a if side == "a" else match.player_b if side == "b" else None
+    return outcome
+
+
+def _checked_outcome(match_id: str, a: str, b: str, result: dict[str, Any]) -> dict[str, Any]:
+    """The MatchResult fields of a result reported for ``match_id`` between players ``a`` and ``b``
+    (E002 when it breaks the scoring rules); ``winner_side`` is "a", "b" or None."""
     status = result.get("status")
     winner = result.get("winner")
     score = result.get("score") or {}
@@ -408,8 +416,8 @@ def _validated_outcome(match: Match, result: dict[str, Any]) -> dict[str, Any]:
     def bad(description: str) -> LeagueError:
         return LeagueError(
             ErrorCode.INVALID_MESSAGE_FORMAT,
-            f"result of {match.match_id}: {description}",
-            context={"match_id": match.match_id, "players": [a, b], "result": result},
+            f"result of {match_id}: {description}",
+            context={"match_id": match_id, "players": [a, b], "result": result},
         )
 
     if set(score) != {a, b}:
@@ -454,12 +462,44 @@ def _validated_outcome(match: Match, result: dict[str, Any]) -> dict[str, Any]:
         outcome = MatchResult.Outcome.WIN_A if winner == a else MatchResult.Outcome.WIN_B
     return {
         "outcome": outcome,
-        "winner": match.player_a if winner == a else match.player_b if winner == b else None,
+        "winner_side": "a" if winner == a else "b" if winner == b else None,
         "points_a": score[a],
         "points_b": score[b],
         "technical_loss_a": a in technical,
         "technical_loss_b": b in technical,
     }
+
+
+@dataclass(frozen=True)
+class Report:
+    """One MATCH_RESULT_REPORT from an authenticated referee (its ``league`` loaded)."""
+
+    referee: Referee
+    match_id: str
+    result: dict[str, Any]
+    match_log: list[Any] | None = None
+
+
+# What the report path reads of a match, in one query for a whole batch (no model instances:
+# building them and compiling their joins was most of a report's CPU).
+_MATCH_COLUMNS = (
+    "pk",
+    "league_id",
+    "match_id",
+    "status",
+    "referee_id",
+    "referee__referee_id",
+    "player_a_id",
+    "player_a__player_id",
+    "player_b_id",
+    "player_b__player_id",
+    "round_id",
+    "round__number",
+    "result__report_digest",
+    "result__referee_id",
+    "result__referee__referee_id",
+)
+_CLOSED = (Match.Status.CANCELLED, Match.Status.FINISHED)
 
 
 def record_result(
@@ -471,110 +511,167 @@ def record_result(
     has a different result (the conflict is logged); an identical repeat is DUPLICATE.
     Marks the match FINISHED and its round PLAYED when it was the round's last match.
     """
+    with transaction.atomic():
+        (outcome,), rows = record_results([Report(referee, match_id, result, match_log)])
+        if rows:
+            Event.objects.bulk_create(rows)
+    if isinstance(outcome, LeagueError):
+        raise outcome  # after the transaction, so a conflict stays in the log
+    return outcome
+
+
+def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError], list[Event]]:
+    """Record several reports in the caller's transaction, each judged as ``record_result`` would
+    judge it alone, in order (a repeat of a report earlier in the list is DUPLICATE).
+
+    Returns each report's Recorded or LeagueError, and the Event rows (match_finished,
+    round_played, report_conflict) for the caller to insert together with its own, so a batch
+    costs one query per step whatever its size: read the matches, insert the results, finish
+    the matches, refresh stale referees, one round-played check per round touched. A failing
+    report writes nothing (a conflict only its report_conflict event); the others go on.
+    Broadcasts go out after the commit.
+    """
     from league.events import strip_secrets
 
-    league = referee.league
-    digest = report_digest(result)
-    conflict: LeagueError | None = None
-    with transaction.atomic():
-        # One query: the match (locked), its players, round, referee and any result already there.
-        match = (
-            Match.objects.select_for_update(of=("self",))
-            .select_related("player_a", "player_b", "round", "referee", "result__referee")
-            .defer("result__log", "result__details")
-            .filter(league=league, match_id=match_id)
-            .first()
-        )
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("record_results runs inside transaction.atomic()")
+    wanted: dict[int, set[str]] = {}
+    for report in reports:
+        wanted.setdefault(report.referee.league_id, set()).add(report.match_id)
+    query = Q()
+    for league_pk, match_ids in wanted.items():
+        query |= Q(league_id=league_pk, match_id__in=match_ids)
+    matches = Match.objects.filter(query).order_by("pk")
+    if transaction.get_connection().features.has_select_for_update:
+        # PostgreSQL: concurrent reports of one match queue here, so the second sees the first's
+        # result. SQLite needs no lock: the IMMEDIATE transaction already holds the write lock.
+        matches = matches.select_for_update(of=("self",))
+    found = {
+        (row[1], row[2]): dict(zip(_MATCH_COLUMNS, row, strict=True)) for row in matches.values_list(*_MATCH_COLUMNS)
+    }
+
+    now = timezone.now()
+    outcomes: list[Recorded | LeagueError] = []
+    rows: list[Event] = []
+    results: list[MatchResult] = []
+    finished: list[int] = []
+    stale_referees: dict[int, Referee] = {}
+    # round pk -> (index in rows of its last match_finished, round number, that match's broadcast)
+    last_of_round: dict[int, tuple[int, int, dict[str, Any]]] = {}
+    for report in reports:
+        referee, league, match_id, result = report.referee, report.referee.league, report.match_id, report.result
+        match = found.get((league.pk, match_id))
         if match is None:
-            raise LeagueError(
-                ErrorCode.MATCH_NOT_FOUND,
-                f"match {match_id} does not exist in league {league.league_id}",
-                context={"match_id": match_id, "league_id": league.league_id},
+            outcomes.append(
+                LeagueError(
+                    ErrorCode.MATCH_NOT_FOUND,
+                    f"match {match_id} does not exist in league {league.league_id}",
+                    context={"match_id": match_id, "league_id": league.league_id},
+                )
             )
-        existing = getattr(match, "result", None)
-        if existing is not None:
-            if existing.report_digest == digest and existing.referee_id == referee.pk:
-                return Recorded("DUPLICATE", match)
-            conflict = LeagueError(
-                ErrorCode.INVALID_GAME_STATE,
-                f"match {match_id} already has a different result; the first report stands",
-                context={
-                    "match_id": match_id,
-                    "recorded_by": existing.referee.referee_id if existing.referee else None,
-                },
+            continue
+        digest = report_digest(result)
+        if match["result__report_digest"] is not None:
+            if match["result__report_digest"] == digest and match["result__referee_id"] == referee.pk:
+                outcomes.append(Recorded("DUPLICATE", match_id))
+                continue
+            outcomes.append(
+                LeagueError(
+                    ErrorCode.INVALID_GAME_STATE,
+                    f"match {match_id} already has a different result; the first report stands",
+                    context={"match_id": match_id, "recorded_by": match["result__referee__referee_id"]},
+                )
             )
-            record_event(
-                league,
-                "STATE",
-                "report_conflict",
-                agent=referee.referee_id,
-                match_id=match_id,
-                payload={"result": result},
+            rows.append(
+                event_row(
+                    league,
+                    "STATE",
+                    "report_conflict",
+                    agent=referee.referee_id,
+                    match_id=match_id,
+                    payload={"result": result},
+                )
             )
-        elif match.referee_id != referee.pk:
-            raise LeagueError(
-                ErrorCode.INVALID_GAME_STATE,
-                f"match {match_id} is not assigned to {referee.referee_id}",
-                context={
-                    "match_id": match_id,
-                    "assigned_referee": match.referee.referee_id if match.referee else None,
-                },
+            continue
+        if match["referee_id"] != referee.pk:
+            outcomes.append(
+                LeagueError(
+                    ErrorCode.INVALID_GAME_STATE,
+                    f"match {match_id} is not assigned to {referee.referee_id}",
+                    context={"match_id": match_id, "assigned_referee": match["referee__referee_id"]},
+                )
             )
-        elif match.status in (Match.Status.CANCELLED, Match.Status.FINISHED):
-            raise LeagueError(
-                ErrorCode.INVALID_GAME_STATE,
-                f"match {match_id} is {match.status.lower()}: no result can be recorded",
-                context={"match_id": match_id, "status": match.status},
+            continue
+        if match["status"] in _CLOSED:
+            outcomes.append(
+                LeagueError(
+                    ErrorCode.INVALID_GAME_STATE,
+                    f"match {match_id} is {match['status'].lower()}: no result can be recorded",
+                    context={"match_id": match_id, "status": match["status"]},
+                )
             )
-        if conflict is None:
-            outcome = _validated_outcome(match, result)
-            now = timezone.now()
-            MatchResult.objects.create(
-                match=match,
-                league=league,
-                referee=referee,
+            continue
+        a, b = match["player_a__player_id"], match["player_b__player_id"]
+        try:
+            outcome = _checked_outcome(match_id, a, b, result)
+        except LeagueError as err:
+            outcomes.append(err)
+            continue
+        side = outcome.pop("winner_side")
+        results.append(
+            MatchResult(
+                match_id=match["pk"],
+                league_id=league.pk,
+                referee_id=referee.pk,
+                winner_id=match["player_a_id"] if side == "a" else match["player_b_id"] if side == "b" else None,
                 details=strip_secrets(result.get("details") or {}),
-                log=strip_secrets(match_log or []),
+                log=strip_secrets(report.match_log or []),
                 report_digest=digest,
                 reported_at=now,
                 **outcome,
             )
-            match.status = Match.Status.FINISHED
-            match.finished_at = now
-            match.save(update_fields=["status", "finished_at"])
-            if referee.failures or referee.last_seen_at is None or now - referee.last_seen_at > LAST_SEEN_EVERY:
-                Referee.objects.filter(pk=referee.pk).update(last_seen_at=now, failures=0)
-                referee.last_seen_at, referee.failures = now, 0
-            # The round is PLAYED when no match of it is left unfinished: one conditional update.
-            unfinished = Match.objects.filter(round=OuterRef("pk")).exclude(
-                status__in=(Match.Status.FINISHED, Match.Status.CANCELLED)
-            )
-            round_played = bool(
-                Round.objects.filter(pk=match.round.pk, status__in=(Round.Status.PENDING, Round.Status.ANNOUNCED))
-                .filter(~Exists(unfinished))
-                .update(status=Round.Status.PLAYED)
-            )
-            rows = [
-                event_row(
-                    league, "STATE", "match_finished", agent=referee.referee_id, match_id=match_id, payload=result
-                )
-            ]
-            if round_played:
-                rows.insert(0, event_row(league, "STATE", "round_played", payload={"round_id": match.round.number}))
-            Event.objects.bulk_create(rows)
-            broadcast(
-                league.league_id,
-                "match_finished",
-                {
-                    "match_id": match_id,
-                    "round_id": match.round.number,
-                    "player_A_id": match.player_a.player_id,
-                    "player_B_id": match.player_b.player_id,
-                    "referee_id": referee.referee_id,
-                    "result": strip_secrets(result),
-                    "round_played": round_played,
-                },
-            )
-    if conflict is not None:
-        raise conflict  # after the transaction, so the conflict stays in the log
-    return Recorded("RECORDED", match)
+        )
+        finished.append(match["pk"])
+        # A later report of this match in the same batch sees this result, as it would in the table.
+        match["result__report_digest"], match["result__referee_id"] = digest, referee.pk
+        match["result__referee__referee_id"], match["status"] = referee.referee_id, Match.Status.FINISHED
+        if referee.failures or referee.last_seen_at is None or now - referee.last_seen_at > LAST_SEEN_EVERY:
+            stale_referees[referee.pk] = referee
+        news = {
+            "match_id": match_id,
+            "round_id": match["round__number"],
+            "player_A_id": a,
+            "player_B_id": b,
+            "referee_id": referee.referee_id,
+            "result": strip_secrets(result),
+            "round_played": False,  # the round's last match in the batch gets True below, if it was
+        }
+        last_of_round[match["round_id"]] = (len(rows), match["round__number"], news)
+        rows.append(
+            event_row(league, "STATE", "match_finished", agent=referee.referee_id, match_id=match_id, payload=result)
+        )
+        outcomes.append(Recorded("RECORDED", match_id))
+        broadcast(league.league_id, "match_finished", news)  # sent after the commit, as it is then
+    if not results:
+        return outcomes, rows
+    MatchResult.objects.bulk_create(results)
+    Match.objects.filter(pk__in=finished).update(status=Match.Status.FINISHED, finished_at=now)
+    if stale_referees:
+        Referee.objects.filter(pk__in=list(stale_referees)).update(last_seen_at=now, failures=0)
+        for referee in stale_referees.values():
+            referee.last_seen_at, referee.failures = now, 0
+    # A round is PLAYED when no match of it is left unfinished: one conditional update per round.
+    unfinished = Match.objects.filter(round=OuterRef("pk")).exclude(status__in=_CLOSED)
+    played = []
+    for round_pk, (index, number, news) in last_of_round.items():
+        if (
+            Round.objects.filter(pk=round_pk, status__in=(Round.Status.PENDING, Round.Status.ANNOUNCED))
+            .filter(~Exists(unfinished))
+            .update(status=Round.Status.PLAYED)
+        ):
+            played.append((index, number))
+            news["round_played"] = True
+    for index, number in sorted(played, reverse=True):
+        league = rows[index].league
+        rows.insert(index, event_row(league, "STATE", "round_played", payload={"round_id": number}))
+    return outcomes, rows

@@ -83,6 +83,60 @@ def authenticate(role: str, message: dict[str, Any], bearer: str | None) -> Iden
     E011 no token; E013/E005 the sender names no registered referee/player; E012 the token is
     unknown, belongs to another agent or league, or is a player's token on a referee-only tool.
     """
+    (outcome,) = authenticate_many(role, [(message, bearer)])
+    if isinstance(outcome, LeagueError):
+        raise outcome
+    return outcome
+
+
+def authenticate_many(role: str, calls: list[tuple[dict[str, Any], str | None]]) -> list[Identity | LeagueError]:
+    """``authenticate`` for several calls at once: each call's Identity or its LeagueError, in order.
+
+    The common case (every token is its sender's own) is one query per kind of agent for all the
+    calls together (``token_hash IN (...)``); only a failing call costs a query of its own.
+    """
+    outcomes: list[Identity | LeagueError | None] = [None] * len(calls)
+    wanted: dict[str, list[tuple[int, str, str, str | None, str]]] = {"player": [], "referee": []}
+    for n, (message, bearer) in enumerate(calls):
+        try:
+            kind, agent_id, league_id, token = _claim(role, message, bearer)
+        except LeagueError as err:
+            outcomes[n] = err
+            continue
+        wanted[kind].append((n, agent_id, league_id, token, hash_token(token)))
+    for kind, claims in wanted.items():
+        if not claims:
+            continue
+        model = Player if kind == "player" else Referee
+        id_field = "player_id" if kind == "player" else "referee_id"
+        # No ordering: Meta.ordering would join and sort by the league for nothing (hashes are unique).
+        found = {
+            agent.token_hash: agent
+            for agent in model.objects.select_related("league")
+            .filter(token_hash__in={digest for *_, digest in claims})
+            .order_by()
+        }
+        for n, agent_id, league_id, _token, digest in claims:
+            message = calls[n][0]
+            agent = found.get(digest)
+            if (
+                agent is not None
+                and hmac.compare_digest(agent.token_hash, digest)
+                and getattr(agent, id_field) == agent_id
+                and (not league_id or agent.league.league_id == league_id)
+            ):
+                try:
+                    outcomes[n] = _checked(kind, agent_id, agent, message)
+                except LeagueError as err:
+                    outcomes[n] = err
+            else:
+                outcomes[n] = _refusal(kind, agent_id, league_id, message)
+    return outcomes  # type: ignore[return-value]  # every slot is filled above
+
+
+def _claim(role: str, message: dict[str, Any], bearer: str | None) -> tuple[str, str, str | None, str]:
+    """What a call claims before any lookup: ``(kind, agent_id, league_id, token)``; E011/E012 when
+    it cannot be right whatever the database says."""
     token = presented_token(message, bearer)
     if not token:
         raise LeagueError(
@@ -99,24 +153,21 @@ def authenticate(role: str, message: dict[str, Any], bearer: str | None) -> Iden
             "only the referee assigned to a match may call this tool; players may not",
             context={"sender": message.get("sender")},
         )
+    return kind, agent_id, league_id, token
+
+
+def _refusal(kind: str, agent_id: str, league_id: str | None, message: dict[str, Any]) -> LeagueError:
+    """Why a token was not accepted for its sender: E005/E013 unknown sender, else E012."""
     model = Player if kind == "player" else Referee
     id_field = "player_id" if kind == "player" else "referee_id"
-    # The common case in one query: the token is the sender's own (in the named league).
-    agent = find_by_token(token, kind)
-    if (
-        agent is not None
-        and getattr(agent, id_field) == agent_id
-        and (not league_id or agent.league.league_id == league_id)
-    ):
-        return _checked(kind, agent_id, agent, message)
     known = model.objects.filter(**{id_field: agent_id})
     if league_id:
         known = known.filter(league__league_id=league_id)
     if not known.exists():
         code = ErrorCode.PLAYER_NOT_REGISTERED if kind == "player" else ErrorCode.REFEREE_NOT_REGISTERED
         where = f" in league {league_id}" if league_id else ""
-        raise LeagueError(code, f"{kind} {agent_id} is not registered{where}", context={"sender": message["sender"]})
-    raise LeagueError(
+        return LeagueError(code, f"{kind} {agent_id} is not registered{where}", context={"sender": message["sender"]})
+    return LeagueError(
         ErrorCode.AUTH_TOKEN_INVALID,
         f"auth_token is not valid for sender {message['sender']}" + (f" in league {league_id}" if league_id else ""),
         context={"sender": message["sender"]},

@@ -7,21 +7,26 @@ received and the reply sent, tokens stripped.
 
 from __future__ import annotations
 
+import asyncio
+import weakref
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from django.db import transaction
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 
 from league import actions, queries
-from league.auth import Identity, authenticate, presented_token
+from league.auth import Identity, authenticate, authenticate_many, presented_token
 from league.events import event_row
 from league.models import Event, League
 from league.ratelimit import limiter
+from leagueproto.envelope import validate_envelope
 from leagueproto.errors import ErrorCode, LeagueError
 from leagueproto.jsonutil import dumps
 from leagueproto.messages import LeagueMessage
-from leagueproto.tools import CallContext, Tool, Toolset
+from leagueproto.tools import CallContext, Tool, Toolset, _validation_error
 
 QUERY_TYPES = ("GET_STANDINGS", "GET_SCHEDULE", "GET_NEXT_MATCH", "GET_PLAYER_STATS")
 # Strict types: "1" is not 1 and 1 is not "1" (no silent coercion); extra fields stay tolerated.
@@ -145,9 +150,26 @@ class LeagueManagerToolset(Toolset):
                 f"{tool.name} needs a JSON-RPC id: the reply carries your auth_token",
                 context={"field": "id"},
             )
+        if tool.name == REPORT_TOOL:
+            return await self._report(tool, arguments, ctx)
         reply, is_error = await super().call(tool, arguments, ctx)
         await sync_to_async(log_exchange)(tool, arguments, reply, ctx.identity)
         return reply, is_error
+
+    async def _report(self, tool: Tool, arguments: dict[str, Any], ctx: CallContext) -> tuple[dict[str, Any], bool]:
+        """MATCH_RESULT_REPORT: checked here like any call, then authenticated, recorded and logged
+        in one job on the DB thread, together with the reports queued beside it (``ReportQueue``)."""
+        try:
+            validate_envelope(arguments)
+            try:
+                message = tool.model.model_validate(arguments)
+            except ValidationError as exc:
+                raise _validation_error(exc) from None
+        except LeagueError as err:
+            reply = self.error_reply(err, arguments)
+            await sync_to_async(log_exchange)(tool, arguments, reply, None)
+            return reply, True
+        return await ReportQueue.current().submit(PendingReport(tool, arguments, message, ctx.bearer_token))
 
 
 def capped(payload: dict[str, Any]) -> dict[str, Any]:
@@ -179,6 +201,11 @@ def _lists(value: Any) -> list[list]:
 
 def log_exchange(tool: Tool, request: dict[str, Any], reply: dict[str, Any], identity: Identity | None) -> None:
     """Two Event rows (IN request, OUT reply) in one insert."""
+    Event.objects.bulk_create(exchange_rows(tool, request, reply, identity))
+
+
+def exchange_rows(tool: Tool, request: dict[str, Any], reply: dict[str, Any], identity: Identity | None) -> list[Event]:
+    """The two unsaved Event rows of a call: the request (IN) and the reply (OUT)."""
     league = identity.league if identity else None
     if league is None:
         league_id = reply.get("league_id") or request.get("league_id")
@@ -205,21 +232,147 @@ def log_exchange(tool: Tool, request: dict[str, Any], reply: dict[str, Any], ide
             reply = {k: v for k, v in reply.items() if k not in READ_BULKY}
             reply["answer_bytes"] = len(dumps(bulky))
             reply["answer_rows"] = sum(len(v) for v in _lists(bulky))
-    Event.objects.bulk_create(
-        [
-            event_row(
-                league,
-                "IN",
-                request.get("message_type") or tool.name,
-                agent=sender,
-                match_id=match_id,
-                payload=capped(request),
-            ),
-            event_row(
-                league, "OUT", reply.get("message_type", ""), agent=recipient, match_id=match_id, payload=capped(reply)
-            ),
-        ]
-    )
+    return [
+        event_row(
+            league,
+            "IN",
+            request.get("message_type") or tool.name,
+            agent=sender,
+            match_id=match_id,
+            payload=capped(request),
+        ),
+        event_row(
+            league, "OUT", reply.get("message_type", ""), agent=recipient, match_id=match_id, payload=capped(reply)
+        ),
+    ]
+
+
+# -- reports: one DB job per batch of reports (group commit) -----------------------------------
+REPORT_TOOL = "report_match_result"
+
+
+@dataclass(frozen=True)
+class PendingReport:
+    """A MATCH_RESULT_REPORT that passed the envelope and model checks, waiting for the DB thread."""
+
+    tool: Tool
+    arguments: dict[str, Any]
+    message: MatchResultReport
+    bearer: str | None
+
+
+class ReportQueue:
+    """Group commit for reports: the reports that arrive while a batch is on the DB thread go
+    together in the next one, one transaction for them all.
+
+    Each report keeps its own answer: ``record_reports`` judges them one by one in arrival order.
+    The first report to find the queue idle takes everything queued and runs it; the others wait
+    on the lock and find their answer ready (or lead the next batch). One queue per event loop.
+    """
+
+    _queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ReportQueue] = weakref.WeakKeyDictionary()
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[PendingReport, asyncio.Future]] = []
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    def current(cls) -> ReportQueue:
+        loop = asyncio.get_running_loop()
+        queue = cls._queues.get(loop)
+        if queue is None:
+            queue = cls._queues[loop] = cls()
+        return queue
+
+    async def submit(self, report: PendingReport) -> tuple[dict[str, Any], bool]:
+        entry = (report, asyncio.get_running_loop().create_future())
+        self._pending.append(entry)
+        try:
+            async with self._lock:
+                if not entry[1].done():
+                    batch, self._pending = self._pending, []
+                    job = asyncio.ensure_future(sync_to_async(record_reports)([r for r, _ in batch]))
+                    job.add_done_callback(lambda done: _settle(batch, done))
+                    # Shielded: were this caller to go away, the batch still answers the others.
+                    await asyncio.shield(job)
+        except asyncio.CancelledError:
+            if entry in self._pending:
+                self._pending.remove(entry)  # not taken by a batch: it will never run
+            raise
+        return entry[1].result()
+
+
+def _settle(batch: list[tuple[PendingReport, asyncio.Future]], job: asyncio.Future) -> None:
+    """Hand each report of a finished batch its answer (or the batch's exception)."""
+    error = None if job.cancelled() else job.exception()
+    for n, (_, future) in enumerate(batch):
+        if future.done():
+            continue
+        if job.cancelled():
+            future.cancel()
+        elif error is not None:
+            future.set_exception(error)
+        elif isinstance(job.result()[n], BaseException):
+            future.set_exception(job.result()[n])
+        else:
+            future.set_result(job.result()[n])
+
+
+def record_reports(reports: list[PendingReport]) -> list[tuple[dict[str, Any], bool] | Exception]:
+    """Authenticate, record and log a batch of reports in one transaction: each report's
+    ``(reply, is_error)``. Should the batch fail as a whole (a database error), each report is
+    tried again on its own, so one report's failure is its own."""
+    try:
+        return _record_reports(reports)
+    except Exception:
+        if len(reports) == 1:
+            raise
+    outcomes: list[tuple[dict[str, Any], bool] | Exception] = []
+    for report in reports:
+        try:
+            outcomes.extend(_record_reports([report]))
+        except Exception as exc:  # this report's own failure: its caller gets a -32603
+            outcomes.append(exc)
+    return outcomes
+
+
+def _record_reports(reports: list[PendingReport]) -> list[tuple[dict[str, Any], bool]]:
+    with transaction.atomic():
+        identities = authenticate_many(REPORT_ROLE, [(report.arguments, report.bearer) for report in reports])
+        accepted = [(n, identity) for n, identity in enumerate(identities) if isinstance(identity, Identity)]
+        recorded, state_rows = actions.record_results(
+            [
+                actions.Report(
+                    identity.agent,
+                    reports[n].message.match_id,
+                    reports[n].message.result.model_dump(),
+                    reports[n].message.match_log,
+                )
+                for n, identity in accepted
+            ]
+        )
+        outcomes: list[Identity | LeagueError | actions.Recorded] = list(identities)
+        for (n, _), outcome in zip(accepted, recorded, strict=True):
+            outcomes[n] = outcome
+        # The state rows (match_finished, round_played, report_conflict) come first, as when
+        # each report logged its exchange after its own transaction.
+        rows = state_rows
+        replies = []
+        for report, identity, outcome in zip(reports, identities, outcomes, strict=True):
+            msg = report.message
+            if isinstance(outcome, LeagueError):
+                reply, is_error = toolset.error_reply(outcome, report.arguments), True
+            else:
+                league_id = identity.league.league_id
+                reply = toolset.reply(
+                    msg, "MATCH_RESULT_ACK", league_id=league_id, match_id=msg.match_id, status=outcome.status
+                )
+                is_error = False
+            known = identity if isinstance(identity, Identity) else None
+            rows.extend(exchange_rows(report.tool, report.arguments, reply, known))
+            replies.append((reply, is_error))
+        Event.objects.bulk_create(rows)
+    return replies
 
 
 async def _authenticate(tool: Tool, arguments: dict[str, Any], ctx: CallContext) -> Identity:
@@ -284,14 +437,18 @@ async def register_referee(msg: RegisterRefereeRequest, ctx: CallContext) -> dic
     return _registration_reply(msg, "REFEREE_REGISTER_RESPONSE", "referee_id", reg)
 
 
+REPORT_ROLE = "referee"
+
+
 @toolset.tool(
-    "report_match_result",
+    REPORT_TOOL,
     MatchResultReport,
     message_types=("MATCH_RESULT_REPORT",),
-    auth="referee",
+    auth=REPORT_ROLE,
     description="The assigned referee reports a match result (idempotent: a repeat is DUPLICATE).",
 )
 async def report_match_result(msg: MatchResultReport, ctx: CallContext) -> dict[str, Any]:
+    """One report on its own (``toolset.call`` batches them through ``ReportQueue`` instead)."""
     identity: Identity = ctx.identity
     recorded = await sync_to_async(actions.record_result)(
         identity.agent, msg.match_id, msg.result.model_dump(), msg.match_log

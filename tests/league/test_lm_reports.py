@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import copy
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from league.models import Event, Match, MatchResult, Round
+from league import actions
+from league.lm import PendingReport, record_reports, toolset
+from league.models import Event, Match, MatchResult, Player, Referee, Round
 from tests.league.lm_support import (
     assigned_match,
     call,
@@ -140,3 +143,82 @@ def test_it_checks_results_against_the_scoring_rules(lm_server, result, ok):
         assert reply["error_code"] == "E002", reply
         assert not MatchResult.objects.exists()
         assert Match.objects.get().status == Match.Status.ASSIGNED
+
+
+def _pending(report: dict) -> PendingReport:
+    tool = toolset.find_tool("report_match_result")
+    return PendingReport(tool, report, tool.model.model_validate(report), None)
+
+
+def test_a_batch_of_reports_gets_one_answer_each_and_writes_exactly_its_rows(lm_server):
+    """Reports recorded together (one transaction) are judged one by one, in order."""
+    league, ref, _ = _setup(lm_server, players=4)
+    other = register_referee(lm_server, "ref2")
+    assigned_match(league, a="P01", b="P02", match_id="R1M1")
+    assigned_match(league, a="P03", b="P04", match_id="R1M2")
+    referee = Referee.objects.get(league=league, referee_id="REF01")
+    players = {p.player_id: p for p in Player.objects.filter(league=league)}
+    actions.create_match(league, 2, players["P01"], players["P03"], match_id="R2M1", referee=referee)
+    before = Event.objects.order_by("-id").values_list("id", flat=True).first()
+    forged = win_report(ref, "R1M2", winner="P03", loser="P04")
+    forged["auth_token"] = "not-a-token"
+    batch = [
+        win_report(ref),  # recorded
+        win_report(ref),  # the same report again in the same batch: DUPLICATE
+        win_report(ref, "R1M2", winner="P03", loser="P04"),  # recorded: the round's last match
+        win_report(ref, "R9M9"),  # unknown match
+        win_report(other, "R2M1", winner="P01", loser="P03"),  # not this referee's match
+        win_report(ref, winner="P02", loser="P01"),  # conflicts with the first: logged
+        forged,  # E012, nothing recorded
+        win_report(ref, "R1M2", winner="P04", loser="P03"),  # conflicts with the third: logged
+    ]
+    answers = record_reports([_pending(report) for report in batch])
+    codes = [reply.get("status") if not is_error else reply["error_code"] for reply, is_error in answers]
+    assert codes == ["RECORDED", "DUPLICATE", "RECORDED", "E006", "E015", "E015", "E012", "E015"]
+    assert answers[4][0]["context"]["assigned_referee"] == "REF01"
+    assert answers[5][0]["context"]["recorded_by"] == "REF01"
+    assert [reply["conversation_id"] for reply, _ in answers] == [r["conversation_id"] for r in batch]
+
+    results = {r.match.match_id: r for r in MatchResult.objects.select_related("match", "winner")}
+    assert set(results) == {"R1M1", "R1M2"}
+    assert (results["R1M1"].winner.player_id, results["R1M2"].winner.player_id) == ("P01", "P03")
+    assert "auth_token" not in results["R1M1"].log[0]["message"]
+    status = dict(Match.objects.filter(league=league).values_list("match_id", "status"))
+    assert status == {"R1M1": "FINISHED", "R1M2": "FINISHED", "R2M1": "ASSIGNED"}
+    assert Round.objects.get(league=league, number=1).status == Round.Status.PLAYED
+    assert Round.objects.get(league=league, number=2).status == Round.Status.PENDING
+
+    new = list(Event.objects.filter(id__gt=before).order_by("id"))
+    kinds = [(e.direction, e.kind) for e in new]
+    assert kinds.count(("IN", "MATCH_RESULT_REPORT")) == len(batch)
+    assert sum(1 for d, _ in kinds if d == "OUT") == len(batch)
+    assert kinds.count(("STATE", "match_finished")) == 2
+    assert kinds.count(("STATE", "round_played")) == 1
+    assert [e.match_id for e in new if e.kind == "report_conflict"] == ["R1M1", "R1M2"]
+    assert all(e.league_id == league.pk for e in new)
+    assert kinds.index(("STATE", "round_played")) < max(i for i, k in enumerate(kinds) if k[1] == "match_finished")
+
+
+def test_concurrent_reports_each_get_their_own_answer(lm_server):
+    league, ref, _ = _setup(lm_server, players=4)
+    other = register_referee(lm_server, "ref2")
+    pairs = [("P01", "P02"), ("P03", "P04"), ("P01", "P03"), ("P02", "P04"), ("P01", "P04"), ("P02", "P03")]
+    for n, (a, b) in enumerate(pairs, start=1):
+        assigned_match(league, a=a, b=b, match_id=f"R1M{n}")
+    reports = [win_report(ref, f"R1M{n}", winner=a, loser=b) for n, (a, b) in enumerate(pairs, start=1)]
+    reports += [
+        win_report(ref, "R1M1", winner="P01", loser="P02"),  # duplicate
+        win_report(ref, "R7M7"),  # unknown match
+        win_report(other, "R1M2", winner="P03", loser="P04"),  # wrong referee
+    ]
+    with ThreadPoolExecutor(max_workers=len(reports)) as pool:
+        replies = list(pool.map(lambda r: call(lm_server, "report_match_result", r), reports))
+    answers = [r.get("error_code") or r["status"] for r in replies]
+    # Which of the two R1M1 reports is recorded depends on arrival; the other is the duplicate.
+    assert sorted([answers[0], answers[6]]) == ["DUPLICATE", "RECORDED"]
+    assert answers[1:6] == ["RECORDED"] * 5 and answers[7:] == ["E006", "E015"]
+    assert MatchResult.objects.filter(league=league).count() == len(pairs)
+    assert Event.objects.filter(league=league, kind="match_finished").count() == len(pairs)
+    assert Event.objects.filter(league=league, kind="round_played").count() == 1
+    assert Event.objects.filter(league=league, direction="IN", kind="MATCH_RESULT_REPORT").count() == len(reports)
+    assert Round.objects.get(league=league, number=1).status == Round.Status.PLAYED

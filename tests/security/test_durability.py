@@ -9,7 +9,7 @@ import threading
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connections
-from django.db.models.signals import post_save
+from django.db.models import QuerySet
 
 from league import actions
 from league.models import Event, League, Match, MatchResult, Player, Referee
@@ -56,17 +56,18 @@ def test_an_acknowledged_result_is_already_committed(lm_server):
     assert _committed_results("R1M1") == 1
 
 
-def test_a_result_that_cannot_be_committed_is_not_acknowledged(lm_server):
+def test_a_result_that_cannot_be_committed_is_not_acknowledged(lm_server, monkeypatch):
     ref = _league_with_assigned_match(lm_server)
+    bulk_create = QuerySet.bulk_create
 
-    def disk_full(**kwargs) -> None:
-        raise DatabaseError("disk full")
+    def disk_full(self, objs, *args, **kwargs):  # results are written in bulk (one insert per batch)
+        if self.model is MatchResult:
+            raise DatabaseError("disk full")
+        return bulk_create(self, objs, *args, **kwargs)
 
-    post_save.connect(disk_full, sender=MatchResult, dispatch_uid="disk_full")
-    try:
+    with monkeypatch.context() as patch:
+        patch.setattr(QuerySet, "bulk_create", disk_full)
         body = rpc(lm_server, "report_match_result", win_report(ref))
-    finally:
-        post_save.disconnect(dispatch_uid="disk_full", sender=MatchResult)
     assert "result" not in body and body["error"]["code"] == -32603  # no ack of any kind
     assert _committed_results("R1M1") == 0
     assert Match.objects.get(match_id="R1M1").status == "ASSIGNED"
