@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from leagueproto import jsonrpc
 from leagueproto.errors import LeagueError
 from leagueproto.jsonrpc import JsonRpcError
-from leagueproto.jsonutil import depth_exceeds, dumps, dumps_str, loads
+from leagueproto.jsonutil import body_depth_exceeds, dumps, dumps_str, loads
 from leagueproto.tools import CallContext, Tool, Toolset
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ class McpServer:
             payload = loads(body)
         except ValueError as exc:
             return _json_response(400, jsonrpc.error_response(None, jsonrpc.PARSE_ERROR, f"Parse error: {exc}"))
-        if depth_exceeds(payload, self.max_json_depth):
+        if body_depth_exceeds(body, self.max_json_depth):
             return _json_response(
                 400,
                 jsonrpc.error_response(

@@ -242,6 +242,18 @@ def test_deep_json_is_refused(agent_url):
     assert response.status_code == 400
 
 
+@pytest.mark.parametrize("levels,status", [(31, 200), (32, 400)])
+def test_nesting_is_limited_to_32_levels(agent_url, levels, status):
+    # The request object is one level, params ``levels`` more; bracket-filled strings count for nothing.
+    params: dict = {"note": "[[[[{{{{"}
+    for _ in range(levels - 1):
+        params = {"a": params, "s": "]]}}"}
+    response = call(agent_url, {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": params})
+    assert response.status_code == status
+    if status == 400:
+        assert response.json()["error"]["message"] == "JSON nests deeper than 32 levels"
+
+
 def test_a_foreign_origin_is_403_and_a_local_one_is_fine(agent_url):
     ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
     assert call(agent_url, ping, headers={"Origin": "http://evil.example"}).status_code == 403
