@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import re
+import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from leagueproto.errors import ErrorCode, LeagueError
@@ -20,7 +22,7 @@ _TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(?P<zone>Z
 
 def utc_now() -> str:
     """Now as the spec writes it: whole seconds, UTC, ending in ``Z``."""
-    return format_timestamp(datetime.now(UTC))
+    return _format_epoch_second(int(time.time()))
 
 
 def format_timestamp(moment: datetime) -> str:
@@ -28,7 +30,21 @@ def format_timestamp(moment: datetime) -> str:
 
 
 def deadline_in(seconds: float) -> str:
-    return format_timestamp(datetime.now(UTC) + timedelta(seconds=seconds))
+    return _format_epoch_second(math.floor(time.time() + seconds))
+
+
+# Every message carries a timestamp and most calls fall in a second already formatted, so each
+# second is formatted once (a few seconds are in use at a time: now, and deadlines ahead).
+_formatted_seconds: dict[int, str] = {}
+
+
+def _format_epoch_second(second: int) -> str:
+    text = _formatted_seconds.get(second)
+    if text is None:
+        if len(_formatted_seconds) >= 64:
+            _formatted_seconds.clear()
+        text = _formatted_seconds[second] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+    return text
 
 
 def new_conversation_id(prefix: str = "conv") -> str:
@@ -57,8 +73,16 @@ def make_message(
     return msg
 
 
+_parsed_timestamps: dict[str, datetime] = {}
+
+
 def parse_timestamp(value: Any) -> datetime:
     """Parse a UTC timestamp; anything with another zone, or none, is E021."""
+    # Every received message is checked, and most carry one of a few recent seconds.
+    if isinstance(value, str):
+        known = _parsed_timestamps.get(value)
+        if known is not None:
+            return known
     if not isinstance(value, str):
         raise LeagueError(
             ErrorCode.INVALID_TIMESTAMP,
@@ -80,11 +104,15 @@ def parse_timestamp(value: Any) -> datetime:
             context={"timestamp": value},
         )
     try:
-        return datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00"))
+        parsed = datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00"))
     except ValueError as exc:
         raise LeagueError(
             ErrorCode.INVALID_TIMESTAMP, f"timestamp is not a valid date: {exc}", context={"timestamp": value}
         ) from exc
+    if len(_parsed_timestamps) >= 256:
+        _parsed_timestamps.clear()
+    _parsed_timestamps[value] = parsed
+    return parsed
 
 
 def parse_sender(sender: str) -> tuple[str, str | None]:
