@@ -21,8 +21,9 @@ from django.utils import timezone
 
 from league import queries
 from league.auth import find_by_token, lm_token, new_token
-from league.events import broadcast, event_row, record_event
-from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
+from league.dbexec import insert_rows
+from league.events import EventValues, append_events, broadcast, event_values, record_event
+from league.models import AgentStatus, League, Match, MatchResult, Player, Referee, Round
 from leagueproto.envelope import check_agent_protocol_version
 from leagueproto.errors import ErrorCode, LeagueError
 from leagueproto.jsonutil import dumps
@@ -500,6 +501,22 @@ _MATCH_COLUMNS = (
     "result__referee__referee_id",
 )
 _CLOSED = (Match.Status.CANCELLED, Match.Status.FINISHED)
+# The columns of a MatchResult row as the report path writes it (``dbexec.insert_rows``).
+_RESULT_COLUMNS = (
+    "match",
+    "league",
+    "referee",
+    "outcome",
+    "winner",
+    "points_a",
+    "points_b",
+    "technical_loss_a",
+    "technical_loss_b",
+    "details",
+    "log",
+    "report_digest",
+    "reported_at",
+)
 
 
 def record_result(
@@ -513,14 +530,13 @@ def record_result(
     """
     with transaction.atomic():
         (outcome,), rows = record_results([Report(referee, match_id, result, match_log)])
-        if rows:
-            Event.objects.bulk_create(rows)
+        append_events(rows)
     if isinstance(outcome, LeagueError):
         raise outcome  # after the transaction, so a conflict stays in the log
     return outcome
 
 
-def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError], list[Event]]:
+def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError], list[EventValues]]:
     """Record several reports in the caller's transaction, each judged as ``record_result`` would
     judge it alone, in order (a repeat of a report earlier in the list is DUPLICATE).
 
@@ -552,8 +568,8 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
 
     now = timezone.now()
     outcomes: list[Recorded | LeagueError] = []
-    rows: list[Event] = []
-    results: list[MatchResult] = []
+    rows: list[EventValues] = []
+    results: list[tuple[Any, ...]] = []  # MatchResult rows: _RESULT_COLUMNS
     finished: list[int] = []
     stale_referees: dict[int, Referee] = {}
     # round pk -> (index in rows of its last match_finished, round number, that match's broadcast)
@@ -583,7 +599,7 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
                 )
             )
             rows.append(
-                event_row(
+                event_values(
                     league,
                     "STATE",
                     "report_conflict",
@@ -618,17 +634,22 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
             outcomes.append(err)
             continue
         side = outcome.pop("winner_side")
+        winner = match["player_a_id"] if side == "a" else match["player_b_id"] if side == "b" else None
         results.append(
-            MatchResult(
-                match_id=match["pk"],
-                league_id=league.pk,
-                referee_id=referee.pk,
-                winner_id=match["player_a_id"] if side == "a" else match["player_b_id"] if side == "b" else None,
-                details=strip_secrets(result.get("details") or {}),
-                log=strip_secrets(report.match_log or []),
-                report_digest=digest,
-                reported_at=now,
-                **outcome,
+            (
+                match["pk"],
+                league.pk,
+                referee.pk,
+                outcome["outcome"],
+                winner,
+                outcome["points_a"],
+                outcome["points_b"],
+                outcome["technical_loss_a"],
+                outcome["technical_loss_b"],
+                strip_secrets(result.get("details") or {}),
+                strip_secrets(report.match_log or []),
+                digest,
+                now,
             )
         )
         finished.append(match["pk"])
@@ -648,13 +669,13 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
         }
         last_of_round[match["round_id"]] = (len(rows), match["round__number"], news)
         rows.append(
-            event_row(league, "STATE", "match_finished", agent=referee.referee_id, match_id=match_id, payload=result)
+            event_values(league, "STATE", "match_finished", agent=referee.referee_id, match_id=match_id, payload=result)
         )
         outcomes.append(Recorded("RECORDED", match_id))
         broadcast(league.league_id, "match_finished", news)  # sent after the commit, as it is then
     if not results:
         return outcomes, rows
-    MatchResult.objects.bulk_create(results)
+    insert_rows(MatchResult, _RESULT_COLUMNS, results)
     Match.objects.filter(pk__in=finished).update(status=Match.Status.FINISHED, finished_at=now)
     if stale_referees:
         Referee.objects.filter(pk__in=list(stale_referees)).update(last_seen_at=now, failures=0)
@@ -672,6 +693,6 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
             played.append((index, number))
             news["round_played"] = True
     for index, number in sorted(played, reverse=True):
-        league = rows[index].league
-        rows.insert(index, event_row(league, "STATE", "round_played", payload={"round_id": number}))
+        league_pk = rows[index][0]
+        rows.insert(index, (league_pk, "STATE", "round_played", "", "", {"round_id": number}))
     return outcomes, rows

@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from league import actions, queries
 from league.auth import Identity, authenticate, authenticate_many, presented_token
-from league.events import event_row
-from league.models import Event, League
+from league.events import EventValues, append_events, event_values
+from league.models import League
 from league.ratelimit import limiter
 from leagueproto.envelope import validate_envelope
 from leagueproto.errors import ErrorCode, LeagueError
@@ -201,11 +201,14 @@ def _lists(value: Any) -> list[list]:
 
 def log_exchange(tool: Tool, request: dict[str, Any], reply: dict[str, Any], identity: Identity | None) -> None:
     """Two Event rows (IN request, OUT reply) in one insert."""
-    Event.objects.bulk_create(exchange_rows(tool, request, reply, identity))
+    with transaction.atomic():
+        append_events(exchange_rows(tool, request, reply, identity))
 
 
-def exchange_rows(tool: Tool, request: dict[str, Any], reply: dict[str, Any], identity: Identity | None) -> list[Event]:
-    """The two unsaved Event rows of a call: the request (IN) and the reply (OUT)."""
+def exchange_rows(
+    tool: Tool, request: dict[str, Any], reply: dict[str, Any], identity: Identity | None
+) -> list[EventValues]:
+    """The two Event rows of a call, to append: the request (IN) and the reply (OUT)."""
     league = identity.league if identity else None
     if league is None:
         league_id = reply.get("league_id") or request.get("league_id")
@@ -233,7 +236,7 @@ def exchange_rows(tool: Tool, request: dict[str, Any], reply: dict[str, Any], id
             reply["answer_bytes"] = len(dumps(bulky))
             reply["answer_rows"] = sum(len(v) for v in _lists(bulky))
     return [
-        event_row(
+        event_values(
             league,
             "IN",
             request.get("message_type") or tool.name,
@@ -241,7 +244,7 @@ def exchange_rows(tool: Tool, request: dict[str, Any], reply: dict[str, Any], id
             match_id=match_id,
             payload=capped(request),
         ),
-        event_row(
+        event_values(
             league, "OUT", reply.get("message_type", ""), agent=recipient, match_id=match_id, payload=capped(reply)
         ),
     ]
@@ -371,7 +374,7 @@ def _record_reports(reports: list[PendingReport]) -> list[tuple[dict[str, Any], 
             known = identity if isinstance(identity, Identity) else None
             rows.extend(exchange_rows(report.tool, report.arguments, reply, known))
             replies.append((reply, is_error))
-        Event.objects.bulk_create(rows)
+        append_events(rows)
     return replies
 
 

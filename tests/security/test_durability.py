@@ -9,7 +9,7 @@ import threading
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connections
-from django.db.models import QuerySet
+from django.db.backends.utils import CursorWrapper
 
 from league import actions
 from league.models import Event, League, Match, MatchResult, Player, Referee
@@ -58,15 +58,18 @@ def test_an_acknowledged_result_is_already_committed(lm_server):
 
 def test_a_result_that_cannot_be_committed_is_not_acknowledged(lm_server, monkeypatch):
     ref = _league_with_assigned_match(lm_server)
-    bulk_create = QuerySet.bulk_create
 
-    def disk_full(self, objs, *args, **kwargs):  # results are written in bulk (one insert per batch)
-        if self.model is MatchResult:
-            raise DatabaseError("disk full")
-        return bulk_create(self, objs, *args, **kwargs)
+    def disk_full(run):  # the database refuses to store a result, however it is written
+        def refuse(self, sql, *args, **kwargs):
+            if sql.lstrip().upper().startswith("INSERT") and MatchResult._meta.db_table in sql:
+                raise DatabaseError("disk full")
+            return run(self, sql, *args, **kwargs)
+
+        return refuse
 
     with monkeypatch.context() as patch:
-        patch.setattr(QuerySet, "bulk_create", disk_full)
+        for name in ("execute", "executemany"):
+            patch.setattr(CursorWrapper, name, disk_full(getattr(CursorWrapper, name)))
         body = rpc(lm_server, "report_match_result", win_report(ref))
     assert "result" not in body and body["error"]["code"] == -32603  # no ack of any kind
     assert _committed_results("R1M1") == 0
