@@ -37,6 +37,9 @@ def make_server(app: Any, *, lifespan: str = "on", log_level: str = "warning") -
         lifespan=lifespan,
         log_level=log_level,
         access_log=False,
+        # Agents are reached directly (loopback or a class network), never through a proxy, so
+        # no X-Forwarded-* rewriting: the middleware cost a layer of calls on every request.
+        proxy_headers=False,
         timeout_keep_alive=30,
         backlog=2048,
     )
