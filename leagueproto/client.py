@@ -17,12 +17,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
 from leagueproto.errors import ErrorCode
 from leagueproto.jsonutil import dumps, loads
 
 ERROR_MESSAGE_TYPES = frozenset({"LEAGUE_ERROR", "GAME_ERROR"})
 DEFAULT_MAX_RESPONSE = 256 * 1024
+_JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+# aiohttp's own timer is off: every call runs under asyncio.timeout(), which covers connecting,
+# sending and reading the whole body (aiohttp would otherwise arm a second timer per request).
+_NO_AIOHTTP_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=None, sock_read=None, sock_connect=None)
+_MAX_CACHED_URLS = 4096
 
 
 @dataclass(frozen=True)
@@ -133,16 +139,33 @@ class AgentClient:
         self._dialects: dict[str, str] = {}  # endpoint → "mcp" once it refused dialect A
         self._mcp_sessions: dict[str, str] = {}  # endpoint → Mcp-Session-Id for stateful servers
         self._mcp_initialized: set[str] = set()
+        self._urls: dict[str, URL] = {}  # endpoint → parsed once (a league calls the same few)
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self.connection_limit, limit_per_host=0, ttl_dns_cache=300)
             self._session = aiohttp.ClientSession(
                 connector=connector,
-                headers={"User-Agent": self.user_agent},
+                # The headers every call sends, merged once here rather than per call.
+                headers={"User-Agent": self.user_agent, **_JSON_HEADERS},
                 skip_auto_headers=("Accept-Encoding",),
+                timeout=_NO_AIOHTTP_TIMEOUT,
+                # The protocol has no cookies (MCP sessions use a header): skip the jar's per-call work.
+                cookie_jar=aiohttp.DummyCookieJar(),
             )
         return self._session
+
+    def _url(self, endpoint: str) -> URL:
+        url = self._urls.get(endpoint)
+        if url is None:
+            if len(self._urls) >= _MAX_CACHED_URLS:
+                self._urls.clear()
+            try:
+                url = URL(endpoint)
+            except (ValueError, TypeError) as exc:
+                raise aiohttp.InvalidURL(endpoint) from exc
+            self._urls[endpoint] = url
+        return url
 
     async def close(self) -> None:
         if self._session is not None:
@@ -264,15 +287,15 @@ class AgentClient:
     async def _post(
         self, endpoint: str, payload: dict, timeout: float, headers: dict[str, str] | None, mcp: bool
     ) -> tuple[int, bytes, str]:
-        send_headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        send_headers: dict[str, str] | None = None  # the session's defaults are enough
         if mcp and endpoint in self._mcp_sessions:
-            send_headers["Mcp-Session-Id"] = self._mcp_sessions[endpoint]
+            send_headers = {"Mcp-Session-Id": self._mcp_sessions[endpoint]}
         if headers:
-            send_headers.update(headers)
+            send_headers = {**(send_headers or {}), **headers}
         try:
             async with asyncio.timeout(timeout):
                 async with self._get_session().post(
-                    endpoint, data=dumps(payload), headers=send_headers, allow_redirects=False
+                    self._url(endpoint), data=dumps(payload), headers=send_headers, allow_redirects=False
                 ) as resp:
                     if mcp and resp.headers.get("Mcp-Session-Id"):
                         self._mcp_sessions[endpoint] = resp.headers["Mcp-Session-Id"]
@@ -285,14 +308,12 @@ class AgentClient:
                     declared = resp.content_length
                     if declared is not None and declared > self.max_response_bytes:
                         raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, "reply too large", http_status=resp.status)
-                    body = bytearray()
-                    async for chunk in resp.content.iter_chunked(65536):
-                        body += chunk
-                        if len(body) > self.max_response_bytes:
-                            raise CallFailed(
-                                ErrorCode.INVALID_MESSAGE_FORMAT, "reply too large", http_status=resp.status
-                            )
-                    return resp.status, bytes(body), resp.headers.get("Content-Type", "")
+                    if declared is not None:
+                        # The parser stops at Content-Length, so this reads at most the limit.
+                        body = await resp.read()
+                    else:
+                        body = await self._read_capped(resp)
+                    return resp.status, body, resp.headers.get("Content-Type", "")
         except TimeoutError as exc:
             raise CallFailed(ErrorCode.TIMEOUT_ERROR, f"no reply within {timeout:g} s") from exc
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError) as exc:
@@ -301,3 +322,12 @@ class AgentClient:
             raise CallFailed(ErrorCode.CONNECTION_ERROR, f"invalid endpoint URL: {endpoint}") from exc
         except aiohttp.ClientResponseError as exc:
             raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, f"bad HTTP reply: {exc}") from exc
+
+    async def _read_capped(self, resp: aiohttp.ClientResponse) -> bytes:
+        """A body of unknown length (chunked, or until close), refused once past the limit."""
+        body = bytearray()
+        async for chunk in resp.content.iter_chunked(65536):
+            body += chunk
+            if len(body) > self.max_response_bytes:
+                raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, "reply too large", http_status=resp.status)
+        return bytes(body)
