@@ -296,8 +296,9 @@ class ReportQueue:
                     batch, self._pending = self._pending, []
                     job = asyncio.ensure_future(sync_to_async(record_reports)([r for r, _ in batch]))
                     job.add_done_callback(lambda done: _settle(batch, done))
-                    # Shielded: were this caller to go away, the batch still answers the others.
-                    await asyncio.shield(job)
+                    # Waited for, not awaited: were this caller to go away, the batch would still run
+                    # and answer the others; its outcome (or error) is read from the future below.
+                    await asyncio.wait({job})
         except asyncio.CancelledError:
             if entry in self._pending:
                 self._pending.remove(entry)  # not taken by a batch: it will never run
