@@ -22,7 +22,7 @@ from django.utils import timezone
 from league import queries
 from league.auth import find_by_token, lm_token, new_token
 from league.dbexec import insert_rows
-from league.events import EventValues, append_events, broadcast, event_values, record_event
+from league.events import EventValues, append_events, broadcast, broadcast_all, event_values, record_event
 from league.models import AgentStatus, League, Match, MatchResult, Player, Referee, Round
 from leagueproto.envelope import check_agent_protocol_version
 from leagueproto.errors import ErrorCode, LeagueError
@@ -646,6 +646,7 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
     outcomes: list[Recorded | LeagueError] = []
     rows: list[EventValues] = []
     results: list[tuple[Any, ...]] = []  # MatchResult rows: _RESULT_COLUMNS
+    broadcasts: list[tuple[str, str, dict[str, Any]]] = []
     finished: list[int] = []
     stale_referees: dict[int, Referee] = {}
     # round pk -> (index in rows of its last match_finished, round number, that match's broadcast)
@@ -748,7 +749,7 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
             event_values(league, "STATE", "match_finished", agent=referee.referee_id, match_id=match_id, payload=result)
         )
         outcomes.append(Recorded("RECORDED", match_id))
-        broadcast(league.league_id, "match_finished", news)  # sent after the commit, as it is then
+        broadcasts.append((league.league_id, "match_finished", news))
     if not results:
         return outcomes, rows
     insert_rows(MatchResult, _RESULT_COLUMNS, results)
@@ -762,6 +763,7 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
         if _mark_round_played(round_pk):
             played.append((index, number))
             news["round_played"] = True
+    broadcast_all(broadcasts)  # after the commit, in order, with round_played filled in
     for index, number in sorted(played, reverse=True):
         league_pk = rows[index][0]
         rows.insert(index, (league_pk, "STATE", "round_played", "", "", {"round_id": number}))

@@ -119,6 +119,9 @@ def close_all() -> None:
         thread.close_connections()
 
 
+_PLAIN = ((models.CharField, str), (models.IntegerField, int), (models.BooleanField, bool), (models.ForeignKey, int))
+
+
 def insert_rows(model: type[models.Model], names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
     """Insert ``rows`` (values of the fields ``names``, in that order) with one ``executemany``,
     in the caller's transaction, in order.
@@ -136,7 +139,17 @@ def insert_rows(model: type[models.Model], names: tuple[str, ...], rows: list[tu
     sql = "INSERT INTO {} ({}) VALUES ({})".format(
         quote(meta.db_table), ", ".join(quote(f.column) for f in fields), ", ".join(["%s"] * len(fields))
     )
-    params = [tuple(f.get_db_prep_save(v, connection) for f, v in zip(fields, row, strict=True)) for row in rows]
+    # A str in a text column, an int in an integer or foreign-key column, a bool in a boolean one
+    # (or None) is its own database form on every backend: only the others (JSON, timestamps)
+    # go through their field.
+    plain = [next((t for kind, t in _PLAIN if isinstance(f, kind)), None) for f in fields]
+    params = [
+        tuple(
+            v if t is not None and (v is None or type(v) is t) else f.get_db_prep_save(v, connection)
+            for f, t, v in zip(fields, plain, row, strict=True)
+        )
+        for row in rows
+    ]
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
 

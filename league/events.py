@@ -46,10 +46,13 @@ def strip_secrets(value: Any) -> Any:
 
 
 def _stripped(value: Any) -> Any:
+    # Leaves are taken as they are, without a call each: most of a match log's nodes are leaves.
     if isinstance(value, dict):
-        return {k: _stripped(v) for k, v in value.items() if k not in SECRET_FIELDS}
+        return {
+            k: _stripped(v) if isinstance(v, dict | list) else v for k, v in value.items() if k not in SECRET_FIELDS
+        }
     if isinstance(value, list):
-        return [_stripped(v) for v in value]
+        return [_stripped(v) if isinstance(v, dict | list) else v for v in value]
     return value
 
 
@@ -157,6 +160,36 @@ def send_now(league_id: str, event: str, data: dict[str, Any]) -> None:
         async_to_sync(layer.group_send)(group_name(league_id), message)
     except Exception:
         log.exception("broadcast of %s to league %s failed", event, league_id)
+
+
+def broadcast_all(messages: list[tuple[str, str, dict[str, Any]]]) -> None:
+    """``broadcast`` for several ``(league_id, event, data)`` at once: sent in this order once the
+    current transaction commits, handed to the event loop in one piece (a batch of reports)."""
+    if messages:
+        transaction.on_commit(lambda: send_all(messages))
+
+
+def send_all(messages: list[tuple[str, str, dict[str, Any]]]) -> None:
+    """``send_now`` for each message, in order; from a DB thread, one hand-off to the loop."""
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    loop = _serving_loop()
+    if loop is None:
+        for league_id, event, data in messages:
+            send_now(league_id, event, data)
+        return
+
+    async def send_in_order() -> None:
+        for league_id, event, data in messages:
+            try:
+                await layer.group_send(group_name(league_id), {"type": "league.event", "event": event, "data": data})
+            except Exception as exc:  # one failed send does not stop the others
+                log.error("broadcast of %s to league %s failed: %r", event, league_id, exc)
+
+    asyncio.run_coroutine_threadsafe(send_in_order(), loop)
 
 
 def _serving_loop() -> asyncio.AbstractEventLoop | None:

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from league import actions
+from league.lm import PendingReport, record_reports, toolset
 from league.models import League, MatchResult, Player, Referee
-from tests.league.lm_support import assigned_match, make_league, player_meta, referee_meta
+from tests.league.lm_support import assigned_match, make_league, message, player_meta, referee_meta
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,6 +111,36 @@ def test_a_duplicate_report_is_answered_with_few_queries(django_assert_num_queri
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("reports", [1, 20])
+def test_a_batch_of_reports_takes_a_fixed_number_of_queries(django_assert_num_queries, reports):
+    league = make_league("bench_batch")
+    for name in ("p1", "p2"):
+        actions.register_player(league.league_id, player_meta(display_name=name), None)
+    referee = actions.register_referee(league.league_id, referee_meta(display_name="ref"), None)
+    tool = toolset.find_tool("report_match_result")
+    batch = []
+    for n in range(1, reports + 1):
+        assigned_match(league, match_id=f"R1M{n}")
+        result, log = _win(17)
+        arguments = message(
+            "MATCH_RESULT_REPORT",
+            f"referee:{referee.agent_id}",
+            auth_token=referee.auth_token,
+            league_id=league.league_id,
+            match_id=f"R1M{n}",
+            result=result,
+            match_log=log,
+        )
+        batch.append(PendingReport(tool, arguments, tool.model.model_validate(arguments), None))
+    # The transaction, the referees' tokens, the matches, the results (one insert), the matches
+    # finished, the round played (one conditional update per round), the events (one insert):
+    # the same for one report as for twenty, about one query per report fewer than one at a time.
+    with django_assert_num_queries(BATCH_QUERIES):
+        answers = record_reports(batch)
+    assert [reply["status"] for reply, _ in answers] == ["RECORDED"] * reports
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize("already", [1, 30])
 def test_registering_a_player_takes_a_fixed_number_of_queries(django_assert_num_queries, already):
     league = make_league("bench_registration")
@@ -123,6 +154,7 @@ def test_registering_a_player_takes_a_fixed_number_of_queries(django_assert_num_
 
 REPORT_QUERIES = 7
 DUPLICATE_QUERIES = 3
+BATCH_QUERIES = 8  # a whole batch of reports through /mcp: authentication and Event log included
 REGISTRATION_QUERIES = 8
 
 

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from league import actions
+from league import actions, events
 from league.lm import PendingReport, record_reports, toolset
 from league.models import Event, Match, MatchResult, Player, Referee, Round
 from tests.league.lm_support import (
@@ -150,8 +150,10 @@ def _pending(report: dict) -> PendingReport:
     return PendingReport(tool, report, tool.model.model_validate(report), None)
 
 
-def test_a_batch_of_reports_gets_one_answer_each_and_writes_exactly_its_rows(lm_server):
+def test_a_batch_of_reports_gets_one_answer_each_and_writes_exactly_its_rows(lm_server, monkeypatch):
     """Reports recorded together (one transaction) are judged one by one, in order."""
+    sent = []
+    monkeypatch.setattr(events, "send_now", lambda league_id, event, data: sent.append((event, data)))
     league, ref, _ = _setup(lm_server, players=4)
     other = register_referee(lm_server, "ref2")
     assigned_match(league, a="P01", b="P02", match_id="R1M1")
@@ -172,7 +174,14 @@ def test_a_batch_of_reports_gets_one_answer_each_and_writes_exactly_its_rows(lm_
         forged,  # E012, nothing recorded
         win_report(ref, "R1M2", winner="P04", loser="P03"),  # conflicts with the third: logged
     ]
+    sent.clear()  # the registrations' own
     answers = record_reports([_pending(report) for report in batch])
+    # The dashboard hears of the two recorded matches, after the commit, the second closing the round.
+    assert [(event, data["match_id"], data["round_played"]) for event, data in sent] == [
+        ("match_finished", "R1M1", False),
+        ("match_finished", "R1M2", True),
+    ]
+    assert "auth_token" not in str(sent)
     codes = [reply.get("status") if not is_error else reply["error_code"] for reply, is_error in answers]
     assert codes == ["RECORDED", "DUPLICATE", "RECORDED", "E006", "E015", "E015", "E012", "E015"]
     assert answers[4][0]["context"]["assigned_referee"] == "REF01"
