@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 
 import uvloop
@@ -27,6 +28,10 @@ class Command(BaseCommand):
         logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         conductor = Conductor(league_id=league_id, poll=poll)
         try:
+            # Everything loaded so far (Django, the apps, the libraries) lives as long as the
+            # process: out of the collector's way, a full collection no longer walks it (measured:
+            # 7 full collections of ~80 ms each in a 60-player league).
+            gc.freeze()
             # uvloop, as the agents run: its loop and thread wake-ups (every sync_to_async hop
             # returns through one) cost a fraction of asyncio's selector loop.
             uvloop.run(conductor.run(once=once, until_done=until_done))
