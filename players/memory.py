@@ -25,6 +25,9 @@ class Memory:
         self.standings: list[dict[str, Any]] = []
         self.league: dict[str, Any] = {}  # last round announcement, completion, champion
         self.errors: list[dict[str, Any]] = []
+        # Our own parity choices per opponent over ``matches``, kept with it: choose_parity asks
+        # for them on every call, and scanning every match we remember each time added up.
+        self._my_choices: dict[str, list[str]] = {}
 
     # -- learning --------------------------------------------------------------------------
     def opponent(self, opponent_id: str) -> dict[str, Any]:
@@ -39,12 +42,35 @@ class Memory:
     def move_history(self, opponent_id: str | None) -> list[int]:
         return list(self.opponents[opponent_id]["moves"]) if opponent_id in self.opponents else []
 
-    def my_parity_history(self, opponent_id: str | None) -> list[str]:
+    def my_parity_history(self, opponent_id: Any) -> list[str]:
+        if isinstance(opponent_id, str):
+            return list(self._my_choices.get(opponent_id, ()))
+        return self._scan_my_choices(opponent_id)
+
+    def _scan_my_choices(self, opponent_id: Any) -> list[str]:
         return [m["my_choice"] for m in self.matches if m.get("opponent_id") == opponent_id and m.get("my_choice")]
+
+    def _index_my_choices(self) -> None:
+        self._my_choices = {}
+        for match in self.matches:
+            self._note_my_choice(match, +1)
+
+    def _note_my_choice(self, match: dict[str, Any], change: int) -> None:
+        """Add (+1) a match's choice to the index, or drop (-1) the oldest one it added."""
+        opponent, choice = match.get("opponent_id"), match.get("my_choice")
+        if not isinstance(opponent, str) or not choice:
+            return  # only str ids are indexed; my_parity_history scans for anything else
+        if change > 0:
+            self._my_choices.setdefault(opponent, []).append(choice)
+        elif self._my_choices.get(opponent):
+            del self._my_choices[opponent][0]
 
     def record_match(self, record: dict[str, Any]) -> None:
         """A finished match: ``result`` is WIN, DRAW, LOSS or TECHNICAL_LOSS from our side."""
         self.matches.append(record)
+        self._note_my_choice(record, +1)
+        for dropped in self.matches[:-MAX_MATCHES]:
+            self._note_my_choice(dropped, -1)
         del self.matches[:-MAX_MATCHES]
         result = record.get("result")
         self.stats["played"] += 1
@@ -94,6 +120,7 @@ class Memory:
         memory = cls()
         memory.stats = Counter(data.get("stats") or {})
         memory.matches = list(data.get("matches") or [])
+        memory._index_my_choices()
         memory.opponents = dict(data.get("opponents") or {})
         memory.standings = list(data.get("standings") or [])
         memory.league = dict(data.get("league") or {})

@@ -6,13 +6,28 @@ allowed (league.v2 agents add their own), and ids accept int or str where the se
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, WrapValidator
 
 from leagueproto.messages import LeagueMessage
 
 RoundId = int | str | None
+
+
+def _objects_as_parsed(value: Any, validate: ValidatorFunctionWrapHandler) -> Any:
+    """A list of JSON objects is taken as parsed; anything else gets pydantic's full check.
+
+    pydantic copies every row of ``list[dict[str, Any]]`` key by key, which cost more than
+    the rest of a standings update (60-100 rows, every player, every round). What it checks
+    is only that rows are dicts with str keys, and parsed JSON already is.
+    """
+    if type(value) is list and all(type(row) is dict for row in value) and {type(k) for r in value for k in r} <= {str}:
+        return value
+    return validate(value)
+
+
+JsonObjects = Annotated[list[dict[str, Any]], WrapValidator(_objects_as_parsed)]
 
 
 class RefereeMessage(LeagueMessage):
@@ -44,7 +59,7 @@ class ChooseParityCall(RefereeMessage):
 
 class GameStart(RefereeMessage):
     game_config: dict[str, Any] = Field(default_factory=dict)
-    players: list[dict[str, Any]] = Field(default_factory=list, description="[{player_id, role ODD|EVEN}]")
+    players: JsonObjects = Field(default_factory=list, description="[{player_id, role ODD|EVEN}]")
 
 
 class MoveRequest(RefereeMessage):
@@ -83,11 +98,11 @@ class LmMessage(LeagueMessage):
 
 
 class RoundAnnouncement(LmMessage):
-    matches: list[dict[str, Any]] = Field(default_factory=list)
+    matches: JsonObjects = Field(default_factory=list)
 
 
 class StandingsUpdate(LmMessage):
-    standings: list[dict[str, Any]] = Field(default_factory=list)
+    standings: JsonObjects = Field(default_factory=list)
 
 
 class RoundCompleted(LmMessage):
@@ -97,6 +112,6 @@ class RoundCompleted(LmMessage):
 
 class LeagueCompleted(LmMessage):
     champion: dict[str, Any] | None = None
-    final_standings: list[dict[str, Any]] = Field(default_factory=list)
+    final_standings: JsonObjects = Field(default_factory=list)
     total_rounds: int | None = None
     total_matches: int | None = None

@@ -1,0 +1,40 @@
+"""A player's memory: the per-opponent index of our own choices stays what a scan would give."""
+
+from __future__ import annotations
+
+import random
+
+import pydantic
+import pytest
+
+from leagueproto.envelope import make_message
+from players import memory
+from players import messages as m
+
+
+def test_my_parity_history_follows_the_kept_matches(monkeypatch):
+    monkeypatch.setattr(memory, "MAX_MATCHES", 20)
+    rng = random.Random(5)
+    mem = memory.Memory()
+    for i in range(200):
+        record: dict = {"match_id": f"M{i}", "result": "WIN"}
+        if rng.random() < 0.9:
+            record["opponent_id"] = rng.choice(["P01", "P02", "P03"])
+        if rng.random() < 0.8:
+            record["my_choice"] = rng.choice(["even", "odd", ""])
+        mem.record_match(record)
+        for opponent in ("P01", "P02", "P03", "P99", None):
+            expected = [x["my_choice"] for x in mem.matches if x.get("opponent_id") == opponent and x.get("my_choice")]
+            assert mem.my_parity_history(opponent) == expected
+    restored = memory.Memory.from_dict(mem.to_dict())
+    assert all(restored.my_parity_history(o) == mem.my_parity_history(o) for o in ("P01", "P02", "P03"))
+
+
+def test_rows_are_taken_as_parsed_and_bad_rows_still_refused():
+    rows = [{"rank": 1, "player_id": "P01"}]
+    update = m.StandingsUpdate.model_validate(make_message("LEAGUE_STANDINGS_UPDATE", "league_manager", standings=rows))
+    assert update.standings == rows
+    for bad in ([{"rank": 1}, 3], [{1: "x"}], "table"):
+        message = make_message("LEAGUE_STANDINGS_UPDATE", "league_manager", standings=bad)
+        with pytest.raises(pydantic.ValidationError):
+            m.StandingsUpdate.model_validate(message)
