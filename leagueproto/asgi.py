@@ -71,9 +71,16 @@ def make_asgi_app(
     return app
 
 
+_JSON_ONLY = [("content-type", "application/json")]
+_JSON_ONLY_RAW = [(b"content-type", b"application/json")]
+
+
 async def _send(send: Callable, response: HttpResponse) -> None:
-    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers]
-    headers.append((b"content-length", str(len(response.body)).encode()))
+    if response.headers == _JSON_ONLY:  # nearly every reply: skip encoding the same header again
+        headers = _JSON_ONLY_RAW.copy()
+    else:
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers]
+    headers.append((b"content-length", b"%d" % len(response.body)))
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
     await send({"type": "http.response.body", "body": response.body})
 
