@@ -142,13 +142,20 @@ def insert_rows(model: type[models.Model], names: tuple[str, ...], rows: list[tu
     # A str in a text column, an int in an integer or foreign-key column, a bool in a boolean one
     # (or None) is its own database form on every backend: only the others (JSON, timestamps)
     # go through their field.
+    # A value repeated down a column (the batch's timestamp) is converted once.
     plain = [next((t for kind, t in _PLAIN if isinstance(f, kind)), None) for f in fields]
+    converted: dict[tuple[int, int], Any] = {}
+
+    def db_value(n: int, field: models.Field, kind: type | None, value: Any) -> Any:
+        if kind is not None and (value is None or type(value) is kind):
+            return value
+        key = (n, id(value))
+        if key not in converted:
+            converted[key] = field.get_db_prep_save(value, connection)
+        return converted[key]
+
     params = [
-        tuple(
-            v if t is not None and (v is None or type(v) is t) else f.get_db_prep_save(v, connection)
-            for f, t, v in zip(fields, plain, row, strict=True)
-        )
-        for row in rows
+        tuple(db_value(n, f, t, v) for n, (f, t, v) in enumerate(zip(fields, plain, row, strict=True))) for row in rows
     ]
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
