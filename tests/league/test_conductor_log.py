@@ -1,0 +1,117 @@
+"""The conductor's cheap paths read the same as the plain ORM ones: Event rows written by
+``save_log`` (not ``bulk_create``), the records kept from round to round, the compiled tick reads."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from league import conductor
+from league.events import event_row
+from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
+from tests.league.lm_support import make_league
+
+pytestmark = pytest.mark.django_db
+
+
+def add_players(league: League, n: int) -> list[Player]:
+    return [
+        Player.objects.create(
+            league=league,
+            player_id=f"P{i:02d}",
+            display_name=f"Player {i}",
+            endpoint=f"http://127.0.0.1:1/p{i}",
+            token_hash=f"{i:064x}",
+            status=AgentStatus.ACTIVE,
+        )  # fmt: skip
+        for i in range(1, n + 1)
+    ]
+
+
+def test_delivery_rows_read_back_as_the_model_would_write_them():
+    league = make_league("log_rows")
+    body = {"message_type": "ROUND_ANNOUNCEMENT", "round_id": 1, "auth_token": "secret", "conversation_id": "c1"}
+    first = conductor.Delivery("P01", "http://x/1", "notify_round", body)
+    second = conductor.Delivery("P02", "http://x/2", "notify_round", {**body, "conversation_id": "c2"})
+    ack = {"message_type": "ACK", "status": "received", "auth_token": "also secret"}
+    before = timezone.now()
+
+    conductor.record_deliveries(league, [[(first, "ok", ack), (second, "ok", ack)]])
+
+    rows = list(Event.objects.filter(league=league, direction="OUT").order_by("id"))
+    assert [(e.kind, e.agent, e.match_id) for e in rows] == [
+        ("ROUND_ANNOUNCEMENT", "P01", ""),
+        ("ROUND_ANNOUNCEMENT", "P02", ""),
+    ]
+    expected = event_row(league, "OUT", "ROUND_ANNOUNCEMENT", agent="P01", payload=rows[0].payload)
+    assert rows[0].payload == expected.payload  # already without secrets
+    assert rows[0].payload["method"] == "notify_round" and "auth_token" not in rows[0].payload["message"]
+    assert "auth_token" not in rows[0].payload["reply"]
+    assert rows[1].payload == {
+        "method": "notify_round",
+        "outcome": "ok",
+        "same_message_as": "P01",
+        "conversation_id": "c2",
+        "round_id": 1,
+        "reply": {"message_type": "ACK", "status": "received"},
+    }
+    assert all(e.at >= before and e.at.tzinfo is not None for e in rows)
+
+
+def test_records_kept_from_the_previous_round_equal_a_fresh_count():
+    league = make_league("log_records")
+    players = add_players(league, 4)
+    pairs = [[(0, 1), (2, 3)], [(0, 2), (1, 3)], [(0, 3), (1, 2)]]
+    points = [(3, 0), (1, 1), (0, 3), (3, 0), (0, 0), (1, 1)]
+    rounds = []
+    for number, round_pairs in enumerate(pairs, start=1):
+        rnd = Round.objects.create(
+            league=league, number=number, status=Round.Status.ANNOUNCED, announced_at=timezone.now()
+        )
+        rounds.append(rnd)
+        for k, (a, b) in enumerate(round_pairs):
+            match = Match.objects.create(
+                league=league, round=rnd, match_id=f"R{number}M{k + 1}", player_a=players[a], player_b=players[b],
+                game_type="even_odd", status=Match.Status.FINISHED,
+            )  # fmt: skip
+            pa, pb = points.pop(0)
+            MatchResult.objects.create(
+                match=match, league=league, outcome="DRAW" if pa == pb else ("WIN_A" if pa > pb else "WIN_B"),
+                points_a=pa, points_b=pb, report_digest="x",
+            )  # fmt: skip
+
+    conductor._ROUND_RECORDS.clear()
+    kept = [conductor.round_records(rnd) for rnd in rounds]  # round by round: incremental after round 1
+    fresh = []
+    for rnd in rounds:
+        conductor._ROUND_RECORDS.clear()
+        fresh.append(conductor.round_records(rnd))
+
+    assert kept == fresh
+    assert kept[2]["P01"] == {"wins": 1, "losses": 1, "draws": 0}
+    assert kept[2]["P04"] == {"wins": 0, "losses": 1, "draws": 1}
+
+
+def test_the_compiled_tick_reads_equal_the_orm():
+    league = make_league("log_survey")
+    players = add_players(league, 2)
+    referee = Referee.objects.create(
+        league=league, referee_id="REF01", display_name="R", endpoint="http://127.0.0.1:1/r", token_hash="0" * 64,
+        max_concurrent_matches=3, status=AgentStatus.ACTIVE,
+    )  # fmt: skip
+    League.objects.filter(pk=league.pk).update(status=League.Status.RUNNING)
+    rnd = Round.objects.create(league=league, number=1, status=Round.Status.ANNOUNCED, announced_at=timezone.now())
+    now = timezone.now()
+    Match.objects.create(
+        league=league, round=rnd, match_id="R1M1", player_a=players[0], player_b=players[1], game_type="even_odd",
+        status=Match.Status.RUNNING, referee=referee, attempt=1, assigned_at=now, deadline_at=now,
+    )  # fmt: skip
+
+    survey = conductor.Conductor(league_id=league.league_id).survey({league.pk: rnd.pk}, {league.pk})
+
+    assert [lg.pk for lg in survey.leagues] == [league.pk] and survey.leagues[0].status == League.Status.RUNNING
+    assert survey.counts[rnd.pk] == {"scheduled": 0, "in_play": 1, "unfinished": 1}
+    assert survey.capacity[league.pk] == 3
+    (row,) = survey.in_play[league.pk]
+    assert (row.status, row.referee_pk, row.referee_id, row.attempt) == ("RUNNING", referee.pk, "REF01", 1)
+    assert row.deadline_at == now and row.assigned_at == now
