@@ -40,6 +40,7 @@ def make_server(app: Any, *, lifespan: str = "on", log_level: str = "warning") -
         # Agents are reached directly (loopback or a class network), never through a proxy, so
         # no X-Forwarded-* rewriting: the middleware cost a layer of calls on every request.
         proxy_headers=False,
+        server_header=False,  # "server: uvicorn" on every reply told callers nothing they use
         timeout_keep_alive=30,
         backlog=2048,
     )

@@ -11,6 +11,7 @@ The player never imports league/ or referee/: everything crosses HTTP.
 from __future__ import annotations
 
 import asyncio
+import gc
 import hmac
 import inspect
 import logging
@@ -793,6 +794,9 @@ class PlayerHost:
         self._bind_ports([s.getsockname()[1] for s in sockets])
         self._uvicorn = make_server(self.app)
         self._uvicorn.config.timeout_graceful_shutdown = GRACEFUL_SHUTDOWN
+        # Everything imported and built so far lives as long as the process: keep full
+        # collections from walking it again and again while the players answer calls.
+        gc.freeze()
         self._uvicorn.run(sockets=sockets)
 
     def start_in_thread(self, host: str = "127.0.0.1") -> ThreadedServer:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import sys
@@ -52,7 +53,11 @@ class Command(BaseCommand):
         # then re-raises the signal with the previous handlers back: make that a clean exit.
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, _exit_cleanly)
-        make_server(referee.asgi_app(), log_level="warning").run(sockets=sockets)
+        server = make_server(referee.asgi_app(), log_level="warning")
+        # Django, the libraries and the referee live as long as the process: keep full garbage
+        # collections from walking them again and again while matches run.
+        gc.freeze()
+        server.run(sockets=sockets)
         self.stdout.write("referee stopped")
 
 
