@@ -52,7 +52,7 @@ from django.utils import timezone
 
 from league import actions, queries
 from league.auth import lm_token, lm_token_for
-from league.events import broadcast, record_event, send_now, strip_secrets
+from league.events import EventValues, append_events, broadcast, broadcast_all, event_values, record_event
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 from league.schedule import schedule_matches
 from league.standings import ResultRow, StandingsTable, id_sort_key
@@ -104,39 +104,6 @@ def match_token(league_id: str, match_id: str, attempt: int) -> str:
     start_match carries the same token, and new for each attempt."""
     key = settings.SECRET_KEY.encode()
     return hmac.new(key, f"match:{league_id}:{match_id}:{attempt}".encode(), hashlib.sha256).hexdigest()
-
-
-# An Event row to append: (direction, kind, agent, match_id, payload). Rows are written in bulk
-# by ``save_log``, without a model instance each (thousands per league: every delivery).
-LogRow = tuple[str, str, str, str, dict[str, Any]]
-
-
-def log_row(direction: str, kind: str, *, agent: str = "", match_id: str = "", payload: dict[str, Any]) -> LogRow:
-    """The same row as ``events.event_row`` (limits, secrets stripped) without the model instance."""
-    return (direction, kind[:40], (agent or "")[:40], (match_id or "")[:16], strip_secrets(payload))
-
-
-def save_log(league_pk: int, rows: list[LogRow]) -> None:
-    """Append ``rows`` to the league's Event log: one INSERT run by ``executemany`` in one
-    transaction. Values go through the model's own fields (the timestamp's and the JSON
-    payload's database forms), so rows read back exactly as ``bulk_create`` would have written
-    them; a fraction of its cost, which builds and compiles a model instance per row."""
-    if not rows:
-        return
-    meta = Event._meta
-    fields = [meta.get_field(name) for name in ("league", "at", "direction", "kind", "agent", "match_id", "payload")]
-    quote = connection.ops.quote_name
-    sql = "INSERT INTO {} ({}) VALUES ({})".format(
-        quote(meta.db_table), ", ".join(quote(f.column) for f in fields), ", ".join(["%s"] * len(fields))
-    )
-    at = fields[1].get_db_prep_save(timezone.now(), connection)
-    payload_field = fields[-1]
-    params = [
-        (league_pk, at, direction, kind, agent, match_id, payload_field.get_db_prep_save(payload, connection))
-        for direction, kind, agent, match_id, payload in rows
-    ]
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.executemany(sql, params)
 
 
 def players_of(league: League) -> list[Player]:
@@ -442,7 +409,7 @@ def claim_matches(
             chosen.setdefault(referee.pk, []).append(match)
         by_pk = {r.pk: r for r in referees}
         claimed: list[Dispatch] = []
-        events: list[LogRow] = []
+        events: list[EventValues] = []
         for referee_pk, group in chosen.items():
             referee = by_pk[referee_pk]
             # One UPDATE per referee; the rows are ours (locked, or SQLite's single writer).
@@ -456,7 +423,8 @@ def claim_matches(
                 )  # fmt: skip
                 match.attempt += 1
                 events.append(
-                    log_row(
+                    event_values(
+                        league,
                         "STATE",
                         "match_assigned",
                         agent=referee.referee_id,
@@ -465,7 +433,7 @@ def claim_matches(
                     )  # fmt: skip
                 )
                 claimed.append(_dispatch_of(league, match, referee))
-        save_log(league.pk, events)
+        append_events(events)
     return claimed
 
 
@@ -494,7 +462,7 @@ def settle_starts(league: League, outcomes: list[tuple[Dispatch, str, dict[str, 
     """
     accepted = {d.match_pk: d for d, outcome, reply in outcomes if is_accepted(outcome, reply)}
     with transaction.atomic():
-        rows = [delivery_row(d.delivery, outcome, reply) for d, outcome, reply in outcomes]
+        rows = [delivery_row(league, d.delivery, outcome, reply) for d, outcome, reply in outcomes]
         moved: set[int] = set()
         if accepted:
             current = Match.objects.filter(pk__in=list(accepted), status=Match.Status.ASSIGNED).order_by("pk")
@@ -515,8 +483,13 @@ def settle_starts(league: League, outcomes: list[tuple[Dispatch, str, dict[str, 
         for pk in sorted(moved):
             d = accepted[pk]
             rows.append(
-                log_row(
-                    "STATE", "match_started", agent=d.referee_id, match_id=d.match_id, payload={"attempt": d.attempt}
+                event_values(
+                    league,
+                    "STATE",
+                    "match_started",
+                    agent=d.referee_id,
+                    match_id=d.match_id,
+                    payload={"attempt": d.attempt},
                 )
             )
             message = d.delivery.message
@@ -533,15 +506,9 @@ def settle_starts(league: League, outcomes: list[tuple[Dispatch, str, dict[str, 
                     },
                 )
             )
-        save_log(league.pk, rows)
-        broadcast_many(league.league_id, live)
+        append_events(rows)
+        broadcast_all([(league.league_id, event, data) for event, data in live])
     return moved
-
-
-def broadcast_many(league_id: str, items: list[tuple[str, dict[str, Any]]]) -> None:
-    """``broadcast`` for several events at once: one after-commit hook, sends in order."""
-    if items:
-        transaction.on_commit(lambda: [send_now(league_id, event, data) for event, data in items])
 
 
 def referee_failed(referee_pk: int, reason: str) -> bool:
@@ -872,7 +839,9 @@ def complete_league(league_pk: int, champion: dict[str, Any] | None, table: list
     return True
 
 
-def delivery_row(d: Delivery, outcome: str, reply: dict[str, Any] | None, same_as: str | None = None) -> LogRow:
+def delivery_row(
+    league: League, d: Delivery, outcome: str, reply: dict[str, Any] | None, same_as: str | None = None
+) -> EventValues:
     """The OUT Event of one delivery: method, outcome and the reply (in short when it is a plain ack).
 
     ``same_as``: the agent whose row of the same batch holds the message body (a notification sent
@@ -891,20 +860,22 @@ def delivery_row(d: Delivery, outcome: str, reply: dict[str, Any] | None, same_a
     if reply is not None:
         plain = outcome == "ok" and reply.get("message_type") == "ACK" and same_as is not None
         payload["reply"] = {"message_type": "ACK", "status": reply.get("status")} if plain else reply
-    return log_row(
-        "OUT", message["message_type"], agent=d.agent_id, match_id=message.get("match_id", ""), payload=payload
+    return event_values(
+        league, "OUT", message["message_type"], agent=d.agent_id, match_id=message.get("match_id", ""), payload=payload
     )
 
 
 def record_deliveries(league: League, batches: list[list[tuple[Delivery, str, dict[str, Any] | None]]]) -> None:
     """One insert for batches of deliveries; each batch shares one body (see ``delivery_row``)."""
-    rows: list[LogRow] = []
+    rows: list[EventValues] = []
     for outcomes in batches:
         first = outcomes[0][0].agent_id if outcomes else None
         rows += [
-            delivery_row(d, outcome, reply, None if d.agent_id == first else first) for d, outcome, reply in outcomes
+            delivery_row(league, d, outcome, reply, None if d.agent_id == first else first)
+            for d, outcome, reply in outcomes
         ]
-    save_log(league.pk, rows)
+    with transaction.atomic():  # one commit for the batch (autocommit would commit each row)
+        append_events(rows)
 
 
 # Querysets a tick runs every ``poll`` seconds, compiled to SQL once and then run as that SQL:

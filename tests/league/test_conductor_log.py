@@ -1,5 +1,5 @@
 """The conductor's cheap paths read the same as the plain ORM ones: Event rows written by
-``save_log`` (not ``bulk_create``), the records kept from round to round, the compiled tick reads."""
+``events.append_events`` (not ``bulk_create``), the records kept from round to round, the compiled tick reads."""
 
 from __future__ import annotations
 
