@@ -261,8 +261,8 @@ class AgentClient:
             endpoint, {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, timeout, headers, mcp
         )
         try:
-            text = body.decode("utf-8")
-            payload = _parse_sse(text) if "text/event-stream" in content_type else loads(text)
+            # orjson reads the bytes directly (and refuses bad UTF-8 with the same ValueError).
+            payload = _parse_sse(body.decode("utf-8")) if "text/event-stream" in content_type else loads(body)
         except ValueError as exc:
             if status >= 500:
                 raise CallFailed(ErrorCode.INTERNAL_SERVER_ERROR, f"HTTP {status}", http_status=status) from exc

@@ -34,6 +34,7 @@ def make_server(app: Any, *, lifespan: str = "on", log_level: str = "warning") -
         app,
         loop="uvloop",
         http="httptools",
+        ws="none",  # agents serve POST /mcp only: no websocket implementation to load
         lifespan=lifespan,
         log_level=log_level,
         access_log=False,
