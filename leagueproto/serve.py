@@ -29,12 +29,15 @@ def bind_sockets(host: str, ports: Sequence[int]) -> list[socket.socket]:
     return sockets
 
 
-def make_server(app: Any, *, lifespan: str = "on", log_level: str = "warning") -> uvicorn.Server:
+def make_server(app: Any, *, lifespan: str = "on", log_level: str = "warning", ws: str = "none") -> uvicorn.Server:
+    """A uvicorn server for ``app``. Agents serve POST /mcp only, so by default no websocket
+    implementation is loaded (``ws="none"``); pass ``ws="auto"`` for an app with websockets (the
+    LM site with its dashboard, as the tests serve it)."""
     config = uvicorn.Config(
         app,
         loop="uvloop",
         http="httptools",
-        ws="none",  # agents serve POST /mcp only: no websocket implementation to load
+        ws=ws,
         lifespan=lifespan,
         log_level=log_level,
         access_log=False,
@@ -51,11 +54,18 @@ def make_server(app: Any, *, lifespan: str = "on", log_level: str = "warning") -
 class ThreadedServer:
     """An ASGI app served from a background thread with its own event loop (tests, tools)."""
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", ports: Sequence[int] = (0,), lifespan: str = "on") -> None:
+    def __init__(
+        self,
+        app: Any,
+        host: str = "127.0.0.1",
+        ports: Sequence[int] = (0,),
+        lifespan: str = "on",
+        ws: str = "auto",  # tests and tools may serve the whole site, dashboard websockets included
+    ) -> None:
         self.sockets = bind_sockets(host, ports)
         self._ports = [s.getsockname()[1] for s in self.sockets]
         self.host = host
-        self.server = make_server(app, lifespan=lifespan)
+        self.server = make_server(app, lifespan=lifespan, ws=ws)
         self._thread = threading.Thread(target=self._run, daemon=True, name="asgi-server")
         self.loop: asyncio.AbstractEventLoop | None = None
 

@@ -801,7 +801,7 @@ class PlayerHost:
 
     def start_in_thread(self, host: str = "127.0.0.1") -> ThreadedServer:
         """Serve from a background thread (tests); stop it with ``.stop()`` on the result."""
-        server = ThreadedServer(self.app, host=host, ports=[p.config.port for p in self.players])
+        server = ThreadedServer(self.app, host=host, ports=[p.config.port for p in self.players], ws="none")
         self._bind_ports(server.ports)
         self._uvicorn = server.server
         self._uvicorn.config.timeout_graceful_shutdown = GRACEFUL_SHUTDOWN
