@@ -46,7 +46,7 @@ from typing import Any, TypeVar
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections, connection, connections, transaction
-from django.db.models import Count, F, Max, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet
 from django.db.models.sql.compiler import SQLCompiler
 from django.utils import timezone
 
@@ -745,12 +745,25 @@ def round_standings(league: League, rnd: Round, names: dict[str, str] | None = N
     return [queries.standing_dict(row, names.get(row.player_id, "")) for row in running.table.rows()]
 
 
-def round_end_messages(league: League, rnd: Round) -> tuple[list[Delivery], list[Delivery], list[dict[str, Any]]]:
+@dataclass
+class Boundary:
+    """What the end of a round sends: each player's LEAGUE_STANDINGS_UPDATE and ROUND_COMPLETED
+    and, when the next round follows at once (no ``round_pause``), its ROUND_ANNOUNCEMENT, all
+    in the same player order (``deliver_in_order`` pairs them by position)."""
+
+    updates: list[Delivery]
+    completed: list[Delivery]
+    table: list[dict[str, Any]]
+    upcoming: Round | None = None  # the next round, announced in the same delivery phase
+    announcements: list[Delivery] = field(default_factory=list)
+    matches: list[dict[str, Any]] | None = None  # the next round's ``round_matches``
+
+
+def round_boundary(league: League, rnd: Round) -> Boundary:
     names: dict[str, str] = {}
     players = recipients(league, names)
     table = round_standings(league, rnd, names)
-    last = league.rounds.aggregate(last=Max("number"))["last"]
-    next_round = rnd.number + 1 if last and rnd.number < last else None
+    nxt = Round.objects.filter(league_id=league.pk, number__gt=rnd.number).order_by("number").first()
     finished = rnd.matches.filter(status=Match.Status.FINISHED).count()
     round_fields = {"league_id": league.league_id, "round_id": rnd.number}
     updates = notices(players, "update_standings", "LEAGUE_STANDINGS_UPDATE", **round_fields, standings=table)
@@ -760,9 +773,16 @@ def round_end_messages(league: League, rnd: Round) -> tuple[list[Delivery], list
         "ROUND_COMPLETED",
         **round_fields,
         matches_completed=finished,
-        next_round_id=next_round,
+        next_round_id=nxt.number if nxt else None,
     )
-    return updates, completed, table
+    boundary = Boundary(updates, completed, table)
+    # Without a pause between rounds nothing happens between ROUND_COMPLETED(r) and
+    # ROUND_ANNOUNCEMENT(r+1): one delivery phase (and one trip to record it) for both.
+    if nxt is not None and nxt.status == Round.Status.PENDING and league.round_pause <= 0:
+        boundary.upcoming, boundary.matches = nxt, round_matches(nxt)
+        fields = {"league_id": league.league_id, "round_id": nxt.number, "matches": boundary.matches}
+        boundary.announcements = notices(players, "notify_round", "ROUND_ANNOUNCEMENT", **fields)
+    return boundary
 
 
 def mark_round_completed(round_pk: int, table: list[dict[str, Any]] | None = None) -> bool:
@@ -945,21 +965,37 @@ def referee_capacity(league_pk: int) -> int:
     return sum(n for (n,) in rows)
 
 
-def next_round(league: League) -> tuple[Round | None, list[Delivery] | None, list[dict[str, Any]] | None]:
+@dataclass
+class NextRound:
+    """The league's current round as a tick finds it, and what to do with it."""
+
+    rnd: Round | None  # None: every round is COMPLETED
+    deliveries: list[Delivery] | None = None  # ROUND_ANNOUNCEMENTs, when PENDING and not pausing
+    matches: list[dict[str, Any]] | None = None  # its ``round_matches`` (with ``deliveries``)
+    claimed: list[Dispatch] = field(default_factory=list)  # claimed as it was announced
+
+
+def next_round(league: League) -> NextRound:
     """The league's current round and, if it is PENDING and not pausing, its ROUND_ANNOUNCEMENTs
-    and matches (``None`` while the round_pause runs): what a tick reads before announcing."""
+    and matches (none while the round_pause runs): what a tick reads before announcing."""
     rnd = current_round(league)
     if rnd is None or rnd.status != Round.Status.PENDING or pausing_between_rounds(league, rnd):
-        return rnd, None, None
+        return NextRound(rnd)
     matches = round_matches(rnd)
-    return rnd, announcement(league, rnd, matches), matches
+    return NextRound(rnd, announcement(league, rnd, matches), matches)
 
 
-def announced(round_pk: int, matches: list[dict[str, Any]] | None) -> tuple[Round, dict[str, int] | None]:
-    """Mark the round ANNOUNCED; the round as it now is and, when ANNOUNCED, its match counts."""
-    mark_round_announced(round_pk, matches)
-    rnd = Round.objects.get(pk=round_pk)
-    return rnd, round_counts(rnd.pk) if rnd.status == Round.Status.ANNOUNCED else None
+def announce_round(
+    league: League, round_pk: int, matches: list[dict[str, Any]] | None, avoid: Iterable[int] = ()
+) -> NextRound:
+    """Mark the round ANNOUNCED and claim its first matches (``claim_matches``) in the same
+    transaction: the referees get start_match without another trip. Nothing is claimed for a
+    league without live referees (the embedded referee's path claims on the next step)."""
+    with transaction.atomic():
+        mark_round_announced(round_pk, matches)
+        rnd = Round.objects.get(pk=round_pk)
+        claimed = claim_matches(league.pk, rnd.pk, avoid, league) if rnd.status == Round.Status.ANNOUNCED else []
+    return NextRound(rnd, claimed=claimed)
 
 
 @dataclass
@@ -1080,26 +1116,36 @@ class Conductor:
             return
         if survey is not None and league.pk in survey.capacity:
             self._set_capacity(league, survey.capacity[league.pk])
-        # The next round as read in the trip that completed the previous one.
-        prepared: tuple[Round | None, list[Delivery] | None, list[dict[str, Any]] | None] | None = None
+        # The next round as read (or announced) in the trip that completed the previous one.
+        prepared: NextRound | None = None
         while True:  # a finished round goes on to the next without waiting for a tick
             rnd = self._rounds.get(league.pk)
             counts: dict[str, int] | None = None
             in_play: list[InPlay] | None = None
             if rnd is None:
-                rnd, deliveries, matches = prepared or await sync_to_async(next_round)(league)
+                upcoming = prepared or await sync_to_async(next_round)(league)
                 prepared = None
+                rnd = upcoming.rnd
                 if rnd is None:
                     await self.finish_league(league)
                     return
                 if rnd.status == Round.Status.PENDING:
-                    if deliveries is None:
+                    if upcoming.deliveries is None:
                         return  # the round_pause is not over
-                    rnd, counts = await self.deliver(
-                        league, deliveries, league.default_timeout, then=partial(announced, rnd.pk, matches)
+                    upcoming = await self.deliver(
+                        league,
+                        upcoming.deliveries,
+                        league.default_timeout,
+                        then=partial(announce_round, league, rnd.pk, upcoming.matches, self._cooling()),
                     )
+                    rnd = upcoming.rnd
                 if rnd.status == Round.Status.ANNOUNCED:
                     self._rounds[league.pk] = rnd
+                    if upcoming.claimed:
+                        # Claimed as the round was announced: the rest (supervision, more claims
+                        # as referees free up) is the next tick's.
+                        self.send_starts(league, upcoming.claimed)
+                        return
             elif survey is not None:
                 counts = survey.counts.get(rnd.pk)
                 in_play = survey.in_play.get(league.pk)
@@ -1129,13 +1175,16 @@ class Conductor:
         return value
 
     # -- matches ---------------------------------------------------------------------------
+    def _cooling(self) -> list[int]:
+        """Referees not to give matches to now (they just failed)."""
+        now = time.monotonic()
+        return [pk for pk, until in self._cooldown.items() if until > now]
+
     async def dispatch(self, league: League, rnd: Round) -> None:
         if league.embedded_referee and not await sync_to_async(has_live_referee)(league.pk):
             await self.dispatch_embedded(league, rnd)
             return
-        now = time.monotonic()
-        avoid = [pk for pk, until in self._cooldown.items() if until > now]
-        self.send_starts(league, await sync_to_async(claim_matches)(league.pk, rnd.pk, avoid, league))
+        self.send_starts(league, await sync_to_async(claim_matches)(league.pk, rnd.pk, self._cooling(), league))
 
     def send_starts(self, league: League, items: list[Dispatch]) -> None:
         """start_match for each item not already being sent: one task per referee, so a referee
@@ -1315,9 +1364,23 @@ class Conductor:
 
         ``then``: a database step to run once everything is sent and recorded (the transition the
         deliveries complete), in the same trip to the database thread; its result is returned."""
+        outcomes = await self.send_in_order(league, batches, timeout)
+
+        def record() -> T | None:
+            if outcomes:
+                record_deliveries(league, outcomes)
+            return then() if then is not None else None
+
+        return await sync_to_async(record)()
+
+    async def send_in_order(
+        self, league: League, batches: list[list[Delivery]], timeout: float
+    ) -> list[list[tuple[Delivery, str, dict[str, Any] | None]]]:
+        """Send ``batches`` as ``deliver_in_order`` does, without recording: the outcomes, batch by
+        batch (empty batches left out)."""
         batches = [b for b in batches if b]
         if not batches:
-            return await sync_to_async(then)() if then is not None else None
+            return []
         assert self.client is not None
         policy = retry_policy(league)
         gate = asyncio.Semaphore(self.notify_concurrency)
@@ -1335,25 +1398,42 @@ class Conductor:
                 return [await one(batch[i]) for batch in batches]
 
         chains = await asyncio.gather(*(chain(i) for i in range(len(batches[0]))))
-        outcomes = [[c[k] for c in chains] for k in range(len(batches))]
+        return [[c[k] for c in chains] for k in range(len(batches))]
 
-        def record() -> T | None:
-            record_deliveries(league, outcomes)
-            return then() if then is not None else None
+    async def finish_round(self, league: League, rnd: Round) -> NextRound:
+        """Standings and ROUND_COMPLETED to every player, round COMPLETED; returns ``next_round``.
 
-        return await sync_to_async(record)()
+        With no ``round_pause`` each player's chain goes on with the next round's
+        ROUND_ANNOUNCEMENT, and the one trip that records the deliveries also marks this round
+        COMPLETED, the next ANNOUNCED and claims its first matches (``announce_round``), all in one
+        transaction: a conductor killed before it commits sends the whole boundary again (at
+        least once, as any notification), one killed after finds the next round under way."""
+        boundary = await sync_to_async(round_boundary)(league, rnd)
+        upcoming = boundary.upcoming
+        if upcoming is None:
 
-    async def finish_round(
-        self, league: League, rnd: Round
-    ) -> tuple[Round | None, list[Delivery] | None, list[dict[str, Any]] | None]:
-        """Standings and ROUND_COMPLETED to every player, round COMPLETED; returns ``next_round``."""
-        updates, completed, table = await sync_to_async(round_end_messages)(league, rnd)
+            def complete() -> NextRound:
+                mark_round_completed(rnd.pk, boundary.table)
+                return next_round(league)
 
-        def complete() -> tuple[Round | None, list[Delivery] | None, list[dict[str, Any]] | None]:
-            mark_round_completed(rnd.pk, table)
-            return next_round(league)
+            return await self.deliver_in_order(
+                league, [boundary.updates, boundary.completed], league.default_timeout, then=complete
+            )
+        outcomes = await self.send_in_order(
+            league, [boundary.updates, boundary.completed, boundary.announcements], league.default_timeout
+        )
+        avoid = self._cooling()
 
-        return await self.deliver_in_order(league, [updates, completed], league.default_timeout, then=complete)
+        def complete_and_announce() -> NextRound:
+            # The Event log reads as with separate phases: the round's notifications, its
+            # completion, the next round's announcements, that round's start.
+            with transaction.atomic():
+                record_deliveries(league, outcomes[:2])
+                mark_round_completed(rnd.pk, boundary.table)
+                record_deliveries(league, outcomes[2:])
+                return announce_round(league, upcoming.pk, boundary.matches, avoid)
+
+        return await sync_to_async(complete_and_announce)()
 
     async def finish_league(self, league: League) -> None:
         deliveries, champion, table = await sync_to_async(league_end_messages)(league)

@@ -287,3 +287,63 @@ def test_it_runs_matches_itself_in_embedded_mode_without_referees(lm_server, pla
     for port in group.server.ports:
         kinds = Counter(m["message_type"] for m in group.games[port])
         assert kinds["GAME_INVITATION"] == kinds["CHOOSE_PARITY_CALL"] == kinds["GAME_OVER"] == 3
+
+
+def boundary_order(league: League, player_id: str) -> list[tuple[str, int]]:
+    """The player's round notifications as the Event log recorded them (row order)."""
+    rows = Event.objects.filter(
+        league=league,
+        direction="OUT",
+        agent=player_id,
+        kind__in=["ROUND_ANNOUNCEMENT", "LEAGUE_STANDINGS_UPDATE", "ROUND_COMPLETED"],
+    ).order_by("id")
+    return [(e.kind, e.payload.get("round_id", (e.payload.get("message") or {}).get("round_id"))) for e in rows]
+
+
+def expected_boundaries(rounds: int) -> list[tuple[str, int]]:
+    order = []
+    for r in range(1, rounds + 1):
+        order += [("ROUND_ANNOUNCEMENT", r), ("LEAGUE_STANDINGS_UPDATE", r), ("ROUND_COMPLETED", r)]
+    return order
+
+
+@pytest.mark.parametrize("pause", [0.0, 0.3])
+def test_each_player_sees_a_round_end_before_the_next_round(lm_server, players, referees, pause):
+    """standings(r) < completed(r) < announcement(r+1), per player, in the Event log and as received.
+
+    Without a round_pause the boundary is one delivery phase (the round completed and the next
+    announced in one transaction, its first matches claimed in it too); with one, the phases stay
+    apart by at least the pause."""
+    league = make_league(f"conductor_boundary_{int(pause * 10)}", round_pause=pause, **FAST)
+    group = players(4)
+    ids = group.register(lm_server, league.league_id)
+    referees().register(league.league_id, capacity=2)
+    close_window(league)
+
+    conduct(league.league_id)
+
+    league.refresh_from_db()
+    assert league.status == League.Status.COMPLETED
+    rounds = list(Round.objects.filter(league=league).order_by("number"))
+    assert len(rounds) == 3
+    for port, player_id in ids.items():
+        received = [(m["message_type"], m["round_id"]) for m in group.received[port][:-1]]
+        assert received == expected_boundaries(3), player_id
+        assert boundary_order(league, player_id) == expected_boundaries(3), player_id
+    # Each round's completion is logged before the next round starts, and its matches are
+    # assigned only once it has.
+    state = list(
+        Event.objects.filter(league=league, kind__in=["round_completed", "round_started", "match_assigned"])
+        .order_by("id")
+        .values_list("kind", "payload", "match_id")
+    )
+    marks = [(kind, payload["round_id"]) for kind, payload, _ in state if kind != "match_assigned"]
+    assert marks == [("round_started", 1), ("round_completed", 1), ("round_started", 2), ("round_completed", 2),
+                     ("round_started", 3), ("round_completed", 3)]  # fmt: skip
+    for r in (1, 2, 3):
+        started = state.index(next(s for s in state if s[0] == "round_started" and s[1]["round_id"] == r))
+        assigned = [i for i, s in enumerate(state) if s[0] == "match_assigned" and s[2].startswith(f"R{r}M")]
+        assert assigned and min(assigned) > started, r
+    for previous, following in zip(rounds, rounds[1:], strict=False):
+        gap = (following.announced_at - previous.completed_at).total_seconds()
+        assert gap >= pause, (previous.number, gap)
