@@ -97,7 +97,7 @@
       labels: c.rounds,
       datasets: c.series.map(function (s, i) {
         var color = palette[i % palette.length];
-        return { label: s.display_name, data: s.points, borderColor: color, backgroundColor: color, cubicInterpolationMode: "monotone", pointRadius: 3, borderWidth: 2 };
+        return { label: s.display_name, data: s.points, borderColor: color, backgroundColor: color, pointRadius: 3, borderWidth: 2 };
       })
     };
   }
