@@ -22,11 +22,17 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="Do one pass over the leagues, then exit.")
         parser.add_argument("--until-done", action="store_true", help="Exit when no league is in progress any more.")
         parser.add_argument("--poll", type=float, default=0.05, help="Seconds between passes (default 0.05).")
+        parser.add_argument(
+            "--tail-poll",
+            type=float,
+            default=0.01,
+            help="Seconds between passes while a round waits only for its last results (default 0.01).",
+        )
 
-    def handle(self, *args, league_id=None, once=False, until_done=False, poll=0.05, **options) -> None:
+    def handle(self, *args, league_id=None, once=False, until_done=False, poll=0.05, tail_poll=0.01, **options) -> None:
         level = logging.DEBUG if options["verbosity"] > 1 else logging.INFO
         logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        conductor = Conductor(league_id=league_id, poll=poll)
+        conductor = Conductor(league_id=league_id, poll=poll, tail_poll=tail_poll)
         try:
             # Everything loaded so far (Django, the apps, the libraries) lives as long as the
             # process: out of the collector's way, a full collection no longer walks it (measured:
