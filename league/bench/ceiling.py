@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from league.bench.machine import percentiles
+from league.bench.processes import read_usage
 from leagueproto.client import AgentClient
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,12 +74,13 @@ def run_ceiling(calls: int = 20_000, concurrency: int = 32) -> dict[str, object]
         import uvloop
 
         elapsed, latencies, errors = uvloop.run(_drive(f"http://127.0.0.1:{port}/mcp", calls, concurrency))
+        # The echo server's own CPU, read before it exits: RUSAGE_CHILDREN would add up every child
+        # this process ever waited for (in `bench league --with-ceiling`, the whole league's).
+        usage = read_usage(proc.pid)
     finally:
         proc.terminate()
         proc.wait(10)
-    server_cpu = None
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    server_cpu = round(usage.ru_utime + usage.ru_stime, 2)
+    server_cpu = usage.cpu_seconds if usage is not None else None
     return {
         "calls": calls,
         "concurrency": concurrency,

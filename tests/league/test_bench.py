@@ -33,6 +33,8 @@ def test_bench_ceiling_quick_reports_calls_latency_and_machine(tmp_path):
     assert report["calls_per_second"] > 0
     assert set(report["latency_ms"]) == {"p50", "p95", "p99"}
     assert report["machine"]["cores"] >= 1
+    # The echo server's own CPU (from /proc), not every child this process has waited for.
+    assert report["server_cpu_seconds"] > 0
 
 
 @pytest.mark.processes
