@@ -177,6 +177,7 @@ class Registration:
     auth_token: str | None = None
     league_manager_token: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    league_pk: int | None = None  # the league's key, so the caller can log the call without a query
 
 
 def registration_league(league_id: str | None, *, for_referee: bool = False) -> League:
@@ -273,7 +274,7 @@ def _register(
         league = League.objects.select_for_update().get(pk=league.pk)
 
         def rejected(reason: str) -> Registration:
-            return Registration(league.league_id, "REJECTED", reason)
+            return Registration(league.league_id, "REJECTED", reason, league_pk=league.pk)
 
         # A known agent re-registering with its token: update its endpoint and rotate its token
         # (the reply carries the new one; the old one stops working with this commit).
@@ -313,6 +314,7 @@ def _register(
                     agent_id,
                     token,
                     lm_token(league.league_id, agent_id, same.token_hash),
+                    league_pk=league.pk,
                 )
 
         if kind == "player":
@@ -368,7 +370,13 @@ def _register(
             {f"{kind}_id": agent_id, "display_name": fields["display_name"], "endpoint": endpoint},
         )
         return Registration(
-            league.league_id, "ACCEPTED", None, agent_id, token, lm_token(league.league_id, agent_id, token_hash)
+            league.league_id,
+            "ACCEPTED",
+            None,
+            agent_id,
+            token,
+            lm_token(league.league_id, agent_id, token_hash),
+            league_pk=league.pk,
         )
 
 

@@ -152,24 +152,44 @@ class LeagueManagerToolset(Toolset):
             )
         if tool.name == REPORT_TOOL:
             return await self._report(tool, arguments, ctx)
+        if tool.name in REGISTRATION_TOOLS:
+            return await self._registration(tool, arguments, ctx)
         reply, is_error = await super().call(tool, arguments, ctx)
         await sync_to_async(log_exchange)(tool, arguments, reply, ctx.identity)
         return reply, is_error
+
+    def _checked(self, tool: Tool, arguments: dict[str, Any]) -> BaseModel:
+        """The envelope and model checks every call gets (E003/E018/E021/E002 otherwise)."""
+        validate_envelope(arguments)
+        try:
+            return tool.model.model_validate(arguments)
+        except ValidationError as exc:
+            raise _validation_error(exc) from None
+
+    async def _refused(self, tool: Tool, arguments: dict[str, Any], err: LeagueError) -> tuple[dict[str, Any], bool]:
+        reply = self.error_reply(err, arguments)
+        await sync_to_async(log_exchange)(tool, arguments, reply, None)
+        return reply, True
 
     async def _report(self, tool: Tool, arguments: dict[str, Any], ctx: CallContext) -> tuple[dict[str, Any], bool]:
         """MATCH_RESULT_REPORT: checked here like any call, then authenticated, recorded and logged
         in one job on the DB thread, together with the reports queued beside it (``ReportQueue``)."""
         try:
-            validate_envelope(arguments)
-            try:
-                message = tool.model.model_validate(arguments)
-            except ValidationError as exc:
-                raise _validation_error(exc) from None
+            message = self._checked(tool, arguments)
         except LeagueError as err:
-            reply = self.error_reply(err, arguments)
-            await sync_to_async(log_exchange)(tool, arguments, reply, None)
-            return reply, True
+            return await self._refused(tool, arguments, err)
         return await ReportQueue.current().submit(PendingReport(tool, arguments, message, ctx.bearer_token))
+
+    async def _registration(
+        self, tool: Tool, arguments: dict[str, Any], ctx: CallContext
+    ) -> tuple[dict[str, Any], bool]:
+        """A registration and its Event rows in one DB job and one transaction (it used to be two
+        trips to the DB thread, each with its transaction, plus a query for the league to log)."""
+        try:
+            message = self._checked(tool, arguments)
+            return await sync_to_async(register_logged)(tool, arguments, message, ctx.bearer_token), False
+        except LeagueError as err:  # nothing of the refused registration was written: log the refusal
+            return await self._refused(tool, arguments, err)
 
 
 def capped(payload: dict[str, Any]) -> dict[str, Any]:
@@ -206,10 +226,17 @@ def log_exchange(tool: Tool, request: dict[str, Any], reply: dict[str, Any], ide
 
 
 def exchange_rows(
-    tool: Tool, request: dict[str, Any], reply: dict[str, Any], identity: Identity | None
+    tool: Tool,
+    request: dict[str, Any],
+    reply: dict[str, Any],
+    identity: Identity | None,
+    league_pk: int | None = None,
 ) -> list[EventValues]:
-    """The two Event rows of a call, to append: the request (IN) and the reply (OUT)."""
+    """The two Event rows of a call, to append: the request (IN) and the reply (OUT). The league
+    is the caller's, else ``league_pk`` when the caller knows it, else the one the messages name."""
     league = identity.league if identity else None
+    if league is None and league_pk is not None:
+        league = League(pk=league_pk)  # only its key is written
     if league is None:
         league_id = reply.get("league_id") or request.get("league_id")
         if isinstance(league_id, str) and league_id:
@@ -410,6 +437,36 @@ def _registration_reply(msg: LeagueMessage, message_type: str, id_field: str, re
     return reply
 
 
+REGISTRATION_TOOLS = frozenset({"register_player", "register_referee"})
+
+
+def registration(
+    tool_name: str, msg: RegisterPlayerRequest | RegisterRefereeRequest, bearer: str | None
+) -> tuple[dict[str, Any], int | None]:
+    """Run a registration (sync, in the caller's transaction): the reply and the league's key."""
+    token = presented_token(msg.model_dump(), bearer)
+    if tool_name == "register_player":
+        reg = actions.register_player(msg.league_id, msg.player_meta.model_dump(), token)
+        return _registration_reply(msg, "LEAGUE_REGISTER_RESPONSE", "player_id", reg), reg.league_pk
+    kind = msg.sender.partition(":")[0]
+    if kind != "referee":
+        raise LeagueError(
+            ErrorCode.AUTH_TOKEN_INVALID,
+            "only a referee can register as a referee (sender must be 'referee:<name>')",
+            context={"sender": msg.sender},
+        )
+    reg = actions.register_referee(msg.league_id, msg.referee_meta.model_dump(), token)
+    return _registration_reply(msg, "REFEREE_REGISTER_RESPONSE", "referee_id", reg), reg.league_pk
+
+
+def register_logged(tool: Tool, arguments: dict[str, Any], msg: BaseModel, bearer: str | None) -> dict[str, Any]:
+    """A registration and the IN/OUT Event rows of its call, in one transaction."""
+    with transaction.atomic():
+        reply, league_pk = registration(tool.name, msg, bearer)
+        append_events(exchange_rows(tool, arguments, reply, None, league_pk))
+    return reply
+
+
 @toolset.tool(
     "register_player",
     RegisterPlayerRequest,
@@ -417,9 +474,8 @@ def _registration_reply(msg: LeagueMessage, message_type: str, id_field: str, re
     description="Join a league as a player; returns your player_id and auth_token (shown once).",
 )
 async def register_player(msg: RegisterPlayerRequest, ctx: CallContext) -> dict[str, Any]:
-    token = presented_token(msg.model_dump(), ctx.bearer_token)
-    reg = await sync_to_async(actions.register_player)(msg.league_id, msg.player_meta.model_dump(), token)
-    return _registration_reply(msg, "LEAGUE_REGISTER_RESPONSE", "player_id", reg)
+    # Through /mcp, LeagueManagerToolset.call runs registrations with their logging (register_logged).
+    return (await sync_to_async(registration)("register_player", msg, ctx.bearer_token))[0]
 
 
 @toolset.tool(
@@ -429,16 +485,7 @@ async def register_player(msg: RegisterPlayerRequest, ctx: CallContext) -> dict[
     description="Join a league as a referee; returns your referee_id and auth_token (shown once).",
 )
 async def register_referee(msg: RegisterRefereeRequest, ctx: CallContext) -> dict[str, Any]:
-    kind = msg.sender.partition(":")[0]
-    if kind != "referee":
-        raise LeagueError(
-            ErrorCode.AUTH_TOKEN_INVALID,
-            "only a referee can register as a referee (sender must be 'referee:<name>')",
-            context={"sender": msg.sender},
-        )
-    token = presented_token(msg.model_dump(), ctx.bearer_token)
-    reg = await sync_to_async(actions.register_referee)(msg.league_id, msg.referee_meta.model_dump(), token)
-    return _registration_reply(msg, "REFEREE_REGISTER_RESPONSE", "referee_id", reg)
+    return (await sync_to_async(registration)("register_referee", msg, ctx.bearer_token))[0]
 
 
 REPORT_ROLE = "referee"

@@ -186,3 +186,25 @@ def test_it_logs_each_received_and_sent_message_without_tokens(lm_server):
     assert rows[1].agent == "player:P01" and rows[1].payload["player_id"] == "P01"
     assert "auth_token" not in rows[1].payload and "league_manager_token" not in rows[1].payload
     assert reply["auth_token"]
+    assert {e.league_id for e in rows} == {League.objects.get(league_id="test_league").pk}
+
+
+def test_a_refused_registration_is_logged_and_writes_nothing_else(lm_server):
+    make_league()
+    request = message("REFEREE_REGISTER_REQUEST", "player:sneaky", referee_meta=referee_meta(display_name="x"))
+    reply = call(lm_server, "register_referee", request)
+    assert reply["message_type"] == "LEAGUE_ERROR" and reply["error_code"] == "E012"
+    assert not Referee.objects.exists()
+    rows = list(Event.objects.filter(direction__in=["IN", "OUT"]).order_by("id"))
+    assert [(e.direction, e.kind) for e in rows] == [("IN", "REFEREE_REGISTER_REQUEST"), ("OUT", "LEAGUE_ERROR")]
+    assert not Event.objects.filter(kind="referee_registered").exists()
+
+
+def test_a_rejected_registration_is_logged_against_its_league(lm_server):
+    league = make_league(max_players=1)
+    register_player(lm_server, "alpha")
+    reply = register_player(lm_server, "beta")
+    assert reply["status"] == "REJECTED"
+    rows = list(Event.objects.filter(direction="OUT", kind="LEAGUE_REGISTER_RESPONSE").order_by("id"))
+    assert [e.payload["status"] for e in rows] == ["ACCEPTED", "REJECTED"]
+    assert {e.league_id for e in rows} == {league.pk}
