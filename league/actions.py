@@ -596,6 +596,15 @@ def _mark_round_played(round_pk: int) -> bool:
     rounds, matches = Round._meta, Match._meta
     status, match_status = q(rounds.get_field("status").column), q(matches.get_field("status").column)
     with connection.cursor() as cursor:
+        if connection.features.has_select_for_update:
+            # PostgreSQL, READ COMMITTED: two transactions finishing a round's last two matches
+            # would each see the other's match unfinished and neither mark the round. Taking the
+            # round's lock first makes the second wait for the first to commit; its UPDATE (a new
+            # statement, so a new snapshot) then sees both. SQLite's IMMEDIATE transactions
+            # already run one writer at a time.
+            cursor.execute(
+                f"SELECT 1 FROM {q(rounds.db_table)} WHERE {q(rounds.pk.column)} = %s FOR UPDATE", [round_pk]
+            )
         cursor.execute(
             f"UPDATE {q(rounds.db_table)} SET {status} = %s"
             f" WHERE {q(rounds.pk.column)} = %s AND {status} IN (%s, %s) AND NOT EXISTS ("
