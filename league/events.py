@@ -65,15 +65,11 @@ def event_row(
     match_id: str = "",
     payload: dict[str, Any] | None = None,
 ) -> Event:
-    """An unsaved Event (for ``bulk_create``)."""
-    return Event(
-        league=league,
-        direction=direction,
-        kind=str(kind)[:40],
-        agent=str(agent or "")[:40],
-        match_id=str(match_id or "")[:16],
-        payload=strip_secrets(payload or {}),
+    """An unsaved Event (for ``bulk_create``): the row of ``event_values`` as a model instance."""
+    _, direction, kind, agent, match_id, payload = event_values(
+        league, direction, kind, agent=agent, match_id=match_id, payload=payload
     )
+    return Event(league=league, direction=direction, kind=kind, agent=agent, match_id=match_id, payload=payload)
 
 
 # An Event row to append without a model instance: (league pk or None, direction, kind, agent,
