@@ -15,18 +15,17 @@ from typing import Annotated, Any, Literal
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from league import actions, queries
 from league.auth import Identity, authenticate, authenticate_many, presented_token
 from league.events import EventValues, append_events, event_values
 from league.models import League
 from league.ratelimit import limiter
-from leagueproto.envelope import validate_envelope
 from leagueproto.errors import ErrorCode, LeagueError
 from leagueproto.jsonutil import dumps
 from leagueproto.messages import LeagueMessage
-from leagueproto.tools import CallContext, Tool, Toolset, _validation_error
+from leagueproto.tools import CallContext, Tool, Toolset
 
 QUERY_TYPES = ("GET_STANDINGS", "GET_SCHEDULE", "GET_NEXT_MATCH", "GET_PLAYER_STATS")
 # Strict types: "1" is not 1 and 1 is not "1" (no silent coercion); extra fields stay tolerated.
@@ -158,14 +157,6 @@ class LeagueManagerToolset(Toolset):
         await sync_to_async(log_exchange)(tool, arguments, reply, ctx.identity)
         return reply, is_error
 
-    def _checked(self, tool: Tool, arguments: dict[str, Any]) -> BaseModel:
-        """The envelope and model checks every call gets (E003/E018/E021/E002 otherwise)."""
-        validate_envelope(arguments)
-        try:
-            return tool.model.model_validate(arguments)
-        except ValidationError as exc:
-            raise _validation_error(exc) from None
-
     async def _refused(self, tool: Tool, arguments: dict[str, Any], err: LeagueError) -> tuple[dict[str, Any], bool]:
         reply = self.error_reply(err, arguments)
         await sync_to_async(log_exchange)(tool, arguments, reply, None)
@@ -175,7 +166,7 @@ class LeagueManagerToolset(Toolset):
         """MATCH_RESULT_REPORT: checked here like any call, then authenticated, recorded and logged
         in one job on the DB thread, together with the reports queued beside it (``ReportQueue``)."""
         try:
-            message = self._checked(tool, arguments)
+            message = self.checked(tool, arguments)
         except LeagueError as err:
             return await self._refused(tool, arguments, err)
         return await ReportQueue.current().submit(PendingReport(tool, arguments, message, ctx.bearer_token))
@@ -186,7 +177,7 @@ class LeagueManagerToolset(Toolset):
         """A registration and its Event rows in one DB job and one transaction (it used to be two
         trips to the DB thread, each with its transaction, plus a query for the league to log)."""
         try:
-            message = self._checked(tool, arguments)
+            message = self.checked(tool, arguments)
             return await sync_to_async(register_logged)(tool, arguments, message, ctx.bearer_token), False
         except LeagueError as err:  # nothing of the refused registration was written: log the refusal
             return await self._refused(tool, arguments, err)

@@ -195,17 +195,21 @@ class Toolset:
         Unexpected exceptions propagate: the server answers them with JSON-RPC -32603.
         """
         try:
-            if tool.envelope:
-                validate_envelope(arguments)
-            try:
-                message = tool.model.model_validate(arguments)
-            except ValidationError as exc:
-                raise _validation_error(exc) from None
+            message = self.checked(tool, arguments)
             if tool.auth and self.authenticator is not None:
                 ctx.identity = await self.authenticator(tool, arguments, ctx)
             return await tool.handler(message, ctx), False
         except LeagueError as err:
             return self.error_reply(err, arguments), True
+
+    def checked(self, tool: Tool, arguments: dict[str, Any]) -> BaseModel:
+        """The tool's message from ``arguments``: envelope and model checks (E003/E018/E021/E002)."""
+        if tool.envelope:
+            validate_envelope(arguments)
+        try:
+            return tool.model.model_validate(arguments)
+        except ValidationError as exc:
+            raise _validation_error(exc) from None
 
     def error_reply(self, err: LeagueError, arguments: Mapping[str, Any] | None = None) -> dict[str, Any]:
         args = arguments if isinstance(arguments, Mapping) else {}
