@@ -14,9 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.db import models, transaction
-from django.db.models import Count, Q
-from django.db.models.functions import Length
+from django.db import connection, models, transaction
 from django.utils import timezone
 
 from league import queries
@@ -24,6 +22,7 @@ from league.auth import find_by_token, lm_token, new_token
 from league.dbexec import insert_rows
 from league.events import EventValues, append_events, broadcast, broadcast_all, event_values, record_event
 from league.models import AgentStatus, League, Match, MatchResult, Player, Referee, Round
+from league.prepared import Prepared
 from leagueproto.envelope import check_agent_protocol_version
 from leagueproto.errors import ErrorCode, LeagueError
 from leagueproto.jsonutil import dumps
@@ -237,18 +236,38 @@ def endpoint_problem(endpoint: str, allowed_networks: str) -> str | None:
     return None
 
 
-def _next_id(model: type[Player] | type[Referee], league: League, prefix: str) -> str:
-    field_name = "player_id" if model is Player else "referee_id"
-    # Ids are the prefix and a number: the longest, then the greatest, is the highest number.
-    top = (
-        model.objects.filter(league=league)
-        .annotate(id_length=Length(field_name))
-        .order_by("-id_length", f"-{field_name}")
-        .values_list(field_name, flat=True)[:1]
+def _agents_sql(model: type[Player] | type[Referee]) -> str:
+    """One query for what a registration needs to know of the league's agents of a kind: how many
+    are not removed, how many of those use an endpoint, and the highest id (the longest, then the
+    greatest: ids are a prefix and a number)."""
+    meta = model._meta
+    quote = connection.ops.quote_name
+    table, agent_id = (
+        quote(meta.db_table),
+        quote(meta.get_field("player_id" if model is Player else "referee_id").column),
     )
-    for value in top:
-        digits = value[len(prefix) :]
-        if value.startswith(prefix) and digits.isdigit():
+    league, status, endpoint = (quote(meta.get_field(name).column) for name in ("league", "status", "endpoint"))
+    return (
+        f"SELECT COUNT(*), COALESCE(SUM(CASE WHEN {endpoint} = %s THEN 1 ELSE 0 END), 0),"
+        f" (SELECT {agent_id} FROM {table} WHERE {league} = %s ORDER BY LENGTH({agent_id}) DESC, {agent_id} DESC"
+        f" LIMIT 1) FROM {table} WHERE {league} = %s AND {status} <> %s"
+    )
+
+
+def _agents_summary(model: type[Player] | type[Referee], league_pk: int, endpoint: str) -> tuple[int, int, str | None]:
+    """``(agents not removed, of those at endpoint, highest id)`` of a league's agents of a kind."""
+    with connection.cursor() as cursor:
+        cursor.execute(_agents_sql(model), [endpoint, league_pk, league_pk, AgentStatus.REMOVED.value])
+        count, taken, top = cursor.fetchone()
+    return count, taken, top
+
+
+def _next_id(model: type[Player] | type[Referee], league: League, prefix: str, top: str | None) -> str:
+    """The id after ``top`` (the league's highest, see ``_agents_summary``)."""
+    field_name = "player_id" if model is Player else "referee_id"
+    if top is not None:
+        digits = top[len(prefix) :]
+        if top.startswith(prefix) and digits.isdigit():
             return f"{prefix}{int(digits) + 1:02d}"
     highest = 0  # an id made by hand is the longest: look at them all
     for value in model.objects.filter(league=league).values_list(field_name, flat=True):
@@ -256,6 +275,10 @@ def _next_id(model: type[Player] | type[Referee], league: League, prefix: str) -
         if digits.isdigit():
             highest = max(highest, int(digits))
     return f"{prefix}{highest + 1:02d}"
+
+
+# The league's row, locked for the rest of a registration's transaction.
+_LEAGUE_LOCKED = Prepared(lambda pk: League.objects.select_for_update().filter(pk=pk).order_by()[:1], -701)
 
 
 def _register(
@@ -271,7 +294,7 @@ def _register(
     with transaction.atomic():
         league = registration_league(league_id, for_referee=kind == "referee")
         # Serialise registrations per league: ids and the capacity check stay exact.
-        league = League.objects.select_for_update().get(pk=league.pk)
+        league = _LEAGUE_LOCKED.first(league.pk)
 
         def rejected(reason: str) -> Registration:
             return Registration(league.league_id, "REJECTED", reason, league_pk=league.pk)
@@ -324,31 +347,31 @@ def _register(
             return rejected(REGISTRATION_CLOSED)
         if league.game_type not in (meta.get("game_types") or []):
             return rejected(GAME_TYPE_NOT_SUPPORTED)
-        current = (
-            model.objects.filter(league=league)
-            .exclude(status=AgentStatus.REMOVED)
-            .aggregate(n=Count("id"), taken=Count("id", filter=Q(endpoint=endpoint)))
-        )
+        count, taken, top = _agents_summary(model, league.pk, endpoint)
         limit = league.max_players if kind == "player" else league.max_referees
-        if current["n"] >= limit:
+        if count >= limit:
             return rejected(LEAGUE_FULL)
         problem = endpoint_problem(endpoint, league.allowed_networks)
         if problem:
             return rejected(problem)
-        if current["taken"]:
+        if taken:
             return rejected(ENDPOINT_TAKEN)
 
-        agent_id = _next_id(model, league, prefix)
+        agent_id = _next_id(model, league, prefix, top)
         token, token_hash = new_token()
+        now = timezone.now()
+        # Every column, as the model's defaults would fill them: one plain INSERT (insert_rows).
         fields: dict[str, Any] = {
-            "league": league,
+            "league": league.pk,
             "display_name": meta.get("display_name") or agent_id,
             "version": meta.get("version") or "",
             "endpoint": endpoint,
             "game_types": list(meta.get("game_types") or []),
             "token_hash": token_hash,
-            "status": AgentStatus.REGISTERED,
-            "last_seen_at": timezone.now(),
+            "status": AgentStatus.REGISTERED.value,
+            "failures": 0,
+            "registered_at": now,
+            "last_seen_at": now,
         }
         if kind == "player":
             fields["player_id"] = agent_id
@@ -356,13 +379,17 @@ def _register(
         else:
             fields["referee_id"] = agent_id
             fields["max_concurrent_matches"] = meta.get("max_concurrent_matches") or 2
-        model.objects.create(**fields)
-        record_event(
-            league,
-            "STATE",
-            f"{kind}_registered",
-            agent=agent_id,
-            payload={"display_name": fields["display_name"], "endpoint": endpoint},
+        insert_rows(model, tuple(fields), [tuple(fields.values())])
+        append_events(
+            [
+                event_values(
+                    league,
+                    "STATE",
+                    f"{kind}_registered",
+                    agent=agent_id,
+                    payload={"display_name": fields["display_name"], "endpoint": endpoint},
+                )
+            ]
         )
         broadcast(
             league.league_id,

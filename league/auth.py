@@ -17,6 +17,7 @@ from typing import Any
 from django.conf import settings
 
 from league.models import League, Player, Referee, hash_token
+from league.prepared import Prepared
 from leagueproto.envelope import parse_sender
 from leagueproto.errors import ErrorCode, LeagueError
 
@@ -77,6 +78,16 @@ def find_by_token(token: str, kind: str) -> Player | Referee | None:
     return agent
 
 
+# The agent holding a token hash, with its league: the lookup of every authenticated call.
+_BY_TOKEN: dict[str, Prepared] = {
+    kind: Prepared(
+        lambda digest, model=model: model.objects.select_related("league").filter(token_hash=digest).order_by()[:1],
+        "\0token_hash",
+    )
+    for kind, model in (("player", Player), ("referee", Referee))
+}
+
+
 def authenticate(role: str, message: dict[str, Any], bearer: str | None) -> Identity:
     """Authenticate a call to a tool that needs ``role`` ("referee" or "agent" = player or referee).
 
@@ -109,13 +120,13 @@ def authenticate_many(role: str, calls: list[tuple[dict[str, Any], str | None]])
             continue
         model = Player if kind == "player" else Referee
         id_field = "player_id" if kind == "player" else "referee_id"
-        # No ordering: Meta.ordering would join and sort by the league for nothing (hashes are unique).
-        found = {
-            agent.token_hash: agent
-            for agent in model.objects.select_related("league")
-            .filter(token_hash__in={digest for *_, digest in claims})
-            .order_by()
-        }
+        digests = {digest for *_, digest in claims}
+        if len(digests) == 1:  # one call: its prepared query (most calls)
+            agents = _BY_TOKEN[kind].objects(*digests)
+        else:
+            # No ordering: Meta.ordering would join and sort by the league for nothing (hashes are unique).
+            agents = model.objects.select_related("league").filter(token_hash__in=digests).order_by()
+        found = {agent.token_hash: agent for agent in agents}
         for n, agent_id, league_id, _token, digest in claims:
             message = calls[n][0]
             agent = found.get(digest)

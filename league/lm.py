@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -153,6 +154,8 @@ class LeagueManagerToolset(Toolset):
             return await self._report(tool, arguments, ctx)
         if tool.name in REGISTRATION_TOOLS:
             return await self._registration(tool, arguments, ctx)
+        if tool.name in READ_JOBS:
+            return await self._read(tool, arguments, ctx)
         reply, is_error = await super().call(tool, arguments, ctx)
         await sync_to_async(log_exchange)(tool, arguments, reply, ctx.identity)
         return reply, is_error
@@ -170,6 +173,15 @@ class LeagueManagerToolset(Toolset):
         except LeagueError as err:
             return await self._refused(tool, arguments, err)
         return await ReportQueue.current().submit(PendingReport(tool, arguments, message, ctx.bearer_token))
+
+    async def _read(self, tool: Tool, arguments: dict[str, Any], ctx: CallContext) -> tuple[dict[str, Any], bool]:
+        """A read (league_query, get_standings): authentication, the answer and its Event rows in
+        one DB job (three trips to the DB thread before, each a thread hand-off)."""
+        try:
+            message = self.checked(tool, arguments)
+        except LeagueError as err:
+            return await self._refused(tool, arguments, err)
+        return await sync_to_async(read_logged)(tool, arguments, message, ctx.bearer_token)
 
     async def _registration(
         self, tool: Tool, arguments: dict[str, Any], ctx: CallContext
@@ -210,10 +222,12 @@ def _lists(value: Any) -> list[list]:
     return found
 
 
-def log_exchange(tool: Tool, request: dict[str, Any], reply: dict[str, Any], identity: Identity | None) -> None:
-    """Two Event rows (IN request, OUT reply) in one insert."""
+def log_exchange(
+    tool: Tool, request: dict[str, Any], reply: dict[str, Any], identity: Identity | None, league_pk: int | None = None
+) -> None:
+    """Two Event rows (IN request, OUT reply) in one insert (see ``exchange_rows`` for the league)."""
     with transaction.atomic():
-        append_events(exchange_rows(tool, request, reply, identity))
+        append_events(exchange_rows(tool, request, reply, identity, league_pk))
 
 
 def exchange_rows(
@@ -231,7 +245,7 @@ def exchange_rows(
     if league is None:
         league_id = reply.get("league_id") or request.get("league_id")
         if isinstance(league_id, str) and league_id:
-            league = League.objects.filter(league_id=league_id).first()
+            league = queries.find_league(league_id)
     sender = request.get("sender") if isinstance(request.get("sender"), str) else ""
     recipient = sender
     if reply.get("player_id") and reply.get("message_type") == "LEAGUE_REGISTER_RESPONSE":
@@ -525,9 +539,11 @@ def _run_query(identity: Identity, query_type: str, params: dict[str, Any]) -> d
             f"{query_type} needs query_params.player_id",
             context={"missing_fields": ["query_params.player_id"]},
         )
+    # A player asks about itself: its row is the identity's (no second lookup).
+    player = identity.agent if identity.kind == "player" else None
     if query_type == "GET_NEXT_MATCH":
-        return {"player_id": player_id, "next_match": queries.next_match(league, player_id)}
-    return queries.player_stats(league, player_id)
+        return {"player_id": player_id, "next_match": queries.next_match(league, player_id, player)}
+    return queries.player_stats(league, player_id, player)
 
 
 @toolset.tool(
@@ -539,9 +555,13 @@ def _run_query(identity: Identity, query_type: str, params: dict[str, Any]) -> d
     description="Ask the league: GET_STANDINGS, GET_SCHEDULE, GET_NEXT_MATCH or GET_PLAYER_STATS.",
 )
 async def league_query(msg: LeagueQuery, ctx: CallContext) -> dict[str, Any]:
-    identity: Identity = ctx.identity
-    data = await sync_to_async(_run_query)(identity, msg.query_type, msg.query_params)
-    return toolset.reply(
+    # Through /mcp, LeagueManagerToolset.call runs reads with their authentication and logging.
+    return (await sync_to_async(league_query_reply)(msg, ctx.identity))[0]
+
+
+def league_query_reply(msg: LeagueQuery, identity: Identity) -> tuple[dict[str, Any], League]:
+    data = _run_query(identity, msg.query_type, msg.query_params)
+    reply = toolset.reply(
         msg,
         "LEAGUE_QUERY_RESPONSE",
         league_id=identity.league.league_id,
@@ -549,10 +569,14 @@ async def league_query(msg: LeagueQuery, ctx: CallContext) -> dict[str, Any]:
         success=True,
         data=data,
     )
+    return reply, identity.league
 
 
 def _standings_payload(league_id: str | None = None) -> dict[str, Any]:
-    league = queries.get_league(league_id)
+    return _standings_of(queries.get_league(league_id))
+
+
+def _standings_of(league: League) -> dict[str, Any]:
     return {
         "league_id": league.league_id,
         "status": league.status,
@@ -568,8 +592,33 @@ def _standings_payload(league_id: str | None = None) -> dict[str, Any]:
     description="Current standings of a league (public; league_id optional).",
 )
 async def get_standings(msg: GetStandings, ctx: CallContext) -> dict[str, Any]:
-    payload = await sync_to_async(_standings_payload)(msg.league_id)
-    return toolset.reply(msg, "LEAGUE_STANDINGS", **payload)
+    return (await sync_to_async(standings_reply)(msg, None))[0]
+
+
+def standings_reply(msg: GetStandings, _identity: Identity | None) -> tuple[dict[str, Any], League]:
+    league = queries.get_league(msg.league_id)
+    return toolset.reply(msg, "LEAGUE_STANDINGS", **_standings_of(league)), league
+
+
+# The read tools as sync jobs: (message, identity or None) -> (reply, the league it is about).
+READ_JOBS: dict[str, Callable[[Any, Identity | None], tuple[dict[str, Any], League]]] = {
+    "league_query": league_query_reply,
+    "get_standings": standings_reply,
+}
+
+
+def read_logged(tool: Tool, arguments: dict[str, Any], msg: BaseModel, bearer: str | None) -> tuple[dict, bool]:
+    """A read tool's call in one job on the DB thread: authenticate (when the tool needs it),
+    answer, and log the exchange. A refusal is answered and logged the same way."""
+    identity = league = None
+    try:
+        if tool.auth:
+            identity = authenticate(tool.auth, arguments, bearer)
+        (reply, league), is_error = READ_JOBS[tool.name](msg, identity), False
+    except LeagueError as err:
+        reply, is_error = toolset.error_reply(err, arguments), True
+    log_exchange(tool, arguments, reply, identity, league.pk if league else None)
+    return reply, is_error
 
 
 # -- resources ----------------------------------------------------------------------------------

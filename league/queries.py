@@ -11,19 +11,28 @@ import time
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from league.models import AgentStatus, League, Match, MatchResult, Player
+from league.prepared import Prepared
 from league.standings import ResultRow, StandingRow, compute_standings, id_sort_key
 from leagueproto.errors import ErrorCode, LeagueError
 
 ACTIVE_STATUSES = (League.Status.REGISTERING, League.Status.READY, League.Status.RUNNING, League.Status.PAUSED)
 
+# Every named call looks its league up: prepared, since League has ~30 columns to compile.
+_LEAGUE_BY_ID = Prepared(lambda league_id: League.objects.filter(league_id=league_id).order_by()[:1], "\0league_id")
+
+
+def find_league(league_id: str) -> League | None:
+    """The league called ``league_id``, or None."""
+    return _LEAGUE_BY_ID.first(league_id)
+
 
 def get_league(league_id: str | None) -> League:
     """The named league, or the one league in progress when no id is given (E008 otherwise)."""
     if league_id:
-        league = League.objects.filter(league_id=league_id).first()
+        league = find_league(league_id)
         if league is None:
             raise LeagueError(ErrorCode.LEAGUE_NOT_FOUND, f"league {league_id!r} does not exist")
         return league
@@ -140,6 +149,12 @@ def _matches(league: League):
     return Match.objects.filter(league=league).select_related("round", "player_a", "player_b", "referee", "result")
 
 
+def _winner_id(match: Match, winner_pk: int | None) -> str | None:
+    if winner_pk is None:
+        return None
+    return match.player_a.player_id if winner_pk == match.player_a_id else match.player_b.player_id
+
+
 def match_dict(match: Match) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "match_id": match.match_id,
@@ -155,7 +170,8 @@ def match_dict(match: Match) -> dict[str, Any]:
     if result is not None:
         entry["result"] = {
             "outcome": result.outcome,
-            "winner": result.winner.player_id if result.winner_id else None,
+            # The winner is one of the two players already loaded (result.winner would query it).
+            "winner": _winner_id(match, result.winner_id),
             "score": {match.player_a.player_id: result.points_a, match.player_b.player_id: result.points_b},
             "technical_loss": [
                 p.player_id
@@ -184,8 +200,15 @@ def schedule(league: League, *, round_id: int | None = None, player_id: str | No
     ]
 
 
+_PLAYER = Prepared(
+    lambda league_pk, player_id: Player.objects.filter(league_id=league_pk, player_id=player_id).order_by()[:1],
+    -701,
+    "\0player_id",
+)
+
+
 def get_player(league: League, player_id: str) -> Player:
-    player = next(iter(Player.objects.filter(league=league, player_id=player_id).order_by()[:1]), None)
+    player = _PLAYER.first(league.pk, player_id)
     if player is None:
         raise LeagueError(
             ErrorCode.PLAYER_NOT_REGISTERED,
@@ -195,15 +218,27 @@ def get_player(league: League, player_id: str) -> Player:
     return player
 
 
-def next_match(league: League, player_id: str) -> dict[str, Any] | None:
-    """The player's first unfinished match in schedule order, or None."""
-    player = get_player(league, player_id)
-    pending = (
-        _matches(league)
-        .filter(status__in=(Match.Status.SCHEDULED, Match.Status.ASSIGNED, Match.Status.RUNNING))
+def _players_matches(league_pk: int, a_pk: int, b_pk: int, statuses: tuple[str, ...]) -> QuerySet[Match]:
+    """The league's matches in ``statuses`` where player ``a_pk`` is A or ``b_pk`` is B, in
+    schedule order (one player's: the same pk twice; two samples, so the shape can be prepared)."""
+    return (
+        Match.objects.filter(league_id=league_pk, status__in=statuses)
+        .filter(Q(player_a_id=a_pk) | Q(player_b_id=b_pk))
+        .select_related("round", "player_a", "player_b", "referee", "result")
         .order_by("round__number", "id")
     )
-    match = pending.filter(Q(player_a=player) | Q(player_b=player)).first()
+
+
+_PENDING = (Match.Status.SCHEDULED, Match.Status.ASSIGNED, Match.Status.RUNNING)
+_NEXT_MATCH = Prepared(lambda *pks: _players_matches(*pks, _PENDING)[:1], -701, -702, -703)
+_FINISHED_MATCHES = Prepared(lambda *pks: _players_matches(*pks, (Match.Status.FINISHED,)), -701, -702, -703)
+
+
+def next_match(league: League, player_id: str, player: Player | None = None) -> dict[str, Any] | None:
+    """The player's first unfinished match in schedule order, or None (``player``: its row, when
+    the caller has it)."""
+    player = player or get_player(league, player_id)
+    match = _NEXT_MATCH.first(league.pk, player.pk, player.pk)
     if match is None:
         return None
     entry = match_dict(match)
@@ -212,14 +247,13 @@ def next_match(league: League, player_id: str) -> dict[str, Any] | None:
     return entry
 
 
-def player_stats(league: League, player_id: str) -> dict[str, Any]:
+def player_stats(league: League, player_id: str, player: Player | None = None) -> dict[str, Any]:
     """The player's standings row plus match history and how often it chose even/odd."""
-    player = get_player(league, player_id)
+    player = player or get_player(league, player_id)
     row = next((r for r in standings(league) if r["player_id"] == player_id), None)
     history = []
     parity = {"even": 0, "odd": 0}
-    finished = _matches(league).filter(status=Match.Status.FINISHED).order_by("round__number", "id")
-    for match in finished.filter(Q(player_a=player) | Q(player_b=player)):
+    for match in _FINISHED_MATCHES.objects(league.pk, player.pk, player.pk):
         entry = match_dict(match)
         details = match.result.details if hasattr(match, "result") else {}
         choice = (details.get("choices") or {}).get(player_id) if isinstance(details, dict) else None

@@ -25,7 +25,7 @@ def on_commit(site):
 def wait_points(page, player_id: str, points: str) -> None:
     """The standings and the feed are redrawn from separate snapshots: wait for the table too."""
     page.wait_for_function(
-        "([pid, pts]) => document.querySelector(`#standings-body tr[data-player=\"${pid}\"] td.points`)"
+        '([pid, pts]) => document.querySelector(`#standings-body tr[data-player="${pid}"] td.points`)'
         "?.textContent === pts",
         arg=[player_id, points],
     )

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 
 from league import actions
-from league.lm import PendingReport, record_reports, toolset
+from league.lm import PendingReport, read_logged, record_reports, toolset
 from league.models import League, MatchResult, Player, Referee
 from tests.league.lm_support import assigned_match, make_league, message, player_meta, referee_meta
 
@@ -161,7 +161,10 @@ ROUND_LOCK = 1 if connection.features.has_select_for_update else 0
 REPORT_QUERIES = 7 + ROUND_LOCK
 DUPLICATE_QUERIES = 3
 BATCH_QUERIES = 8 + ROUND_LOCK  # a whole batch of reports through /mcp: authentication and Event log included
-REGISTRATION_QUERIES = 8
+REGISTRATION_QUERIES = 7
+# A read through /mcp (lm.read_logged): the caller's token, the answer, the Event log's insert in
+# its transaction. The standings are cached while their key query says nothing changed.
+READ_QUERIES = {"GET_STANDINGS": 5, "GET_NEXT_MATCH": 5, "GET_PLAYER_STATS": 6, "get_standings": 5}
 
 
 def test_bench_soak_keeps_the_lm_and_conductor_up_across_leagues_and_checks_each(tmp_path, agent_env, manage_py):
@@ -174,3 +177,51 @@ def test_bench_soak_keeps_the_lm_and_conductor_up_across_leagues_and_checks_each
     assert len({league["league_id"] for league in report["per_league"]}) == 2
     assert set(report["growth_first_to_last_league"]) == {"lm", "conductor"}
     assert all(league["long_lived"]["lm"]["fds"] > 0 for league in report["per_league"])
+
+
+def _league_with_results(results: int) -> tuple[League, dict, dict]:
+    """A league of ``results`` + 1 players where P01 beat each of the others: P01's registration."""
+    league = make_league("bench_reads", max_players=100)
+    first = actions.register_player(league.league_id, player_meta(display_name="p0"), None)
+    for n in range(results):
+        actions.register_player(league.league_id, player_meta(display_name=f"p{n + 1}"), None)
+    actions.register_referee(league.league_id, referee_meta(display_name="ref"), None)
+    referee = Referee.objects.select_related("league").get(league=league)
+    result, log = _win(3)
+    for n in range(results):
+        other = f"P{n + 2:02d}"
+        assigned_match(league, b=other, match_id=f"R1M{n + 1}")
+        won = {**result, "score": {"P01": 3, other: 0}, "details": {"choices": {"P01": "even", other: "odd"}}}
+        actions.record_result(referee, f"R1M{n + 1}", won, log)
+    assigned_match(league, b="P02", match_id="R2M1")  # P01's next match
+    return league, first
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("results", [1, 12])
+@pytest.mark.parametrize("query", sorted(READ_QUERIES))
+def test_a_read_takes_a_fixed_number_of_queries(django_assert_num_queries, results, query):
+    league, first = _league_with_results(results)
+    if query == "get_standings":
+        tool, arguments = toolset.find_tool("get_standings"), {"league_id": league.league_id}
+    else:
+        tool = toolset.find_tool("league_query")
+        arguments = message(
+            "LEAGUE_QUERY",
+            f"player:{first.agent_id}",
+            auth_token=first.auth_token,
+            league_id=league.league_id,
+            query_type=query,
+        )
+    msg = tool.model.model_validate(arguments)
+    read_logged(tool, arguments, msg, None)  # the standings are now cached
+    with django_assert_num_queries(READ_QUERIES[query]):
+        reply, is_error = read_logged(tool, arguments, msg, None)
+    assert not is_error, reply
+    if query == "GET_PLAYER_STATS":
+        assert len(reply["data"]["history"]) == results and reply["data"]["wins"] == results
+    if query == "GET_NEXT_MATCH":
+        assert reply["data"]["next_match"]["match_id"] == "R2M1"
+    if query in ("GET_STANDINGS", "get_standings"):
+        rows = reply["data"]["standings"] if query == "GET_STANDINGS" else reply["standings"]
+        assert rows[0]["player_id"] == "P01" and len(rows) == results + 1

@@ -1,0 +1,74 @@
+"""league.prepared: a queryset compiled once gives what the ORM gives, for any values."""
+
+from __future__ import annotations
+
+import pytest
+from django.db.models import Count
+
+from league import actions
+from league.models import League, Player
+from league.prepared import Prepared
+from tests.league.lm_support import make_league, player_meta
+
+BY_ID = Prepared(lambda league_id: League.objects.filter(league_id=league_id).order_by()[:1], "\0league_id")
+
+
+@pytest.mark.django_db
+def test_objects_equal_what_the_orm_loads_for_each_value():
+    first = make_league("prep_one", max_players=7)
+    second = make_league("prep_two", max_players=9)
+    for league in (first, second):
+        prepared = BY_ID.first(league.league_id)
+        loaded = League.objects.get(pk=league.pk)
+        assert prepared is not None and prepared.pk == league.pk
+        # Every column converted as the ORM converts it (datetimes, JSON, choices).
+        for field in League._meta.concrete_fields:
+            assert getattr(prepared, field.attname) == getattr(loaded, field.attname), field.name
+    assert BY_ID.first("nobody") is None
+    assert BY_ID.objects("nobody") == []
+
+
+@pytest.mark.django_db
+def test_select_related_objects_come_with_the_row(django_assert_num_queries):
+    league = make_league("prep_related")
+    registration = actions.register_player(league.league_id, player_meta(display_name="Ann"), None)
+    shape = Prepared(
+        lambda league_pk, player_id: (
+            Player.objects.select_related("league").filter(league_id=league_pk, player_id=player_id).order_by()[:1]
+        ),
+        -701,
+        "\0player_id",
+    )
+    with django_assert_num_queries(1):
+        player = shape.first(league.pk, registration.agent_id)
+        assert player.display_name == "Ann"
+        assert player.league.league_id == "prep_related"  # no second query
+        assert player.game_types == ["even_odd"]
+
+
+@pytest.mark.django_db
+def test_rows_and_annotations():
+    league = make_league("prep_rows")
+    for name in ("a", "b", "c"):
+        actions.register_player(league.league_id, player_meta(display_name=name), None)
+    names = Prepared(
+        lambda league_pk: Player.objects.filter(league_id=league_pk).order_by("player_id").values_list("display_name"),
+        -701,
+    )
+    assert names.rows(league.pk) == [("a",), ("b",), ("c",)]
+    counted = Prepared(
+        lambda league_id: League.objects.filter(league_id=league_id).annotate(n=Count("players")).order_by(),
+        "\0league_id",
+    )
+    assert counted.first("prep_rows").n == 3
+
+
+def test_a_sample_must_appear_once_and_values_must_match_the_samples():
+    twice = Prepared(lambda x: League.objects.filter(league_id=x, name=x), "\0same")
+    with pytest.raises(ValueError, match="appears 2 times"):
+        twice.rows("x")
+    absent = Prepared(lambda x: League.objects.filter(league_id="fixed"), "\0absent")
+    with pytest.raises(ValueError, match="appears 0 times"):
+        absent.rows("x")
+    with pytest.raises(TypeError, match="expected 1 values"):
+        BY_ID.rows("a", "b")
