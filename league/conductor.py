@@ -54,6 +54,7 @@ from league import actions, queries
 from league.auth import lm_token, lm_token_for
 from league.events import EventValues, append_events, broadcast, broadcast_all, event_values, record_event
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
+from league.prepared import Prepared
 from league.schedule import schedule_matches
 from league.standings import ResultRow, StandingsTable, id_sort_key
 from leagueproto.client import AgentClient, CallFailed, RetryPolicy
@@ -124,17 +125,60 @@ class Recipient:
     lm_token: str
 
 
-def recipients(league: League, names: dict[str, str] | None = None) -> list[Recipient]:
-    """The players of ``players_of`` (not REMOVED, in id order), from one query of a few columns;
-    their display names go into ``names`` when given (the standings need them)."""
-    rows = (
-        Player.objects.filter(league_id=league.pk)
+# The queries of every round (boundary, announcement, claims), compiled once (league/prepared.py).
+_RECIPIENTS = Prepared(
+    lambda league_pk: (
+        Player.objects.filter(league_id=league_pk)
         .exclude(status=AgentStatus.REMOVED)
         .order_by()
         .values_list("player_id", "endpoint", "token_hash", "display_name")
-    )
+    ),
+    -701,
+)
+_ROUND_MATCHES = Prepared(
+    lambda round_pk: (
+        Match.objects.filter(round_id=round_pk)
+        .order_by("id")
+        .values_list("match_id", "game_type", "player_a__player_id", "player_b__player_id")
+    ),
+    -701,
+)
+_NEXT_ROUND = Prepared(
+    lambda league_pk, number: Round.objects.filter(league_id=league_pk, number__gt=number).order_by("number")[:1],
+    -701,
+    1_000_702,  # positive: ``number`` is a PositiveIntegerField, and the ORM drops ``> -702``
+)
+_FINISHED_IN_ROUND = Prepared(
+    lambda round_pk: (
+        Match.objects.filter(round_id=round_pk, status=Match.Status.FINISHED)
+        .order_by()
+        .values("round_id")
+        .annotate(n=Count("id"))
+        .values_list("n")
+    ),
+    -701,
+)
+_ROUND_RESULTS = Prepared(
+    lambda league_pk, number: (
+        MatchResult.objects.filter(league_id=league_pk, match__round__number=number)
+        .order_by()
+        .values_list(*queries.RESULT_FIELDS)
+    ),
+    -701,
+    1_000_702,
+)
+
+
+def finished_in_round(round_pk: int) -> int:
+    rows = _FINISHED_IN_ROUND.rows(round_pk)
+    return rows[0][0] if rows else 0
+
+
+def recipients(league: League, names: dict[str, str] | None = None) -> list[Recipient]:
+    """The players of ``players_of`` (not REMOVED, in id order), from one query of a few columns;
+    their display names go into ``names`` when given (the standings need them)."""
     found = []
-    for player_id, endpoint, token_hash, display_name in rows:
+    for player_id, endpoint, token_hash, display_name in _RECIPIENTS.rows(league.pk):
         found.append(Recipient(player_id, endpoint, lm_token(league.league_id, player_id, token_hash)))
         if names is not None:
             names[player_id] = display_name
@@ -216,10 +260,9 @@ def create_schedule(league_pk: int) -> bool:
 
 def round_matches(rnd: Round) -> list[dict[str, Any]]:
     """The round's matches as ROUND_ANNOUNCEMENT lists them (in id order)."""
-    rows = rnd.matches.order_by("id").values_list("match_id", "game_type", "player_a__player_id", "player_b__player_id")
     return [
         {"match_id": match_id, "game_type": game_type, "player_A_id": a, "player_B_id": b}
-        for match_id, game_type, a, b in rows
+        for match_id, game_type, a, b in _ROUND_MATCHES.rows(rnd.pk)
     ]
 
 
@@ -362,6 +405,44 @@ _START_FIELDS = (
 )  # fmt: skip
 
 
+# The league's live referees, locked (PostgreSQL) until the claim commits.
+_LIVE_REFEREES = Prepared(
+    lambda league_pk: Referee.objects.select_for_update().filter(league_id=league_pk, status__in=LIVE).order_by("id"),
+    -701,
+)
+# Matches in play per referee of the league: (referee pk, count).
+_BUSY_REFEREES = Prepared(
+    lambda league_pk: (
+        Match.objects.filter(league_id=league_pk, status__in=IN_PLAY, referee__isnull=False)
+        .order_by()
+        .values("referee")
+        .annotate(n=Count("id"))
+        .values_list("referee", "n")
+    ),
+    -701,
+)
+_CANDIDATES: dict[int, Prepared[Match]] = {}
+
+
+def _candidates(limit: int) -> Prepared[Match]:
+    """The round's first ``limit`` SCHEDULED matches with what START_MATCH needs, locked where
+    the database can skip rows another conductor holds. One shape per limit (it is in the SQL);
+    the limit is the league's referee capacity, which seldom changes."""
+
+    def build(round_pk: int) -> QuerySet[Match]:
+        candidates = Match.objects.filter(round_id=round_pk, status=Match.Status.SCHEDULED).order_by("id")
+        if connection.features.has_select_for_update_skip_locked:
+            candidates = candidates.select_for_update(skip_locked=True, of=("self",))
+        return candidates.select_related("round", "player_a", "player_b").only(*_START_FIELDS)[:limit]
+
+    found = _CANDIDATES.get(limit)
+    if found is None:
+        if len(_CANDIDATES) > 64:
+            _CANDIDATES.clear()
+        found = _CANDIDATES[limit] = Prepared(build, -701)
+    return found
+
+
 def claim_matches(
     league_pk: int, round_pk: int, avoid: Iterable[int] = (), league: League | None = None
 ) -> list[Dispatch]:
@@ -374,30 +455,17 @@ def claim_matches(
     with transaction.atomic():
         if league is None:
             league = League.objects.get(pk=league_pk)
-        referees = list(
-            Referee.objects.select_for_update()
-            .filter(league_id=league_pk, status__in=LIVE)
-            .exclude(pk__in=avoid)
-            .order_by("id")
-        )
+        referees = [r for r in _LIVE_REFEREES.objects(league_pk) if r.pk not in avoid]
         if not referees:
             return []
         for referee in referees:
             referee.league = league  # for its LM token, without a join (and lock) per claim
-        busy = dict(
-            Match.objects.filter(referee__in=referees, status__in=IN_PLAY)
-            .values("referee")
-            .annotate(n=Count("id"))
-            .values_list("referee", "n")
-        )
+        busy = dict(_BUSY_REFEREES.rows(league_pk))
         free = {r.pk: r.max_concurrent_matches - busy.get(r.pk, 0) for r in referees}
         capacity = sum(max(0, n) for n in free.values())
         if capacity <= 0:
             return []
-        candidates = Match.objects.filter(round_id=round_pk, status=Match.Status.SCHEDULED).order_by("id")
-        if connection.features.has_select_for_update_skip_locked:
-            candidates = candidates.select_for_update(skip_locked=True, of=("self",))
-        matches = list(candidates.select_related("round", "player_a", "player_b").only(*_START_FIELDS)[:capacity])
+        matches = _candidates(capacity).objects(round_pk)
         now = timezone.now()
         deadline = now + timedelta(seconds=league.match_deadline)
         chosen: dict[int, list[Match]] = {}
@@ -730,11 +798,12 @@ def round_standings(league: League, rnd: Round, names: dict[str, str] | None = N
     if running is None or running.round_number != rnd.number - 1 or running.names.keys() != names.keys():
         results = MatchResult.objects.filter(league=league, match__round__number__lte=rnd.number)
         running = _RunningTable(names, StandingsTable.for_players(sorted(names, key=id_sort_key)), rnd.number)
+        rows = results.order_by().values_list(*queries.RESULT_FIELDS)
     else:
-        results = MatchResult.objects.filter(league=league, match__round__number=rnd.number)
+        rows = _ROUND_RESULTS.rows(league.pk, rnd.number)
         running.names, running.round_number = names, rnd.number
     try:
-        for row in results.order_by().values_list(*queries.RESULT_FIELDS):
+        for row in rows:
             running.table.add(ResultRow(*row))
     except ValueError:  # a result of a removed player, or one counted already: take the slow way
         _TABLES.pop(league.pk, None)
@@ -763,8 +832,8 @@ def round_boundary(league: League, rnd: Round) -> Boundary:
     names: dict[str, str] = {}
     players = recipients(league, names)
     table = round_standings(league, rnd, names)
-    nxt = Round.objects.filter(league_id=league.pk, number__gt=rnd.number).order_by("number").first()
-    finished = rnd.matches.filter(status=Match.Status.FINISHED).count()
+    nxt = _NEXT_ROUND.first(league.pk, rnd.number)
+    finished = finished_in_round(rnd.pk)
     round_fields = {"league_id": league.league_id, "round_id": rnd.number}
     updates = notices(players, "update_standings", "LEAGUE_STANDINGS_UPDATE", **round_fields, standings=table)
     completed = notices(
@@ -794,10 +863,10 @@ def mark_round_completed(round_pk: int, table: list[dict[str, Any]] | None = Non
         rnd.completed_at = timezone.now()
         rnd.save(update_fields=["status", "completed_at"])
         league = rnd.league
-        nxt = league.rounds.filter(number__gt=rnd.number).order_by("number").first()
+        nxt = _NEXT_ROUND.first(league.pk, rnd.number)
         if nxt is not None:
             League.objects.filter(pk=league.pk).update(current_round=nxt.number)
-        finished = rnd.matches.filter(status=Match.Status.FINISHED).count()
+        finished = finished_in_round(rnd.pk)
         record_event(league, "STATE", "round_completed", payload={"round_id": rnd.number, "matches": finished})
         broadcast(
             league.league_id,

@@ -30,6 +30,7 @@ class _Compiled:
     sql: str
     params: list[Any]
     positions: tuple[int, ...]
+    wrappers: tuple[type | None, ...]
     converters: list[tuple[int, tuple[list[Callable], Any]]]
     fetch_mode: Any
 
@@ -38,8 +39,9 @@ class Prepared[M: models.Model]:
     """``build(*samples)`` compiled once; ``objects(*values)`` / ``rows(*values)`` run it again.
 
     Each sample must appear exactly once among the compiled SQL's parameters (pick values no
-    query would hold otherwise); a shape whose SQL depends on the values (``__in`` lists,
-    optional filters) is not one query and cannot be prepared.
+    query would hold otherwise, in the field's range: the ORM drops a comparison it knows the
+    answer to, such as a positive field ``> -1``); a shape whose SQL depends on the values
+    (``__in`` lists, optional filters, slices) is not one query and cannot be prepared.
     """
 
     def __init__(self, build: Callable[..., models.QuerySet[M]], *samples: Any) -> None:
@@ -58,14 +60,20 @@ class Prepared[M: models.Model]:
                 params = list(params)
                 positions = []
                 for sample in self._samples:
-                    places = [n for n, p in enumerate(params) if p == sample and type(p) is type(sample)]
+                    # A backend may wrap a value in a subtype (psycopg's Int4 for an integer
+                    # lookup): a value put in its place is wrapped the same way (``_execute``).
+                    places = [n for n, p in enumerate(params) if p == sample and isinstance(p, type(sample))]
                     if len(places) != 1:
                         raise ValueError(f"sample {sample!r} appears {len(places)} times in {params!r}")
                     positions.append(places[0])
+                wrappers = tuple(
+                    type(params[n]) if type(params[n]) is not type(sample) else None
+                    for n, sample in zip(positions, self._samples, strict=True)
+                )
                 # What results_iter would work out again on every call.
                 fields = [s[0] for s in compiler.select[0 : compiler.col_count]]
                 converters = list(compiler.get_converters(fields).items())
-                found = _Compiled(compiler, sql, params, tuple(positions), converters, queryset._fetch_mode)
+                found = _Compiled(compiler, sql, params, tuple(positions), wrappers, converters, queryset._fetch_mode)
                 self._compiled[conn.vendor] = found
         return found
 
@@ -75,8 +83,8 @@ class Prepared[M: models.Model]:
         conn = connections[DEFAULT_DB_ALIAS]
         prepared = self._get(conn)
         params = prepared.params.copy()
-        for position, value in zip(prepared.positions, values, strict=True):
-            params[position] = value
+        for position, wrapper, value in zip(prepared.positions, prepared.wrappers, values, strict=True):
+            params[position] = value if wrapper is None else wrapper(value)
         with conn.cursor() as cursor:
             cursor.execute(prepared.sql, params)
             rows = [list(row) for row in cursor.fetchall()]

@@ -72,3 +72,21 @@ def test_a_sample_must_appear_once_and_values_must_match_the_samples():
         absent.rows("x")
     with pytest.raises(TypeError, match="expected 1 values"):
         BY_ID.rows("a", "b")
+
+
+@pytest.mark.django_db
+def test_an_integer_lookup_the_backend_wraps_takes_new_values():
+    """PostgreSQL's driver gets ``Int4(...)`` for an integer comparison: new values are wrapped alike."""
+    from league.models import Round
+
+    league = make_league("prep_rounds")
+    for number in (1, 2, 3):
+        Round.objects.create(league=league, number=number)
+    after = Prepared(
+        lambda league_pk, number: Round.objects.filter(league_id=league_pk, number__gt=number).order_by("number")[:1],
+        -701,
+        1_000_702,
+    )
+    assert after.first(league.pk, 1).number == 2
+    assert after.first(league.pk, 2).number == 3
+    assert after.first(league.pk, 3) is None
