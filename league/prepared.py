@@ -8,7 +8,8 @@ Rows come back converted by the same compiler (SQLite's datetimes, JSON) and, fo
 as model instances built the way ``ModelIterable`` builds them, ``select_related`` included.
 
 Values are passed in their database form (str, int, bool: what the field would send), since
-they skip the field's ``get_prep_value``.
+they skip the field's ``get_prep_value``. Nor is the ORM's check that ``select_for_update`` runs
+inside a transaction made here: a locking shape is run inside ``transaction.atomic()`` by its caller.
 """
 
 from __future__ import annotations
