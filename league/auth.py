@@ -67,18 +67,8 @@ def presented_token(message: dict[str, Any], bearer: str | None) -> str | None:
     return bearer or None
 
 
-def find_by_token(token: str, kind: str) -> Player | Referee | None:
-    """The agent of ``kind`` whose token this is (hash lookup + constant-time confirmation)."""
-    model = Player if kind == "player" else Referee
-    digest = hash_token(token)
-    # No ordering: Meta.ordering would join and sort by the league for nothing (hashes are unique).
-    agent = next(iter(model.objects.select_related("league").filter(token_hash=digest).order_by()[:1]), None)
-    if agent is None or not hmac.compare_digest(agent.token_hash, digest):
-        return None
-    return agent
-
-
-# The agent holding a token hash, with its league: the lookup of every authenticated call.
+# The agent holding a token hash, with its league: the lookup of every authenticated call. No
+# ordering: Meta.ordering would join and sort by the league for nothing (hashes are unique).
 _BY_TOKEN: dict[str, Prepared] = {
     kind: Prepared(
         lambda digest, model=model: model.objects.select_related("league").filter(token_hash=digest).order_by()[:1],
@@ -86,6 +76,15 @@ _BY_TOKEN: dict[str, Prepared] = {
     )
     for kind, model in (("player", Player), ("referee", Referee))
 }
+
+
+def find_by_token(token: str, kind: str) -> Player | Referee | None:
+    """The agent of ``kind`` whose token this is (hash lookup + constant-time confirmation)."""
+    digest = hash_token(token)
+    agent = _BY_TOKEN[kind].first(digest)
+    if agent is None or not hmac.compare_digest(agent.token_hash, digest):
+        return None
+    return agent
 
 
 def authenticate(role: str, message: dict[str, Any], bearer: str | None) -> Identity:

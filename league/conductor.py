@@ -47,7 +47,6 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections, connection, connections, transaction
 from django.db.models import Count, F, Q, QuerySet
-from django.db.models.sql.compiler import SQLCompiler
 from django.utils import timezone
 
 from league import actions, queries
@@ -266,11 +265,19 @@ def round_matches(rnd: Round) -> list[dict[str, Any]]:
     ]
 
 
-def announcement(league: League, rnd: Round, matches: list[dict[str, Any]] | None = None) -> list[Delivery]:
+def announcement(
+    league: League,
+    rnd: Round,
+    matches: list[dict[str, Any]] | None = None,
+    players: list[Recipient] | None = None,
+) -> list[Delivery]:
+    """ROUND_ANNOUNCEMENT of ``rnd`` to every player (``players``: the recipients, if the caller has them)."""
     if matches is None:
         matches = round_matches(rnd)
     fields = {"league_id": league.league_id, "round_id": rnd.number, "matches": matches}
-    return notices(recipients(league), "notify_round", "ROUND_ANNOUNCEMENT", **fields)
+    return notices(
+        players if players is not None else recipients(league), "notify_round", "ROUND_ANNOUNCEMENT", **fields
+    )
 
 
 def pausing_between_rounds(league: League, rnd: Round) -> bool:
@@ -635,16 +642,18 @@ class InPlay:
     deadline_at: Any
 
 
+_IN_PLAY = Prepared(
+    lambda league_pk: Match.objects.filter(league_id=league_pk, status__in=IN_PLAY).values_list(
+        "pk", "status", "referee_id", "referee__referee_id", "attempt", "assigned_at", "deadline_at"
+    ),
+    -701,
+)
+
+
 def in_play_matches(league_pk: int) -> list[InPlay]:
     """The league's ASSIGNED and RUNNING matches (one query, compiled once): what supervision
     looks at, every ``supervise_every`` seconds."""
-    rows = compiled_rows(
-        ("in_play", league_pk),
-        lambda: Match.objects.filter(league_id=league_pk, status__in=IN_PLAY).values_list(
-            "pk", "status", "referee_id", "referee__referee_id", "attempt", "assigned_at", "deadline_at"
-        ),
-    )
-    return [InPlay(*row) for row in rows]
+    return [InPlay(*row) for row in _IN_PLAY.rows(league_pk)]
 
 
 def has_live_referee(league_pk: int) -> bool:
@@ -849,8 +858,7 @@ def round_boundary(league: League, rnd: Round) -> Boundary:
     # ROUND_ANNOUNCEMENT(r+1): one delivery phase (and one trip to record it) for both.
     if nxt is not None and nxt.status == Round.Status.PENDING and league.round_pause <= 0:
         boundary.upcoming, boundary.matches = nxt, round_matches(nxt)
-        fields = {"league_id": league.league_id, "round_id": nxt.number, "matches": boundary.matches}
-        boundary.announcements = notices(players, "notify_round", "ROUND_ANNOUNCEMENT", **fields)
+        boundary.announcements = announcement(league, nxt, boundary.matches, players)
     return boundary
 
 
@@ -967,53 +975,33 @@ def record_deliveries(league: League, batches: list[list[tuple[Delivery, str, di
         append_events(rows)
 
 
-# Querysets a tick runs every ``poll`` seconds, compiled to SQL once and then run as that SQL:
-# building a query costs ~1 ms of CPU here, running these ~0.1 ms. Keyed by what the SQL depends on.
-_COMPILED: dict[tuple[Any, ...], tuple[SQLCompiler, str, tuple[Any, ...]]] = {}
-
-
-def _compiled(key: tuple[Any, ...], queryset: Callable[[], QuerySet]) -> tuple[SQLCompiler, str, tuple[Any, ...]]:
-    key = (connection.vendor, *key)
-    found = _COMPILED.get(key)
-    if found is None:
-        if len(_COMPILED) > 256:
-            _COMPILED.clear()
-        compiler = queryset().query.get_compiler(connection=connection)
-        sql, params = compiler.as_sql()
-        found = _COMPILED[key] = (compiler, sql, tuple(params))
-    return found
-
-
-def compiled(key: tuple[Any, ...], queryset: Callable[[], QuerySet]) -> tuple[str, tuple[Any, ...]]:
-    """The SQL and parameters Django generates for ``queryset()``, generated once per ``key``."""
-    _compiler, sql, params = _compiled(key, queryset)
-    return sql, params
-
-
-def compiled_rows(key: tuple[Any, ...], queryset: Callable[[], QuerySet]) -> list[tuple[Any, ...]]:
-    """The rows of a ``values_list`` queryset compiled once per ``key``, converted by the same
-    compiler as the ORM would (e.g. SQLite's datetimes)."""
-    compiler, sql, params = _compiled(key, queryset)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    return list(compiler.results_iter(results=[rows], tuple_expected=True))
+# What a tick reads every ``poll`` seconds, on prepared shapes (building a query costs the ORM
+# ~1 ms of CPU here, running these ~0.1 ms).
+_ROUND_COUNTS = Prepared(
+    lambda round_pk: (
+        Match.objects.filter(round_id=round_pk)
+        .order_by()
+        .values("status")
+        .annotate(n=Count("id"))
+        .values_list("status", "n")
+    ),
+    -701,
+)
+_REFEREE_CAPACITY = Prepared(
+    lambda league_pk: (
+        Referee.objects.filter(league_id=league_pk, status__in=LIVE).order_by().values_list("max_concurrent_matches")
+    ),
+    -701,
+)
+_WORKING_LEAGUES = Prepared(lambda: League.objects.filter(status__in=WORKING).order_by("id"))
+_WORKING_LEAGUE = Prepared(
+    lambda league_id: League.objects.filter(status__in=WORKING, league_id=league_id).order_by("id"), "\0league_id"
+)
 
 
 def round_counts(round_pk: int) -> dict[str, int]:
     """How many of the round's matches are in each status: the one cheap query a waiting tick makes."""
-    counts = dict(
-        compiled_rows(
-            ("round_counts", round_pk),
-            lambda: (
-                Match.objects.filter(round_id=round_pk)
-                .order_by()
-                .values("status")
-                .annotate(n=Count("id"))
-                .values_list("status", "n")
-            ),
-        )
-    )
+    counts = dict(_ROUND_COUNTS.rows(round_pk))
     return {
         "scheduled": counts.get(Match.Status.SCHEDULED, 0),
         "in_play": sum(counts.get(s, 0) for s in IN_PLAY),
@@ -1023,15 +1011,7 @@ def round_counts(round_pk: int) -> dict[str, int]:
 
 def referee_capacity(league_pk: int) -> int:
     """Matches the league's live referees can run at once."""
-    rows = compiled_rows(
-        ("referee_capacity", league_pk),
-        lambda: (
-            Referee.objects.filter(league_id=league_pk, status__in=LIVE)
-            .order_by()
-            .values_list("max_concurrent_matches")
-        ),
-    )
-    return sum(n for (n,) in rows)
+    return sum(n for (n,) in _REFEREE_CAPACITY.rows(league_pk))
 
 
 @dataclass
@@ -1158,12 +1138,9 @@ class Conductor:
         return bool(survey.leagues)
 
     def _leagues(self) -> list[League]:
-        def queryset() -> QuerySet:
-            qs = League.objects.filter(status__in=WORKING).order_by("id")
-            return qs.filter(league_id=self.league_id) if self.league_id else qs
-
-        sql, params = compiled(("leagues", self.league_id), queryset)
-        return list(League.objects.raw(sql, params))
+        if self.league_id:
+            return _WORKING_LEAGUE.objects(self.league_id)
+        return _WORKING_LEAGUES.objects()
 
     def survey(self, rounds: dict[int, int], due: set[int]) -> Survey:
         """The tick's reads: the leagues in progress; for ``rounds`` (league pk → round pk being
