@@ -36,27 +36,45 @@ def wait_for_port(port: int, timeout: float, host: str = "127.0.0.1") -> None:
     raise CommandError(f"nothing listens on {host}:{port} after {timeout:g} s")
 
 
-def free_port() -> int:
+# Ports handed out by this process. A port is only reserved once its agent binds it, and agents
+# start a moment later; without this record a second run of ports could overlap the first
+# (seen: both referees failed with "Address already in use" inside the players' run).
+_HANDED_OUT: set[int] = set()
+
+
+def _bindable(port: int) -> bool:
+    if port in _HANDED_OUT:
+        return False
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A free loopback port that this process has not handed out before."""
+    for _ in range(200):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise CommandError("no free port")
 
 
 def free_port_run(count: int) -> int:
-    """The first of ``count`` consecutive free loopback ports."""
+    """The first of ``count`` consecutive free loopback ports, none handed out before."""
     for _ in range(200):
-        base = free_port()
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            base = sock.getsockname()[1]
         if base + count > 65000:
             continue
-        ok = True
-        for port in range(base, base + count):
-            with socket.socket() as sock:
-                try:
-                    sock.bind(("127.0.0.1", port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
+        if all(_bindable(port) for port in range(base, base + count)):
+            _HANDED_OUT.update(range(base, base + count))
             return base
     raise CommandError(f"no run of {count} free ports")
 
