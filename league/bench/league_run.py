@@ -20,7 +20,14 @@ from django.utils import timezone
 
 from league import actions
 from league.bench.machine import machine_info, percentiles
-from league.bench.processes import Cluster, free_port, free_port_run, strategy_groups
+from league.bench.processes import (
+    Cluster,
+    busy_share,
+    free_port,
+    free_port_run,
+    machine_cpu_times,
+    strategy_groups,
+)
 from league.models import AgentStatus, Event, League, Match, MatchResult
 from league.queries import result_rows
 
@@ -58,6 +65,7 @@ class LeagueBench:
     log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="league-bench-")))
     out: Any = None
     cluster: Cluster = field(init=False)
+    busy: float = field(init=False, default=0.0)  # the machine's busy share during the league
 
     def __post_init__(self) -> None:
         self.cluster = Cluster(self.log_dir)
@@ -95,11 +103,14 @@ class LeagueBench:
                 stay=True,
             )
             registration_seconds = self.wait_for_registrations(league)
+            self.cluster.mark()
+            machine_before = machine_cpu_times()
             started = timezone.now()
             actions.start_league(league)
             self.say(f"league {league.league_id}: {self.players} players, {self.referees} referees, started")
             league = self.follow(league)
             self.cluster.sample()
+            self.busy = busy_share(machine_before, machine_cpu_times())
             report = self.report(league, started, registration_seconds)
         finally:
             self.cluster.stop()
@@ -173,6 +184,12 @@ class LeagueBench:
             "latency_ms": latency,
             "processes": self.cluster.usage(),
             "cpu_seconds_total": round(sum(c.usage.cpu_seconds for c in self.cluster.children), 2),
+            # What the league itself cost (start-up and registration left out), and how busy the
+            # machine's cores were meanwhile: near 1.0 means CPU-bound, lower means waiting.
+            "cpu_seconds_league": round(
+                sum(c.usage.cpu_seconds - (c.cpu_at_mark or 0.0) for c in self.cluster.children), 2
+            ),
+            "machine_busy_share": self.busy,
             "valid": True,
             "log_dir": str(self.log_dir),
             "machine": machine_info(),

@@ -133,12 +133,32 @@ def read_usage(pid: int) -> Usage | None:
     return Usage(round(cpu, 2), round(memory.get("VmRSS", 0.0), 1), round(memory.get("VmHWM", 0.0), 1), fds, sockets)
 
 
+def machine_cpu_times() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, all cores (/proc/stat); (0, 0)
+    where there is no /proc. Busy is everything but idle and iowait."""
+    try:
+        first = Path("/proc/stat").read_text().splitlines()[0].split()
+    except OSError:
+        return 0.0, 0.0
+    ticks = [int(v) for v in first[1:]]
+    total = sum(ticks[:8])  # user nice system idle iowait irq softirq steal (guest is in user)
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    return (total - idle) / CLOCK_TICKS, total / CLOCK_TICKS
+
+
+def busy_share(before: tuple[float, float], after: tuple[float, float]) -> float:
+    """The share of all cores' time that was busy between two ``machine_cpu_times`` readings."""
+    total = after[1] - before[1]
+    return round((after[0] - before[0]) / total, 3) if total > 0 else 0.0
+
+
 @dataclass
 class Child:
     name: str
     role: str  # lm, conductor, referee, players
     proc: subprocess.Popen
     usage: Usage = field(default_factory=Usage)
+    cpu_at_mark: float | None = None  # CPU seconds when ``Cluster.mark`` was called
 
     def sample(self) -> None:
         found = read_usage(self.proc.pid)
@@ -272,6 +292,13 @@ class Cluster:
             if child.proc.poll() is None:
                 child.sample()
 
+    def mark(self) -> None:
+        """Remember each process's CPU now (a league's start), so that ``usage`` can tell what
+        the league itself cost apart from start-up and registration."""
+        self.sample()
+        for child in self.children:
+            child.cpu_at_mark = child.usage.cpu_seconds
+
     def check(self, roles: tuple[str, ...] = ("lm", "conductor")) -> None:
         """Raise if a process that must stay up (the site, the conductor) has exited."""
         for child in self.children:
@@ -279,10 +306,12 @@ class Cluster:
                 raise CommandError(f"{child.name} exited ({child.proc.returncode}); logs in {self.log_dir}")
 
     def usage(self) -> dict[str, dict[str, Any]]:
-        return {
-            c.name: {"role": c.role, "cpu_seconds": c.usage.cpu_seconds, "peak_rss_mib": c.usage.peak_rss_mib}
-            for c in self.children
-        }
+        out: dict[str, dict[str, Any]] = {}
+        for c in self.children:
+            out[c.name] = {"role": c.role, "cpu_seconds": c.usage.cpu_seconds, "peak_rss_mib": c.usage.peak_rss_mib}
+            if c.cpu_at_mark is not None:
+                out[c.name]["cpu_seconds_since_mark"] = round(c.usage.cpu_seconds - c.cpu_at_mark, 2)
+        return out
 
     def stop(self) -> None:
         for child in reversed(self.children):

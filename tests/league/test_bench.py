@@ -65,6 +65,10 @@ def test_bench_league_quick_plays_a_checked_league_and_reports_it(agent_env, tmp
     roles = {p["role"] for p in report["processes"].values()}
     assert roles == {"lm", "conductor", "referee", "players"}
     assert all(p["cpu_seconds"] > 0 and p["peak_rss_mib"] > 0 for p in report["processes"].values())
+    # The league's own CPU leaves out start-up: less than each process's whole, and not nothing.
+    assert all(0 < p["cpu_seconds_since_mark"] < p["cpu_seconds"] for p in report["processes"].values())
+    assert 0 < report["cpu_seconds_league"] < report["cpu_seconds_total"]
+    assert 0 < report["machine_busy_share"] <= 1
 
 
 def _two_players_and_a_referee() -> tuple[League, Referee]:

@@ -66,3 +66,10 @@ def test_runs_and_ports_from_the_real_kernel_are_distinct_and_bindable():
     for port in handed[:5]:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", port))
+
+
+def test_busy_share_is_the_busy_part_of_all_cores_time_between_readings():
+    assert processes.busy_share((10.0, 100.0), (25.0, 120.0)) == 0.75
+    assert processes.busy_share((10.0, 100.0), (10.0, 100.0)) == 0.0
+    busy, total = processes.machine_cpu_times()
+    assert 0 < busy < total
