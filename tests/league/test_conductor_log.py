@@ -115,3 +115,61 @@ def test_the_compiled_tick_reads_equal_the_orm():
     (row,) = survey.in_play[league.pk]
     assert (row.status, row.referee_pk, row.referee_id, row.attempt) == ("RUNNING", referee.pk, "REF01", 1)
     assert row.deadline_at == now and row.assigned_at == now
+
+
+def test_settling_starts_moves_only_accepted_matches_still_in_their_assignment():
+    league = make_league("log_settle")
+    a, b, c, d = add_players(league, 4)
+    referee = Referee.objects.create(
+        league=league, referee_id="REF01", display_name="R", endpoint="http://127.0.0.1:1/r", token_hash="0" * 64,
+        max_concurrent_matches=3, status=AgentStatus.REGISTERED,
+    )  # fmt: skip
+    League.objects.filter(pk=league.pk).update(status=League.Status.RUNNING)
+    league.refresh_from_db()
+    rnd = Round.objects.create(league=league, number=1, status=Round.Status.PENDING)
+    for number, (pa, pb) in enumerate(((a, b), (c, d), (a, c)), start=1):
+        Match.objects.create(
+            league=league, round=rnd, match_id=f"R1M{number}", player_a=pa, player_b=pb, game_type="even_odd",
+        )  # fmt: skip
+    claimed = conductor.announce_round(league, rnd.pk, None).claimed
+    assert [item.match_id for item in claimed] == ["R1M1", "R1M2", "R1M3"]
+    # R1M3 was given again (attempt 2) before its first start_match was answered.
+    Match.objects.filter(match_id="R1M3").update(attempt=2)
+    accepted = {"message_type": "START_MATCH_ACK", "status": "ACCEPTED"}
+    refused = {"message_type": "START_MATCH_ACK", "status": "REJECTED", "reason": "busy"}
+    before = timezone.now()
+
+    moved = conductor.settle_starts(
+        league, [(claimed[0], "ok", accepted), (claimed[1], "ok", refused), (claimed[2], "ok", accepted)]
+    )
+
+    assert moved == {claimed[0].match_pk}
+    status = dict(Match.objects.filter(league=league).values_list("match_id", "status"))
+    assert status == {"R1M1": "RUNNING", "R1M2": "ASSIGNED", "R1M3": "ASSIGNED"}
+    referee.refresh_from_db()
+    assert referee.status == AgentStatus.ACTIVE and referee.last_seen_at >= before
+    started = Event.objects.filter(league=league, kind="match_started")
+    assert [(e.agent, e.match_id, e.payload) for e in started] == [("REF01", "R1M1", {"attempt": 1})]
+    sent = Event.objects.filter(league=league, direction="OUT", kind="START_MATCH").order_by("id")
+    assert [e.match_id for e in sent] == ["R1M1", "R1M2", "R1M3"]
+    assert sent[1].payload["reply"]["status"] == "REJECTED"
+
+
+def test_settling_starts_leaves_a_suspended_referee_suspended():
+    league = make_league("log_settle_suspended")
+    a, b = add_players(league, 2)
+    referee = Referee.objects.create(
+        league=league, referee_id="REF01", display_name="R", endpoint="http://127.0.0.1:1/r", token_hash="0" * 64,
+        max_concurrent_matches=3, status=AgentStatus.ACTIVE,
+    )  # fmt: skip
+    League.objects.filter(pk=league.pk).update(status=League.Status.RUNNING)
+    league.refresh_from_db()
+    rnd = Round.objects.create(league=league, number=1, status=Round.Status.PENDING)
+    Match.objects.create(league=league, round=rnd, match_id="R1M1", player_a=a, player_b=b, game_type="even_odd")
+    (item,) = conductor.announce_round(league, rnd.pk, None).claimed
+    Referee.objects.filter(pk=referee.pk).update(status=AgentStatus.SUSPENDED)
+
+    conductor.settle_starts(league, [(item, "ok", {"message_type": "START_MATCH_ACK", "status": "ACCEPTED"})])
+
+    referee.refresh_from_db()
+    assert referee.status == AgentStatus.SUSPENDED and referee.last_seen_at is None
