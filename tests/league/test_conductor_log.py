@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.utils import timezone
 
@@ -133,6 +135,9 @@ def test_settling_starts_moves_only_accepted_matches_still_in_their_assignment()
         )  # fmt: skip
     claimed = conductor.announce_round(league, rnd.pk, None).claimed
     assert [item.match_id for item in claimed] == ["R1M1", "R1M2", "R1M3"]
+    for match in Match.objects.filter(league=league):
+        assert (match.status, match.referee_id, match.attempt) == ("ASSIGNED", referee.pk, 1)
+        assert match.deadline_at - match.assigned_at == timedelta(seconds=league.match_deadline)
     # R1M3 was given again (attempt 2) before its first start_match was answered.
     Match.objects.filter(match_id="R1M3").update(attempt=2)
     accepted = {"message_type": "START_MATCH_ACK", "status": "ACCEPTED"}
