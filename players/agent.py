@@ -356,10 +356,12 @@ class Player:
         fields: dict[str, Any] = {"status": "received"}
         if self.player_id:
             fields["player_id"] = self.player_id
-        if getattr(msg, "match_id", None):
-            fields["match_id"] = msg.match_id
-        if getattr(msg, "round_id", None) is not None:
-            fields["round_id"] = msg.round_id
+        match_id = _field(msg, "match_id")
+        if match_id:
+            fields["match_id"] = match_id
+        round_id = _field(msg, "round_id")
+        if round_id is not None:
+            fields["round_id"] = round_id
         fields.update(extra)
         return self._reply(msg, "ACK", **fields)
 
@@ -694,6 +696,21 @@ class Player:
         self.save()
         detail = f"chose {entry.get('my_choice')}, number {entry.get('drawn_number')}" if entry.get("my_choice") else ""
         self.echo(f"{self.name}/{self.player_id}: {msg.match_id} vs {opponent}: {outcome} {detail}".rstrip())
+
+
+_ABSENT = object()
+
+
+def _field(msg: Any, name: str) -> Any:
+    """``getattr(msg, name, None)`` for a received message, an extra field (league.v2 agents
+    add their own) included, but cheap when the field is absent: pydantic's ``__getattr__``
+    raises AttributeError for that, which cost more than the rest of an LM notification's ACK.
+    """
+    value = getattr(msg, "__dict__", {}).get(name, _ABSENT)  # a declared field (pydantic keeps them there)
+    if value is not _ABSENT:
+        return value
+    extra = getattr(msg, "__pydantic_extra__", None)
+    return extra.get(name) if isinstance(extra, dict) else getattr(msg, name, None)
 
 
 def _valid_parity(raw: Any) -> str | None:

@@ -158,7 +158,12 @@ async def test_it_checks_lm_notifications_against_the_league_manager_token(scrip
     assert from_referee.reply["error_code"] == "E012"
     ok = await referee_client.call(p.endpoint, "update_standings", update(p.lm_token))
     assert ok.reply["message_type"] == "ACK" and ok.reply["status"] == "received"
+    assert ok.reply["round_id"] == 1 and "match_id" not in ok.reply
     assert p.memory.standings == standings
+    # An LM that adds a match_id of its own (an extra field) sees it echoed in the ACK, as before.
+    extra = make_message("ROUND_COMPLETED", "league_manager", auth_token=p.lm_token, match_id="R1M1")
+    done = await referee_client.call(p.endpoint, "notify_round_completed", extra)
+    assert done.reply["match_id"] == "R1M1" and "round_id" not in done.reply
 
 
 class Sleepy(Strategy):
