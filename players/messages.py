@@ -6,7 +6,6 @@ allowed (league.v2 agents add their own), and ids accept int or str where the se
 
 from __future__ import annotations
 
-from itertools import chain
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, WrapValidator
@@ -23,21 +22,18 @@ def _objects_as_parsed(value: Any, validate: ValidatorFunctionWrapHandler) -> An
     the rest of a standings update (60-100 rows, every player, every round). What it checks
     is only that rows are dicts with str keys, and parsed JSON already is.
 
-    The check itself runs in C: a 100-row table has 900 keys, and a Python loop over them
-    cost as much as pydantic's copy saved. ``str.join`` refuses any key that is not a str (a
-    str subclass passes, where pydantic would hand back a plain str with the same text).
+    The check runs in C and looks at each distinct key once: a 100-row table has 900 keys
+    but 9 distinct ones, and a Python loop over all 900 cost nearly what pydantic's copy did.
+    (A key that is not a str but equals one, i.e. a str subclass, passes: pydantic would have
+    turned it into a plain str with the same text.)
     """
-    if type(value) is list and set(map(type, value)) <= _DICT_ONLY:
-        try:
-            _join(chain.from_iterable(value))
-        except TypeError:
-            return validate(value)  # a key that is not a str: pydantic says which
+    if type(value) is list and set(map(type, value)) <= _DICT_ONLY and set(map(type, set().union(*value))) <= _STR_ONLY:
         return value
     return validate(value)
 
 
 _DICT_ONLY = {dict}
-_join = "".join
+_STR_ONLY = {str}
 
 
 JsonObjects = Annotated[list[dict[str, Any]], WrapValidator(_objects_as_parsed)]
