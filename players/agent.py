@@ -22,6 +22,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from types import MethodType
 from typing import Any
 
 from leagueproto.asgi import make_asgi_app
@@ -397,7 +398,7 @@ class Player:
         "fallback:<why>". A slow, failing or nonsensical strategy never costs the deadline."""
         func = getattr(self.strategy, method)
         try:
-            if inspect.iscoroutinefunction(func):
+            if _is_coroutine_function(func):
                 raw = await asyncio.wait_for(func(situation), situation.budget)
             elif not getattr(self.strategy, "blocking", True):
                 raw = func(situation)
@@ -699,6 +700,20 @@ class Player:
 
 
 _ABSENT = object()
+_COROUTINE_FUNCTIONS: dict[Any, bool] = {}
+
+
+def _is_coroutine_function(func: Any) -> bool:
+    """``inspect.iscoroutinefunction``, remembered for a strategy's methods: it unwraps and
+    inspects the method anew on every call, a tenth of a choose_parity call's own work."""
+    if type(func) is not MethodType:
+        return inspect.iscoroutinefunction(func)
+    known = _COROUTINE_FUNCTIONS.get(func.__func__)  # what a bound method is depends on its function only
+    if known is None:
+        if len(_COROUTINE_FUNCTIONS) >= 256:  # functions made on the fly: do not keep them all
+            _COROUTINE_FUNCTIONS.clear()
+        known = _COROUTINE_FUNCTIONS[func.__func__] = inspect.iscoroutinefunction(func)
+    return known
 
 
 def _field(msg: Any, name: str) -> Any:

@@ -373,3 +373,41 @@ def test_strategies_are_chosen_by_name():
     assert make_strategy("adaptive").name == "adaptive"
     with pytest.raises(ValueError, match="unknown strategy"):
         make_strategy("clairvoyant")
+
+
+class AsyncParity(Strategy):
+    name = "async_parity"
+
+    async def choose_parity(self, situation):
+        await asyncio.sleep(0)
+        return "odd"
+
+
+class PlainParity(Strategy):
+    name = "plain_parity"
+    blocking = False
+
+    def choose_parity(self, situation):
+        return "even"
+
+
+def test_decide_awaits_coroutine_strategies_and_calls_plain_ones_whatever_came_before():
+    """decide() remembers which strategy methods are coroutine functions; swapping the strategy
+    (or its class) must still run each the right way."""
+    import functools
+    import inspect
+
+    from players import agent
+    from players.strategies.base import ParitySituation
+
+    p = player("Switcher")
+    situation = ParitySituation(player_id="P01", opponent_id="P02", match_id="R1M1", budget=1.0)
+    for strategy, expected in [(AsyncParity(), "odd"), (PlainParity(), "even"), (AsyncParity(), "odd")]:
+        p.strategy = strategy
+        assert asyncio.run(p.decide("choose_parity", situation, lambda: "none", lambda x: x)) == (expected, "strategy")
+
+    async def coroutine(situation):
+        return "odd"
+
+    for func in (AsyncParity().choose_parity, PlainParity().choose_parity, coroutine, functools.partial(coroutine)):
+        assert agent._is_coroutine_function(func) == inspect.iscoroutinefunction(func)
