@@ -351,7 +351,11 @@ class Player:
 
     # -- replies --------------------------------------------------------------------------------
     def _reply(self, msg: Any, message_type: str, **fields: Any) -> dict[str, Any]:
-        return self.toolset.reply(msg, message_type, auth_token=self.token, **fields)
+        """Our reply to ``msg``, in its conversation and with our token: what ``toolset.reply``
+        builds, minus its layers (the sender callable, requests given as dicts) that cost more
+        than the message itself on every call."""
+        conversation_id = getattr(msg, "conversation_id", None)
+        return make_message(message_type, self.sender, conversation_id=conversation_id, auth_token=self.token, **fields)
 
     def _ack(self, msg: Any, **extra: Any) -> dict[str, Any]:
         fields: dict[str, Any] = {"status": "received"}

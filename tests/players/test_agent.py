@@ -411,3 +411,23 @@ def test_decide_awaits_coroutine_strategies_and_calls_plain_ones_whatever_came_b
 
     for func in (AsyncParity().choose_parity, PlainParity().choose_parity, coroutine, functools.partial(coroutine)):
         assert agent._is_coroutine_function(func) == inspect.iscoroutinefunction(func)
+
+
+def test_replies_are_the_messages_the_toolset_would_build(monkeypatch):
+    """Player._reply builds with make_message itself (cheaper): same envelope, fields and order."""
+    from leagueproto import envelope
+    from players import messages as m
+
+    monkeypatch.setattr(envelope, "utc_now", lambda: "2025-01-15T10:30:00Z")
+    p = player("Replier")
+    p.player_id, p.token = "P07", "tok-7"
+    request = m.GameInvitation.model_validate(
+        make_message("GAME_INVITATION", "referee:REF01", conversation_id="conv-x", match_id="R1M1", round_id=1)
+    )
+    fields = {"league_id": "L", "round_id": 1, "match_id": "R1M1", "player_id": "P07", "accept": True}
+    mine = p._reply(request, "GAME_JOIN_ACK", **fields)
+    theirs = p.toolset.reply(request, "GAME_JOIN_ACK", auth_token=p.token, **fields)
+    assert list(mine.items()) == list(theirs.items())
+    assert mine["sender"] == "player:P07" and mine["conversation_id"] == "conv-x" and mine["auth_token"] == "tok-7"
+    p.token = None  # not registered yet: no auth_token key at all, as make_message leaves it out
+    assert "auth_token" not in p._ack(request)
