@@ -425,7 +425,7 @@ def test_replies_are_the_messages_the_toolset_would_build(monkeypatch):
         make_message("GAME_INVITATION", "referee:REF01", conversation_id="conv-x", match_id="R1M1", round_id=1)
     )
     fields = {"league_id": "L", "round_id": 1, "match_id": "R1M1", "player_id": "P07", "accept": True}
-    mine = p._reply(request, "GAME_JOIN_ACK", **fields)
+    mine = p._reply(request, "GAME_JOIN_ACK", dict(fields))
     theirs = p.toolset.reply(request, "GAME_JOIN_ACK", auth_token=p.token, **fields)
     assert list(mine.items()) == list(theirs.items())
     assert mine["sender"] == "player:P07" and mine["conversation_id"] == "conv-x" and mine["auth_token"] == "tok-7"
