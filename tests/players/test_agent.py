@@ -431,3 +431,24 @@ def test_replies_are_the_messages_the_toolset_would_build(monkeypatch):
     assert mine["sender"] == "player:P07" and mine["conversation_id"] == "conv-x" and mine["auth_token"] == "tok-7"
     p.token = None  # not registered yet: no auth_token key at all, as make_message leaves it out
     assert "auth_token" not in p._ack(request)
+
+
+def test_a_round_announcement_keeps_exactly_the_matches_a_player_is_in():
+    """_matches_of picks what the plain scan with ``in`` would."""
+    import random
+
+    from players.agent import _matches_of
+
+    rng = random.Random(3)
+    ids = ["P01", "P02", "P03", None, 1, "R1M1"]
+    for _ in range(300):
+        rows = []
+        for n in range(rng.randrange(0, 8)):
+            row = {"match_id": rng.choice(["R1M1", f"R1M{n}", "P01"]), "game_type": "even_odd"}
+            for key in ("player_A_id", "player_B_id"):
+                if rng.random() < 0.85:
+                    row[key] = rng.choice(ids)
+            rows.append(row)
+        for me in ("P01", None, 1):
+            expected = [x for x in rows if me in (x.get("player_A_id"), x.get("player_B_id"))]
+            assert _matches_of(rows, me) == expected
