@@ -285,7 +285,7 @@ class Player:
 
     # -- authentication of incoming calls --------------------------------------------------------
     async def _authenticate(self, tool: Tool, arguments: dict[str, Any], ctx: CallContext) -> str:
-        kind, ident = parse_sender(arguments["sender"])
+        kind, ident = _parse_sender(arguments["sender"])
         token = arguments.get("auth_token") or ctx.bearer_token
         if tool.auth == "referee":
             if kind != "referee":
@@ -708,6 +708,22 @@ class Player:
 
 
 _ABSENT = object()
+_SENDERS: dict[str, tuple[str, str | None]] = {}
+
+
+def _parse_sender(sender: Any) -> tuple[str, str | None]:
+    """``parse_sender``, remembered: a player hears from the LM and a few referees, and the
+    regular expression was a third of authenticating each call. Bad senders are never kept."""
+    known = _SENDERS.get(sender) if type(sender) is str else None
+    if known is None:
+        known = parse_sender(sender)  # raises LeagueError (E002) for a malformed sender
+        if type(sender) is str:
+            if len(_SENDERS) >= 256:  # many referees over a long life: start again
+                _SENDERS.clear()
+            _SENDERS[sender] = known
+    return known
+
+
 _COROUTINE_FUNCTIONS: dict[Any, bool] = {}
 
 

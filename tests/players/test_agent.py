@@ -452,3 +452,17 @@ def test_a_round_announcement_keeps_exactly_the_matches_a_player_is_in():
         for me in ("P01", None, 1):
             expected = [x for x in rows if me in (x.get("player_A_id"), x.get("player_B_id"))]
             assert _matches_of(rows, me) == expected
+
+
+def test_senders_are_parsed_once_and_bad_ones_always_refused():
+    from leagueproto.errors import LeagueError
+    from players import agent
+
+    agent._SENDERS.clear()
+    for _ in range(2):
+        assert agent._parse_sender("referee:REF01") == ("referee", "REF01")
+        assert agent._parse_sender("league_manager") == ("league_manager", None)
+        for bad in ("referee:", "referee:REF 01", "judge:REF01", 7, None):
+            with pytest.raises(LeagueError):
+                agent._parse_sender(bad)
+    assert set(agent._SENDERS) == {"referee:REF01", "league_manager"}
