@@ -22,6 +22,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from types import MethodType
 from typing import Any
 
 from leagueproto.asgi import make_asgi_app
@@ -284,7 +285,7 @@ class Player:
 
     # -- authentication of incoming calls --------------------------------------------------------
     async def _authenticate(self, tool: Tool, arguments: dict[str, Any], ctx: CallContext) -> str:
-        kind, ident = parse_sender(arguments["sender"])
+        kind, ident = _parse_sender(arguments["sender"])
         token = arguments.get("auth_token") or ctx.bearer_token
         if tool.auth == "referee":
             if kind != "referee":
@@ -349,19 +350,26 @@ class Player:
             )
 
     # -- replies --------------------------------------------------------------------------------
-    def _reply(self, msg: Any, message_type: str, **fields: Any) -> dict[str, Any]:
-        return self.toolset.reply(msg, message_type, auth_token=self.token, **fields)
+    def _reply(self, msg: Any, message_type: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """Our reply to ``msg``, in its conversation and with our token: what ``toolset.reply``
+        builds, minus its layers (the sender callable, requests given as dicts) that cost more
+        than the message itself on every call. ``fields`` is a dict, not keywords: each layer
+        that packed them into keywords again cost about a microsecond per reply."""
+        conversation_id = getattr(msg, "conversation_id", None)
+        return make_message(message_type, self.sender, conversation_id=conversation_id, auth_token=self.token, **fields)
 
     def _ack(self, msg: Any, **extra: Any) -> dict[str, Any]:
         fields: dict[str, Any] = {"status": "received"}
         if self.player_id:
             fields["player_id"] = self.player_id
-        if getattr(msg, "match_id", None):
-            fields["match_id"] = msg.match_id
-        if getattr(msg, "round_id", None) is not None:
-            fields["round_id"] = msg.round_id
+        match_id = _field(msg, "match_id")
+        if match_id:
+            fields["match_id"] = match_id
+        round_id = _field(msg, "round_id")
+        if round_id is not None:
+            fields["round_id"] = round_id
         fields.update(extra)
-        return self._reply(msg, "ACK", **fields)
+        return self._reply(msg, "ACK", fields)
 
     def _game_fields(self, msg: Any) -> dict[str, Any]:
         fields: dict[str, Any] = {}
@@ -395,7 +403,7 @@ class Player:
         "fallback:<why>". A slow, failing or nonsensical strategy never costs the deadline."""
         func = getattr(self.strategy, method)
         try:
-            if inspect.iscoroutinefunction(func):
+            if _is_coroutine_function(func):
                 raw = await asyncio.wait_for(func(situation), situation.budget)
             elif not getattr(self.strategy, "blocking", True):
                 raw = func(situation)
@@ -453,7 +461,7 @@ class Player:
             fields.update(arrival_timestamp=arrival, accept=accept)
             if not accept:
                 fields["reason"] = f"game type {msg.game_type!r} is not supported (supported: {', '.join(GAME_TYPES)})"
-            return self._reply(msg, "GAME_JOIN_ACK", **fields)
+            return self._reply(msg, "GAME_JOIN_ACK", fields)
 
         @ts.tool("choose_parity", m.ChooseParityCall, message_types=("CHOOSE_PARITY_CALL",), auth="referee")
         async def choose_parity(msg: m.ChooseParityCall, ctx: CallContext) -> dict:
@@ -480,7 +488,9 @@ class Player:
             )
             record.update(state="AWAITING_RESULT", my_choice=choice, decided_by=how)
             self._activate()
-            return self._reply(msg, "CHOOSE_PARITY_RESPONSE", **self._game_fields(msg), parity_choice=choice)
+            fields = self._game_fields(msg)
+            fields["parity_choice"] = choice
+            return self._reply(msg, "CHOOSE_PARITY_RESPONSE", fields)
 
         @ts.tool("notify_game_start", m.GameStart, message_types=("GAME_START",), auth="referee")
         async def notify_game_start(msg: m.GameStart, ctx: CallContext) -> dict:
@@ -526,7 +536,8 @@ class Player:
             record.update(state="PLAYING", bo5_role=role, decided_by=how)
             self._activate()
             fields = self._game_fields(msg)
-            return self._reply(msg, "MOVE_RESPONSE", **fields, game_round=msg.game_round, move={"number": number})
+            fields.update(game_round=msg.game_round, move={"number": number})
+            return self._reply(msg, "MOVE_RESPONSE", fields)
 
         @ts.tool("notify_round_result", m.RoundResult, message_types=("ROUND_RESULT",), auth="referee")
         async def notify_round_result(msg: m.RoundResult, ctx: CallContext) -> dict:
@@ -574,7 +585,7 @@ class Player:
         )
         async def notify_round(msg: m.RoundAnnouncement, ctx: CallContext) -> dict:
             """A round starts (ROUND_ANNOUNCEMENT → ACK)."""
-            mine = [x for x in msg.matches if self.player_id in (x.get("player_A_id"), x.get("player_B_id"))]
+            mine = _matches_of(msg.matches, self.player_id)
             self.memory.league["current_round"] = msg.round_id
             self.memory.league["my_matches"] = mine
             self._activate()
@@ -694,6 +705,58 @@ class Player:
         self.save()
         detail = f"chose {entry.get('my_choice')}, number {entry.get('drawn_number')}" if entry.get("my_choice") else ""
         self.echo(f"{self.name}/{self.player_id}: {msg.match_id} vs {opponent}: {outcome} {detail}".rstrip())
+
+
+_ABSENT = object()
+_SENDERS: dict[str, tuple[str, str | None]] = {}
+
+
+def _parse_sender(sender: Any) -> tuple[str, str | None]:
+    """``parse_sender``, remembered: a player hears from the LM and a few referees, and the
+    regular expression was a third of authenticating each call. Bad senders are never kept."""
+    known = _SENDERS.get(sender) if type(sender) is str else None
+    if known is None:
+        known = parse_sender(sender)  # raises LeagueError (E002) for a malformed sender
+        if type(sender) is str:
+            if len(_SENDERS) >= 256:  # many referees over a long life: start again
+                _SENDERS.clear()
+            _SENDERS[sender] = known
+    return known
+
+
+_COROUTINE_FUNCTIONS: dict[Any, bool] = {}
+
+
+def _is_coroutine_function(func: Any) -> bool:
+    """``inspect.iscoroutinefunction``, remembered for a strategy's methods: it unwraps and
+    inspects the method anew on every call, a tenth of a choose_parity call's own work."""
+    if type(func) is not MethodType:
+        return inspect.iscoroutinefunction(func)
+    known = _COROUTINE_FUNCTIONS.get(func.__func__)  # what a bound method is depends on its function only
+    if known is None:
+        if len(_COROUTINE_FUNCTIONS) >= 256:  # functions made on the fly: do not keep them all
+            _COROUTINE_FUNCTIONS.clear()
+        known = _COROUTINE_FUNCTIONS[func.__func__] = inspect.iscoroutinefunction(func)
+    return known
+
+
+def _field(msg: Any, name: str) -> Any:
+    """``getattr(msg, name, None)`` for a received message, an extra field (league.v2 agents
+    add their own) included, but cheap when the field is absent: pydantic's ``__getattr__``
+    raises AttributeError for that, which cost more than the rest of an LM notification's ACK.
+    """
+    value = getattr(msg, "__dict__", {}).get(name, _ABSENT)  # a declared field (pydantic keeps them there)
+    if value is not _ABSENT:
+        return value
+    extra = getattr(msg, "__pydantic_extra__", None)
+    return extra.get(name) if isinstance(extra, dict) else getattr(msg, name, None)
+
+
+def _matches_of(matches: list[dict[str, Any]], player_id: str | None) -> list[dict[str, Any]]:
+    """The matches (rows of a ROUND_ANNOUNCEMENT, 50 in a 100-player league) where
+    ``player_id`` is player A or B. Two comparisons, not a tuple per row and ``in``: a fifth
+    cheaper, and what decides is the same equality."""
+    return [x for x in matches if x.get("player_A_id") == player_id or x.get("player_B_id") == player_id]
 
 
 def _valid_parity(raw: Any) -> str | None:

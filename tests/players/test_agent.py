@@ -158,7 +158,12 @@ async def test_it_checks_lm_notifications_against_the_league_manager_token(scrip
     assert from_referee.reply["error_code"] == "E012"
     ok = await referee_client.call(p.endpoint, "update_standings", update(p.lm_token))
     assert ok.reply["message_type"] == "ACK" and ok.reply["status"] == "received"
+    assert ok.reply["round_id"] == 1 and "match_id" not in ok.reply
     assert p.memory.standings == standings
+    # An LM that adds a match_id of its own (an extra field) sees it echoed in the ACK, as before.
+    extra = make_message("ROUND_COMPLETED", "league_manager", auth_token=p.lm_token, match_id="R1M1")
+    done = await referee_client.call(p.endpoint, "notify_round_completed", extra)
+    assert done.reply["match_id"] == "R1M1" and "round_id" not in done.reply
 
 
 class Sleepy(Strategy):
@@ -368,3 +373,96 @@ def test_strategies_are_chosen_by_name():
     assert make_strategy("adaptive").name == "adaptive"
     with pytest.raises(ValueError, match="unknown strategy"):
         make_strategy("clairvoyant")
+
+
+class AsyncParity(Strategy):
+    name = "async_parity"
+
+    async def choose_parity(self, situation):
+        await asyncio.sleep(0)
+        return "odd"
+
+
+class PlainParity(Strategy):
+    name = "plain_parity"
+    blocking = False
+
+    def choose_parity(self, situation):
+        return "even"
+
+
+def test_decide_awaits_coroutine_strategies_and_calls_plain_ones_whatever_came_before():
+    """decide() remembers which strategy methods are coroutine functions; swapping the strategy
+    (or its class) must still run each the right way."""
+    import functools
+    import inspect
+
+    from players import agent
+    from players.strategies.base import ParitySituation
+
+    p = player("Switcher")
+    situation = ParitySituation(player_id="P01", opponent_id="P02", match_id="R1M1", budget=1.0)
+    for strategy, expected in [(AsyncParity(), "odd"), (PlainParity(), "even"), (AsyncParity(), "odd")]:
+        p.strategy = strategy
+        assert asyncio.run(p.decide("choose_parity", situation, lambda: "none", lambda x: x)) == (expected, "strategy")
+
+    async def coroutine(situation):
+        return "odd"
+
+    for func in (AsyncParity().choose_parity, PlainParity().choose_parity, coroutine, functools.partial(coroutine)):
+        assert agent._is_coroutine_function(func) == inspect.iscoroutinefunction(func)
+
+
+def test_replies_are_the_messages_the_toolset_would_build(monkeypatch):
+    """Player._reply builds with make_message itself (cheaper): same envelope, fields and order."""
+    from leagueproto import envelope
+    from players import messages as m
+
+    monkeypatch.setattr(envelope, "utc_now", lambda: "2025-01-15T10:30:00Z")
+    p = player("Replier")
+    p.player_id, p.token = "P07", "tok-7"
+    request = m.GameInvitation.model_validate(
+        make_message("GAME_INVITATION", "referee:REF01", conversation_id="conv-x", match_id="R1M1", round_id=1)
+    )
+    fields = {"league_id": "L", "round_id": 1, "match_id": "R1M1", "player_id": "P07", "accept": True}
+    mine = p._reply(request, "GAME_JOIN_ACK", dict(fields))
+    theirs = p.toolset.reply(request, "GAME_JOIN_ACK", auth_token=p.token, **fields)
+    assert list(mine.items()) == list(theirs.items())
+    assert mine["sender"] == "player:P07" and mine["conversation_id"] == "conv-x" and mine["auth_token"] == "tok-7"
+    p.token = None  # not registered yet: no auth_token key at all, as make_message leaves it out
+    assert "auth_token" not in p._ack(request)
+
+
+def test_a_round_announcement_keeps_exactly_the_matches_a_player_is_in():
+    """_matches_of picks what the plain scan with ``in`` would."""
+    import random
+
+    from players.agent import _matches_of
+
+    rng = random.Random(3)
+    ids = ["P01", "P02", "P03", None, 1, "R1M1"]
+    for _ in range(300):
+        rows = []
+        for n in range(rng.randrange(0, 8)):
+            row = {"match_id": rng.choice(["R1M1", f"R1M{n}", "P01"]), "game_type": "even_odd"}
+            for key in ("player_A_id", "player_B_id"):
+                if rng.random() < 0.85:
+                    row[key] = rng.choice(ids)
+            rows.append(row)
+        for me in ("P01", None, 1):
+            expected = [x for x in rows if me in (x.get("player_A_id"), x.get("player_B_id"))]
+            assert _matches_of(rows, me) == expected
+
+
+def test_senders_are_parsed_once_and_bad_ones_always_refused():
+    from leagueproto.errors import LeagueError
+    from players import agent
+
+    agent._SENDERS.clear()
+    for _ in range(2):
+        assert agent._parse_sender("referee:REF01") == ("referee", "REF01")
+        assert agent._parse_sender("league_manager") == ("league_manager", None)
+        for bad in ("referee:", "referee:REF 01", "judge:REF01", 7, None):
+            with pytest.raises(LeagueError):
+                agent._parse_sender(bad)
+    assert set(agent._SENDERS) == {"referee:REF01", "league_manager"}

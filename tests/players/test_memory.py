@@ -31,10 +31,15 @@ def test_my_parity_history_follows_the_kept_matches(monkeypatch):
 
 
 def test_rows_are_taken_as_parsed_and_bad_rows_still_refused():
-    rows = [{"rank": 1, "player_id": "P01"}]
+    rows = [{"rank": 1, "player_id": "P01"}, {"rank": 2, "player_id": "P02"}]
     update = m.StandingsUpdate.model_validate(make_message("LEAGUE_STANDINGS_UPDATE", "league_manager", standings=rows))
-    assert update.standings == rows
-    for bad in ([{"rank": 1}, 3], [{1: "x"}], "table"):
+    assert update.standings is rows  # not copied
+    as_tuple = m.StandingsUpdate.model_validate(
+        make_message("LEAGUE_STANDINGS_UPDATE", "league_manager", standings=tuple(rows))
+    )
+    assert as_tuple.standings == rows and type(as_tuple.standings) is list  # pydantic's own path
+    # A non-str key in a later row, a row that is a list of strs, a row that is no dict at all.
+    for bad in ([{"rank": 1}, 3], [{1: "x"}], [{"rank": 1}, {"a": 1, 2: "b"}], [["rank", "player_id"]], [3], "table"):
         message = make_message("LEAGUE_STANDINGS_UPDATE", "league_manager", standings=bad)
         with pytest.raises(pydantic.ValidationError):
             m.StandingsUpdate.model_validate(message)
