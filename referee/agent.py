@@ -12,7 +12,7 @@ import hmac
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
@@ -129,6 +129,9 @@ class Referee:
         self.last_round: dict[str, Any] | None = None
         self.league_completed: dict[str, Any] | None = None
         self._match_tasks: dict[str, asyncio.Task] = {}
+        # The match tasks not finished yet, kept apart from _match_tasks (which also holds up to
+        # FINISHED_KEPT finished ones) so that capacity checks need no scan on every start_match.
+        self._running: set[asyncio.Task] = set()
         self._report_tasks: dict[str, asyncio.Task] = {}
         self._register_task: asyncio.Task | None = None
         self._registered: asyncio.Event | None = None
@@ -143,7 +146,7 @@ class Referee:
 
     @property
     def active_matches(self) -> int:
-        return sum(1 for task in self._match_tasks.values() if not task.done())
+        return len(self._running)
 
     def asgi_app(self) -> Any:
         return make_asgi_app(self.server, on_startup=[self.startup], on_shutdown=[self.shutdown])
@@ -383,8 +386,18 @@ class Referee:
             standings=msg.standings,
         )
         runner = self._new_runner(spec)
-        self._match_tasks[key] = asyncio.create_task(self._run_and_report(runner), name=f"match-{key}")
+        self._spawn_match(key, self._run_and_report(runner))
         return answer("ACCEPTED", None)
+
+    def _spawn_match(self, key: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
+        """Run a match as a task, counted in active_matches until it is done."""
+        task = asyncio.create_task(coro, name=f"match-{key}")
+        self._match_tasks[key] = task
+        self._running.add(task)
+        # Done callbacks run before any coroutine awaiting the task resumes, and before a request
+        # that arrives later is handled, so no caller sees a finished match counted as running.
+        task.add_done_callback(self._running.discard)
+        return task
 
     def _new_runner(self, spec: MatchSpec) -> MatchRunner:
         assert self.client is not None, "the referee serves only after startup()"
@@ -513,9 +526,7 @@ class Referee:
                 timeouts=Timeouts.from_mapping(raw.get("timeouts")),
             )
             runner = self._new_runner(spec)
-            task = asyncio.create_task(runner.run(), name=f"match-{key}")
-            self._match_tasks[key] = task
-            await task
+            await self._spawn_match(key, runner.run())
         return self.toolset.reply(raw, "MATCH_RESULT", **seed_result(runner))
 
 

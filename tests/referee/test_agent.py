@@ -3,9 +3,11 @@ report delivery across restarts, over real HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from leagueproto.envelope import make_message
+from referee.agent import Referee, RefereeConfig
 from tests.referee.conftest import rpc, run_referee, start_match_message
 from tests.referee.scripted import ScriptedLM, ScriptedPlayer, serving
 from tests.support.servers import free_port
@@ -201,3 +203,22 @@ def test_it_finishes_a_running_match_when_stopped(lm, players):
         assert running.referee.accepting is False
     (report,) = scripted_lm.received.of("acknowledged")
     assert report["result"]["status"] in ("WIN", "DRAW")
+
+
+async def test_active_matches_counts_the_match_tasks_not_yet_done():
+    referee = Referee(RefereeConfig(register=False))
+    gate = asyncio.Event()
+
+    async def match() -> None:
+        await gate.wait()
+
+    first = referee._spawn_match("league_test:R1M1", match())
+    second = referee._spawn_match("league_test:R1M2", match())
+    assert referee.active_matches == 2
+    second.cancel()  # cancelled before it ever ran, as shutdown() may do
+    await asyncio.gather(second, return_exceptions=True)
+    assert referee.active_matches == 1
+    gate.set()
+    await first  # the count drops before anyone awaiting the match resumes
+    assert referee.active_matches == 0
+    assert set(referee._match_tasks) == {"league_test:R1M1", "league_test:R1M2"}  # kept for idempotency
