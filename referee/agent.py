@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 VERSION = "1.0.0"
 AGENT_PROTOCOL_VERSION = "2.1.0"
 FINISHED_KEPT = 1000  # finished matches kept in memory for get_match_state and idempotency
+# The LM's acknowledgements kept for get_match_state's report_status: those of the matches still
+# kept, with room for reports re-sent after a restart (their matches are not in memory).
+REPORTS_KEPT = 2 * FINISHED_KEPT
 
 
 @dataclass
@@ -439,7 +442,21 @@ class Referee:
     def _start_report(self, key: str, pending: dict[str, Any]) -> None:
         if key in self._report_tasks and not self._report_tasks[key].done():
             return
-        self._report_tasks[key] = asyncio.create_task(self._deliver_report(key, pending), name=f"report-{key}")
+        task = asyncio.create_task(self._deliver_report(key, pending), name=f"report-{key}")
+        self._report_tasks[key] = task
+        # Only undelivered reports need their task: a referee that ran for days kept them all.
+        task.add_done_callback(lambda done: self._forget_report_task(key, done))
+
+    def _forget_report_task(self, key: str, task: asyncio.Task) -> None:
+        if self._report_tasks.get(key) is task:  # not a newer task for the same report
+            del self._report_tasks[key]
+
+    def _acknowledged(self, key: str, reply: dict[str, Any]) -> None:
+        """The LM's last word on a report: kept for get_match_state, the oldest dropped past REPORTS_KEPT."""
+        self.reports[key] = reply
+        while len(self.reports) > REPORTS_KEPT:
+            del self.reports[next(iter(self.reports))]
+        self.store.remove_report(key)
 
     async def _deliver_report(self, key: str, pending: dict[str, Any]) -> None:
         """Send until the LM acknowledges; transport failures back off exponentially."""
@@ -469,8 +486,7 @@ class Referee:
                 reply = result.reply
                 code = reply.get("error_code")
                 if not result.is_error and reply.get("status") in ("RECORDED", "DUPLICATE"):
-                    self.reports[key] = reply
-                    self.store.remove_report(key)
+                    self._acknowledged(key, reply)
                     return
                 if code in (
                     ErrorCode.AUTH_TOKEN_INVALID,
@@ -484,8 +500,7 @@ class Referee:
                 elif result.is_error and code not in RETRYABLE:
                     # The LM will never take this report (unknown match, another referee's, conflict).
                     log.error("LM refused report %s: %s %s", key, code, reply.get("error_description"))
-                    self.reports[key] = reply
-                    self.store.remove_report(key)
+                    self._acknowledged(key, reply)
                     return
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.config.backoff_max)

@@ -7,6 +7,7 @@ import asyncio
 import time
 
 from leagueproto.envelope import make_message
+from referee import agent
 from referee.agent import Referee, RefereeConfig
 from tests.referee.conftest import rpc, run_referee, start_match_message
 from tests.referee.scripted import ScriptedLM, ScriptedPlayer, serving
@@ -222,3 +223,23 @@ async def test_active_matches_counts_the_match_tasks_not_yet_done():
     await first  # the count drops before anyone awaiting the match resumes
     assert referee.active_matches == 0
     assert set(referee._match_tasks) == {"league_test:R1M1", "league_test:R1M2"}  # kept for idempotency
+
+
+async def test_it_keeps_only_undelivered_report_tasks_and_the_latest_acknowledgements(monkeypatch):
+    monkeypatch.setattr(agent, "REPORTS_KEPT", 3)
+    referee = Referee(RefereeConfig(register=False))
+    gate = asyncio.Event()
+
+    async def deliver(key: str, pending: dict) -> None:
+        await gate.wait()
+        referee._acknowledged(key, {"status": "RECORDED", "match_id": key})
+
+    monkeypatch.setattr(referee, "_deliver_report", deliver)
+    for n in range(1, 6):
+        referee._start_report(f"league_test:R1M{n}", {})
+    assert len(referee._report_tasks) == 5
+    tasks = list(referee._report_tasks.values())
+    gate.set()
+    await asyncio.gather(*tasks)
+    assert referee._report_tasks == {}
+    assert list(referee.reports) == ["league_test:R1M3", "league_test:R1M4", "league_test:R1M5"]
