@@ -123,6 +123,7 @@ class Referee:
         self.config = config
         self.store = StateStore(config.state_dir)
         self.referee_id: str | None = None
+        self._sender: tuple[str | None, str, str] | None = None  # (referee_id, name, sender)
         self.auth_token: str | None = None
         self.league_manager_token: str | None = None
         self.league_id: str | None = config.league_id
@@ -145,7 +146,12 @@ class Referee:
     # -- identity -----------------------------------------------------------------------------
     @property
     def sender(self) -> str:
-        return f"referee:{self.referee_id or _safe_name(self.config.name)}"
+        # Every message of every match carries it: built again only when the identity changes.
+        cached = self._sender
+        if cached is None or cached[0] is not self.referee_id or cached[1] is not self.config.name:
+            text = f"referee:{self.referee_id or _safe_name(self.config.name)}"
+            cached = self._sender = (self.referee_id, self.config.name, text)
+        return cached[2]
 
     @property
     def active_matches(self) -> int:

@@ -125,10 +125,13 @@ class PlayerFailed(Exception):
         self.reason = reason
 
 
+_TOKEN_KEYS = ("auth_token", "league_manager_token", "match_token")
+
+
 def redact(message: Mapping[str, Any]) -> dict[str, Any]:
     """A copy safe to show anyone: bearer tokens are replaced."""
     copy = dict(message)
-    for key in ("auth_token", "league_manager_token", "match_token"):
+    for key in _TOKEN_KEYS:
         if copy.get(key):
             copy[key] = "***"
     return copy
@@ -154,8 +157,9 @@ class MatchLog:
         message: Mapping[str, Any] | None = None,
         **extra: Any,
     ) -> dict[str, Any]:
+        entries = self.entries
         entry = {
-            "seq": len(self.entries) + 1,
+            "seq": len(entries) + 1,
             "at": utc_now(),
             "t_ms": round((time.perf_counter() - self._started) * 1000, 1),
             "direction": direction,
@@ -166,9 +170,10 @@ class MatchLog:
             "attempt": attempt,
             "latency_ms": None if latency_ms is None else round(latency_ms, 1),
             "message": redact(message) if message is not None else None,
-            **extra,
         }
-        self.entries.append(entry)
+        if extra:  # ~20 entries a match, almost none with extras: skip merging an empty dict
+            entry.update(extra)
+        entries.append(entry)
         return entry
 
     def event(self, name: str, **data: Any) -> None:
@@ -435,7 +440,10 @@ class MatchRunner:
                 error=f"{exc.code.value}: {exc.detail}",
             )
             raise
-        entry.update(attempt=result.attempts, latency_ms=round(result.latency_ms, 1), dialect=result.dialect)
+        # Item by item rather than update(**kwargs): no keyword dict per call; same keys, same order.
+        entry["attempt"] = result.attempts
+        entry["latency_ms"] = round(result.latency_ms, 1)
+        entry["dialect"] = result.dialect
         if result.is_error:
             entry["outcome"] = "error"
         self.log.add(

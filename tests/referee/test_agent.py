@@ -243,3 +243,14 @@ async def test_it_keeps_only_undelivered_report_tasks_and_the_latest_acknowledge
     await asyncio.gather(*tasks)
     assert referee._report_tasks == {}
     assert list(referee.reports) == ["league_test:R1M3", "league_test:R1M4", "league_test:R1M5"]
+
+
+def test_its_sender_follows_its_identity():
+    referee = Referee(RefereeConfig(name="Ref One", register=False))
+    assert referee.sender == "referee:Ref_One"
+    referee.config.name = "Ref-2"  # runreferee names the referee after its port
+    assert referee.sender == "referee:Ref-2"
+    referee._adopt({"referee_id": "REF07", "auth_token": "token"})
+    assert referee.sender == "referee:REF07"
+    referee._adopt({"referee_id": "REF08", "auth_token": "token"})  # registered again
+    assert referee.sender == "referee:REF08"
