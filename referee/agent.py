@@ -129,7 +129,9 @@ class Referee:
         self.league_id: str | None = config.league_id
         self.accepting = True
         self.matches: OrderedDict[str, MatchRunner] = OrderedDict()
-        self.reports: dict[str, dict[str, Any]] = {}  # key → the LM's acknowledgement
+        # key → the LM's acknowledgement, oldest first. An OrderedDict because the oldest is dropped
+        # once per match: next(iter()) on a plain dict walks the slots its deletions left behind.
+        self.reports: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.last_round: dict[str, Any] | None = None
         self.league_completed: dict[str, Any] | None = None
         self._match_tasks: dict[str, asyncio.Task] = {}
@@ -461,7 +463,7 @@ class Referee:
         """The LM's last word on a report: kept for get_match_state, the oldest dropped past REPORTS_KEPT."""
         self.reports[key] = reply
         while len(self.reports) > REPORTS_KEPT:
-            del self.reports[next(iter(self.reports))]
+            self.reports.popitem(last=False)
         self.store.remove_report(key)
 
     async def _deliver_report(self, key: str, pending: dict[str, Any]) -> None:

@@ -56,13 +56,16 @@ class Timeouts:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> Timeouts:
-        defaults = cls()
+        defaults = _DEFAULT_TIMEOUTS  # read for every START_MATCH: not a new instance each time
         known = {}
         for name in ("join", "move", "game_over", "report", "default"):
             value = (values or {}).get(name)
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
             known[name] = float(value) if ok else getattr(defaults, name)
         return cls(**known)
+
+
+_DEFAULT_TIMEOUTS = Timeouts()
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""MatchRunner's parallel steps (_for_both / _both) without HTTP: both players at once, both
-outcomes waited for, and a cancelled match cancelling both players' steps."""
+"""MatchRunner without HTTP: both players' steps at once (both outcomes waited for, a cancelled
+match cancelling both), and how the LM's timeouts are read."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from referee.games import get_game
-from referee.runner import MatchRunner, MatchSpec, PlayerFailed, Seat
+from referee.runner import MatchRunner, MatchSpec, PlayerFailed, Seat, Timeouts
 
 
 def runner() -> MatchRunner:
@@ -79,3 +79,10 @@ async def test_cancelling_the_match_cancels_the_players_steps_still_running(slow
     with pytest.raises(asyncio.CancelledError):
         await task
     assert sorted(cancelled) == slow
+
+
+def test_timeouts_take_the_lms_positive_numbers_and_default_the_rest():
+    timeouts = Timeouts.from_mapping({"join": 2, "move": 0.5, "game_over": 0, "report": True, "default": "7"})
+    assert timeouts == Timeouts(join=2.0, move=0.5, game_over=5.0, report=10.0, default=10.0)
+    assert isinstance(timeouts.join, float)
+    assert Timeouts.from_mapping(None) == Timeouts() == Timeouts.from_mapping({})
