@@ -12,7 +12,7 @@ import hmac
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 VERSION = "1.0.0"
 AGENT_PROTOCOL_VERSION = "2.1.0"
 FINISHED_KEPT = 1000  # finished matches kept in memory for get_match_state and idempotency
+# The LM's acknowledgements kept for get_match_state's report_status: those of the matches still
+# kept, with room for reports re-sent after a restart (their matches are not in memory).
+REPORTS_KEPT = 2 * FINISHED_KEPT
 
 
 @dataclass
@@ -120,15 +123,21 @@ class Referee:
         self.config = config
         self.store = StateStore(config.state_dir)
         self.referee_id: str | None = None
+        self._sender: tuple[str | None, str, str] | None = None  # (referee_id, name, sender)
         self.auth_token: str | None = None
         self.league_manager_token: str | None = None
         self.league_id: str | None = config.league_id
         self.accepting = True
         self.matches: OrderedDict[str, MatchRunner] = OrderedDict()
-        self.reports: dict[str, dict[str, Any]] = {}  # key → the LM's acknowledgement
+        # key → the LM's acknowledgement, oldest first. An OrderedDict because the oldest is dropped
+        # once per match: next(iter()) on a plain dict walks the slots its deletions left behind.
+        self.reports: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.last_round: dict[str, Any] | None = None
         self.league_completed: dict[str, Any] | None = None
         self._match_tasks: dict[str, asyncio.Task] = {}
+        # The match tasks not finished yet, kept apart from _match_tasks (which also holds up to
+        # FINISHED_KEPT finished ones) so that capacity checks need no scan on every start_match.
+        self._running: set[asyncio.Task] = set()
         self._report_tasks: dict[str, asyncio.Task] = {}
         self._register_task: asyncio.Task | None = None
         self._registered: asyncio.Event | None = None
@@ -139,11 +148,16 @@ class Referee:
     # -- identity -----------------------------------------------------------------------------
     @property
     def sender(self) -> str:
-        return f"referee:{self.referee_id or _safe_name(self.config.name)}"
+        # Every message of every match carries it: built again only when the identity changes.
+        cached = self._sender
+        if cached is None or cached[0] is not self.referee_id or cached[1] is not self.config.name:
+            text = f"referee:{self.referee_id or _safe_name(self.config.name)}"
+            cached = self._sender = (self.referee_id, self.config.name, text)
+        return cached[2]
 
     @property
     def active_matches(self) -> int:
-        return sum(1 for task in self._match_tasks.values() if not task.done())
+        return len(self._running)
 
     def asgi_app(self) -> Any:
         return make_asgi_app(self.server, on_startup=[self.startup], on_shutdown=[self.shutdown])
@@ -383,8 +397,18 @@ class Referee:
             standings=msg.standings,
         )
         runner = self._new_runner(spec)
-        self._match_tasks[key] = asyncio.create_task(self._run_and_report(runner), name=f"match-{key}")
+        self._spawn_match(key, self._run_and_report(runner))
         return answer("ACCEPTED", None)
+
+    def _spawn_match(self, key: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
+        """Run a match as a task, counted in active_matches until it is done."""
+        task = asyncio.create_task(coro, name=f"match-{key}")
+        self._match_tasks[key] = task
+        self._running.add(task)
+        # Done callbacks run before any coroutine awaiting the task resumes, and before a request
+        # that arrives later is handled, so no caller sees a finished match counted as running.
+        task.add_done_callback(self._running.discard)
+        return task
 
     def _new_runner(self, spec: MatchSpec) -> MatchRunner:
         assert self.client is not None, "the referee serves only after startup()"
@@ -426,7 +450,21 @@ class Referee:
     def _start_report(self, key: str, pending: dict[str, Any]) -> None:
         if key in self._report_tasks and not self._report_tasks[key].done():
             return
-        self._report_tasks[key] = asyncio.create_task(self._deliver_report(key, pending), name=f"report-{key}")
+        task = asyncio.create_task(self._deliver_report(key, pending), name=f"report-{key}")
+        self._report_tasks[key] = task
+        # Only undelivered reports need their task: a referee that ran for days kept them all.
+        task.add_done_callback(lambda done: self._forget_report_task(key, done))
+
+    def _forget_report_task(self, key: str, task: asyncio.Task) -> None:
+        if self._report_tasks.get(key) is task:  # not a newer task for the same report
+            del self._report_tasks[key]
+
+    def _acknowledged(self, key: str, reply: dict[str, Any]) -> None:
+        """The LM's last word on a report: kept for get_match_state, the oldest dropped past REPORTS_KEPT."""
+        self.reports[key] = reply
+        while len(self.reports) > REPORTS_KEPT:
+            self.reports.popitem(last=False)
+        self.store.remove_report(key)
 
     async def _deliver_report(self, key: str, pending: dict[str, Any]) -> None:
         """Send until the LM acknowledges; transport failures back off exponentially."""
@@ -456,8 +494,7 @@ class Referee:
                 reply = result.reply
                 code = reply.get("error_code")
                 if not result.is_error and reply.get("status") in ("RECORDED", "DUPLICATE"):
-                    self.reports[key] = reply
-                    self.store.remove_report(key)
+                    self._acknowledged(key, reply)
                     return
                 if code in (
                     ErrorCode.AUTH_TOKEN_INVALID,
@@ -471,8 +508,7 @@ class Referee:
                 elif result.is_error and code not in RETRYABLE:
                     # The LM will never take this report (unknown match, another referee's, conflict).
                     log.error("LM refused report %s: %s %s", key, code, reply.get("error_description"))
-                    self.reports[key] = reply
-                    self.store.remove_report(key)
+                    self._acknowledged(key, reply)
                     return
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.config.backoff_max)
@@ -513,9 +549,7 @@ class Referee:
                 timeouts=Timeouts.from_mapping(raw.get("timeouts")),
             )
             runner = self._new_runner(spec)
-            task = asyncio.create_task(runner.run(), name=f"match-{key}")
-            self._match_tasks[key] = task
-            await task
+            await self._spawn_match(key, runner.run())
         return self.toolset.reply(raw, "MATCH_RESULT", **seed_result(runner))
 
 

@@ -3,9 +3,12 @@ report delivery across restarts, over real HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from leagueproto.envelope import make_message
+from referee import agent
+from referee.agent import Referee, RefereeConfig
 from tests.referee.conftest import rpc, run_referee, start_match_message
 from tests.referee.scripted import ScriptedLM, ScriptedPlayer, serving
 from tests.support.servers import free_port
@@ -201,3 +204,53 @@ def test_it_finishes_a_running_match_when_stopped(lm, players):
         assert running.referee.accepting is False
     (report,) = scripted_lm.received.of("acknowledged")
     assert report["result"]["status"] in ("WIN", "DRAW")
+
+
+async def test_active_matches_counts_the_match_tasks_not_yet_done():
+    referee = Referee(RefereeConfig(register=False))
+    gate = asyncio.Event()
+
+    async def match() -> None:
+        await gate.wait()
+
+    first = referee._spawn_match("league_test:R1M1", match())
+    second = referee._spawn_match("league_test:R1M2", match())
+    assert referee.active_matches == 2
+    second.cancel()  # cancelled before it ever ran, as shutdown() may do
+    await asyncio.gather(second, return_exceptions=True)
+    assert referee.active_matches == 1
+    gate.set()
+    await first  # the count drops before anyone awaiting the match resumes
+    assert referee.active_matches == 0
+    assert set(referee._match_tasks) == {"league_test:R1M1", "league_test:R1M2"}  # kept for idempotency
+
+
+async def test_it_keeps_only_undelivered_report_tasks_and_the_latest_acknowledgements(monkeypatch):
+    monkeypatch.setattr(agent, "REPORTS_KEPT", 3)
+    referee = Referee(RefereeConfig(register=False))
+    gate = asyncio.Event()
+
+    async def deliver(key: str, pending: dict) -> None:
+        await gate.wait()
+        referee._acknowledged(key, {"status": "RECORDED", "match_id": key})
+
+    monkeypatch.setattr(referee, "_deliver_report", deliver)
+    for n in range(1, 6):
+        referee._start_report(f"league_test:R1M{n}", {})
+    assert len(referee._report_tasks) == 5
+    tasks = list(referee._report_tasks.values())
+    gate.set()
+    await asyncio.gather(*tasks)
+    assert referee._report_tasks == {}
+    assert list(referee.reports) == ["league_test:R1M3", "league_test:R1M4", "league_test:R1M5"]
+
+
+def test_its_sender_follows_its_identity():
+    referee = Referee(RefereeConfig(name="Ref One", register=False))
+    assert referee.sender == "referee:Ref_One"
+    referee.config.name = "Ref-2"  # runreferee names the referee after its port
+    assert referee.sender == "referee:Ref-2"
+    referee._adopt({"referee_id": "REF07", "auth_token": "token"})
+    assert referee.sender == "referee:REF07"
+    referee._adopt({"referee_id": "REF08", "auth_token": "token"})  # registered again
+    assert referee.sender == "referee:REF08"
