@@ -132,12 +132,15 @@ _TOKEN_KEYS = ("auth_token", "league_manager_token", "match_token")
 
 
 def redact(message: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy safe to show anyone: bearer tokens are replaced."""
-    copy = dict(message)
-    for key in _TOKEN_KEYS:
-        if copy.get(key):
-            copy[key] = "***"
-    return copy
+    """A copy safe to show anyone: bearer tokens are left out.
+
+    Left out, not masked: the LM strips every token field from a reported match log before
+    storing it, and finds there are none by one scan of the log's JSON. A masked field ("***")
+    made it walk all of every log in Python to drop them, 15 % of its CPU in a league.
+    """
+    if _TOKEN_KEYS[0] not in message and _TOKEN_KEYS[1] not in message and _TOKEN_KEYS[2] not in message:
+        return dict(message)
+    return {k: v for k, v in message.items() if k not in _TOKEN_KEYS}
 
 
 class MatchLog:
