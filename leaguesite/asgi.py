@@ -13,10 +13,26 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from league.mcp_view import lean_mcp  # noqa: E402
 from league.routing import websocket_urlpatterns  # noqa: E402
+from leagueproto.serve import tune_gc  # noqa: E402
+
+
+async def lifespan(scope, receive, send) -> None:
+    """The server's start and stop (uvicorn sends them; daphne does not): once started, the
+    site is a long-running process like the agents, and tunes its garbage collector the same way."""
+    while True:
+        event = await receive()
+        if event["type"] == "lifespan.startup":
+            tune_gc()
+            await send({"type": "lifespan.startup.complete"})
+        elif event["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
 
 application = ProtocolTypeRouter(
     {
         "http": lean_mcp(django_asgi_app),  # POST /mcp without Django's request stack
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "lifespan": lifespan,
     }
 )

@@ -11,7 +11,6 @@ The player never imports league/ or referee/: everything crosses HTTP.
 from __future__ import annotations
 
 import asyncio
-import gc
 import hmac
 import inspect
 import logging
@@ -29,7 +28,7 @@ from leagueproto.asgi import make_asgi_app
 from leagueproto.client import AgentClient, CallFailed
 from leagueproto.envelope import make_message, parse_sender, parse_timestamp, utc_now
 from leagueproto.errors import ErrorCode, LeagueError
-from leagueproto.serve import ThreadedServer, bind_sockets, make_server
+from leagueproto.serve import ThreadedServer, bind_sockets, make_server, tune_gc
 from leagueproto.server import McpServer
 from leagueproto.tools import CallContext, Tool, Toolset
 from players import messages as m
@@ -857,9 +856,7 @@ class PlayerHost:
         self._bind_ports([s.getsockname()[1] for s in sockets])
         self._uvicorn = make_server(self.app)
         self._uvicorn.config.timeout_graceful_shutdown = GRACEFUL_SHUTDOWN
-        # Everything imported and built so far lives as long as the process: keep full
-        # collections from walking it again and again while the players answer calls.
-        gc.freeze()
+        tune_gc()  # everything built so far lives as long as the process
         self._uvicorn.run(sockets=sockets)
 
     def start_in_thread(self, host: str = "127.0.0.1") -> ThreadedServer:

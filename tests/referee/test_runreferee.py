@@ -3,7 +3,6 @@ assigned match and the LM stores the result; a best-of-5 match end to end; a cle
 
 from __future__ import annotations
 
-import gc
 import json
 import time
 
@@ -110,16 +109,3 @@ def test_it_runs_a_best_of_five_match_for_the_real_lm(lm_server, players, tmp_pa
     assert result.details["scores"] == {"P01": 3, "P02": 0}
     assert len(result.details["rounds"]) == 3
     assert [r["game_round"] for r in even.received.of("make_move")] == [1, 2, 3]
-
-
-def test_the_command_freezes_start_up_objects_and_spaces_out_collections():
-    from referee.management.commands import runreferee
-
-    before = gc.get_threshold()
-    try:
-        runreferee.tune_gc()
-        assert gc.get_threshold() == runreferee.GC_THRESHOLDS
-        assert gc.get_freeze_count() > 0
-    finally:
-        gc.set_threshold(*before)
-        gc.unfreeze()
