@@ -12,11 +12,24 @@ import pytest
 from django.db import connection
 
 from league import actions
+from league.bench.ceiling import median_ceiling
 from league.lm import PendingReport, read_logged, record_reports, toolset
 from league.models import League, MatchResult, Player, Referee
 from tests.league.lm_support import assigned_match, make_league, message, player_meta, referee_meta
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_ceiling_reference_is_the_median_run():
+    runs = [{"calls_per_second": v, "wall_seconds": w} for v, w in ((4000.0, 1), (3600.0, 2), (4600.0, 3))]
+    assert median_ceiling(runs) == {
+        "calls_per_second": 4000.0,
+        "wall_seconds": 1,
+        "runs_calls_per_second": [4000.0, 3600.0, 4600.0],
+    }
+    assert median_ceiling(runs[:2])["calls_per_second"] == 3600.0  # of two, the lower
+    with pytest.raises(ValueError):
+        median_ceiling([])
 
 
 def test_bench_ceiling_quick_reports_calls_latency_and_machine(tmp_path):
@@ -42,7 +55,18 @@ def test_bench_ceiling_quick_reports_calls_latency_and_machine(tmp_path):
 def test_bench_league_quick_plays_a_checked_league_and_reports_it(agent_env, tmp_path):
     out = tmp_path / "league.json"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), "bench", "league", "--quick", "--json", str(out)],
+        [
+            sys.executable,
+            str(ROOT / "manage.py"),
+            "bench",
+            "league",
+            "--quick",
+            "--with-ceiling",
+            "--ceiling-runs",
+            "3",
+            "--json",
+            str(out),
+        ],  # fmt: skip
         env=agent_env,
         capture_output=True,
         text=True,
@@ -65,6 +89,11 @@ def test_bench_league_quick_plays_a_checked_league_and_reports_it(agent_env, tmp
     roles = {p["role"] for p in report["processes"].values()}
     assert roles == {"lm", "conductor", "referee", "players"}
     assert all(p["cpu_seconds"] > 0 and p["peak_rss_mib"] > 0 for p in report["processes"].values())
+    # The ceiling ran three times with the league's calls; the ratio is taken against the median run.
+    ceiling = report["ceiling"]
+    assert ceiling["calls"] == report["calls"] and len(ceiling["runs_calls_per_second"]) == 3
+    assert ceiling["calls_per_second"] == sorted(ceiling["runs_calls_per_second"])[1]
+    assert report["ratio_to_ceiling"] == round(report["calls_per_second"] / ceiling["calls_per_second"], 3)
     # The league's own CPU leaves out start-up: less than each process's whole, and not nothing.
     assert all(0 < p["cpu_seconds_since_mark"] < p["cpu_seconds"] for p in report["processes"].values())
     assert 0 < report["cpu_seconds_league"] < report["cpu_seconds_total"]

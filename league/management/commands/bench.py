@@ -44,6 +44,9 @@ class Command(BaseCommand):
         league.add_argument("--poll", type=float, default=0.05, help="the conductor's poll interval")
         league.add_argument("--timeout", type=float, default=900.0)
         league.add_argument("--with-ceiling", action="store_true", help="also run the ceiling with the same calls")
+        league.add_argument(
+            "--ceiling-runs", type=int, default=3, help="ceiling runs after the league; the ratio uses their median"
+        )
         league.add_argument("--quick", action="store_true", help="small and short, for the suite")
         league.add_argument("--json", dest="json_path")
 
@@ -143,9 +146,10 @@ class Command(BaseCommand):
         except BenchFailed as exc:
             raise CommandError(f"bench league failed: {exc}") from exc
         if options["with_ceiling"]:
-            from league.bench.ceiling import run_ceiling
+            from league.bench.ceiling import median_ceiling, run_ceiling
 
-            ceiling = run_ceiling(report["calls"], bench.concurrency)
+            runs = max(1, options["ceiling_runs"])
+            ceiling = median_ceiling([run_ceiling(report["calls"], bench.concurrency) for _ in range(runs)])
             report["ceiling"] = ceiling
             report["ceiling_calls_per_second"] = ceiling["calls_per_second"]
             reference = ceiling["calls_per_second"]
