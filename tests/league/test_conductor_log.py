@@ -30,6 +30,19 @@ def add_players(league: League, n: int) -> list[Player]:
     ]
 
 
+def add_referee(league: League, status: str) -> Referee:
+    return Referee.objects.create(
+        league=league, referee_id="REF01", display_name="R", endpoint="http://127.0.0.1:1/r", token_hash="0" * 64,
+        max_concurrent_matches=3, status=status,
+    )  # fmt: skip
+
+
+def running(league: League) -> League:
+    League.objects.filter(pk=league.pk).update(status=League.Status.RUNNING)
+    league.refresh_from_db()
+    return league
+
+
 def test_delivery_rows_read_back_as_the_model_would_write_them():
     league = make_league("log_rows")
     body = {"message_type": "ROUND_ANNOUNCEMENT", "round_id": 1, "auth_token": "secret", "conversation_id": "c1"}
@@ -97,10 +110,7 @@ def test_records_kept_from_the_previous_round_equal_a_fresh_count():
 def test_the_compiled_tick_reads_equal_the_orm():
     league = make_league("log_survey")
     players = add_players(league, 2)
-    referee = Referee.objects.create(
-        league=league, referee_id="REF01", display_name="R", endpoint="http://127.0.0.1:1/r", token_hash="0" * 64,
-        max_concurrent_matches=3, status=AgentStatus.ACTIVE,
-    )  # fmt: skip
+    referee = add_referee(league, AgentStatus.ACTIVE)
     League.objects.filter(pk=league.pk).update(status=League.Status.RUNNING)
     rnd = Round.objects.create(league=league, number=1, status=Round.Status.ANNOUNCED, announced_at=timezone.now())
     now = timezone.now()
@@ -122,12 +132,8 @@ def test_the_compiled_tick_reads_equal_the_orm():
 def test_settling_starts_moves_only_accepted_matches_still_in_their_assignment():
     league = make_league("log_settle")
     a, b, c, d = add_players(league, 4)
-    referee = Referee.objects.create(
-        league=league, referee_id="REF01", display_name="R", endpoint="http://127.0.0.1:1/r", token_hash="0" * 64,
-        max_concurrent_matches=3, status=AgentStatus.REGISTERED,
-    )  # fmt: skip
-    League.objects.filter(pk=league.pk).update(status=League.Status.RUNNING)
-    league.refresh_from_db()
+    referee = add_referee(league, AgentStatus.REGISTERED)
+    league = running(league)
     rnd = Round.objects.create(league=league, number=1, status=Round.Status.PENDING)
     for number, (pa, pb) in enumerate(((a, b), (c, d), (a, c)), start=1):
         Match.objects.create(
@@ -163,12 +169,8 @@ def test_settling_starts_moves_only_accepted_matches_still_in_their_assignment()
 def test_settling_starts_leaves_a_suspended_referee_suspended():
     league = make_league("log_settle_suspended")
     a, b = add_players(league, 2)
-    referee = Referee.objects.create(
-        league=league, referee_id="REF01", display_name="R", endpoint="http://127.0.0.1:1/r", token_hash="0" * 64,
-        max_concurrent_matches=3, status=AgentStatus.ACTIVE,
-    )  # fmt: skip
-    League.objects.filter(pk=league.pk).update(status=League.Status.RUNNING)
-    league.refresh_from_db()
+    referee = add_referee(league, AgentStatus.ACTIVE)
+    league = running(league)
     rnd = Round.objects.create(league=league, number=1, status=Round.Status.PENDING)
     Match.objects.create(league=league, round=rnd, match_id="R1M1", player_a=a, player_b=b, game_type="even_odd")
     (item,) = conductor.announce_round(league, rnd.pk, None).claimed
