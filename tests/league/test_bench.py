@@ -94,8 +94,9 @@ def test_bench_league_quick_plays_a_checked_league_and_reports_it(agent_env, tmp
     assert ceiling["calls"] == report["calls"] and len(ceiling["runs_calls_per_second"]) == 3
     assert ceiling["calls_per_second"] == sorted(ceiling["runs_calls_per_second"])[1]
     assert report["ratio_to_ceiling"] == round(report["calls_per_second"] / ceiling["calls_per_second"], 3)
-    # The league's own CPU leaves out start-up: less than each process's whole, and not nothing.
-    assert all(0 < p["cpu_seconds_since_mark"] < p["cpu_seconds"] for p in report["processes"].values())
+    # The league's own CPU leaves out start-up: at most each process's whole (a process may spend
+    # less than a clock tick, 10 ms, in a 15-match league), and not nothing in all.
+    assert all(0 <= p["cpu_seconds_since_mark"] <= p["cpu_seconds"] for p in report["processes"].values())
     assert 0 < report["cpu_seconds_league"] < report["cpu_seconds_total"]
     assert 0 < report["machine_busy_share"] <= 1
 
