@@ -170,16 +170,6 @@ _ROUND_RESULTS = Prepared(
     -701,
     1_000_702,
 )
-# What ``round_records`` adds up from one round's results.
-_ROUND_POINTS = Prepared(
-    lambda league_pk, number: (
-        MatchResult.objects.filter(match__round__league_id=league_pk, match__round__number=number)
-        .order_by()
-        .values_list("match__player_a__player_id", "match__player_b__player_id", "points_a", "points_b")
-    ),
-    -701,
-    1_000_702,
-)
 
 
 def finished_in_round(round_pk: int) -> int:
@@ -356,16 +346,17 @@ def round_records(rnd: Round) -> dict[str, dict[str, int]]:
         return cached.records
     if cached is not None and cached.number == rnd.number - 1:
         records = {player_id: dict(record) for player_id, record in cached.records.items()}
-        rows = _ROUND_POINTS.rows(rnd.league_id, rnd.number - 1)
+        rows = _ROUND_RESULTS.rows(rnd.league_id, rnd.number - 1)
     else:
         records = {}
         rows = (
             MatchResult.objects.filter(league_id=rnd.league_id, match__round__number__lt=rnd.number)
             .order_by()
-            .values_list("match__player_a__player_id", "match__player_b__player_id", "points_a", "points_b")
+            .values_list(*queries.RESULT_FIELDS)
         )
-    for *players, points_a, points_b in rows:
-        for player_id, points in zip(players, (points_a, points_b), strict=True):
+    for row in rows:
+        result = ResultRow(*row)
+        for player_id, points in ((result.player_a, result.points_a), (result.player_b, result.points_b)):
             record = records.setdefault(player_id, dict(_NO_RECORD))
             record["wins" if points == 3 else "draws" if points == 1 else "losses"] += 1
     if rnd.announced_at:
@@ -464,9 +455,13 @@ def _candidates(limit: int) -> Prepared[Match]:
     return found
 
 
+# The claim's assignment and settle_starts' two updates name a varying number of matches, so the
+# ORM built each anew for every batch (about 1 ms of CPU a query here, more than running it):
+# they are written out, for SQLite and PostgreSQL alike.
+
+
 def _assign(match_pks: list[int], referee_pk: int, now: Any, deadline: Any) -> None:
-    """The matches are ASSIGNED to the referee, one attempt more (one UPDATE, written out for
-    the reason given above ``_start_running``)."""
+    """The matches are ASSIGNED to the referee, one attempt more (one UPDATE)."""
     q = connection.ops.quote_name
     meta = Match._meta
     status, referee, attempt = (q(meta.get_field(name).column) for name in ("status", "referee", "attempt"))
@@ -560,11 +555,6 @@ def stale_assignments(league_pk: int, older_than: float, skip: Iterable[int] = (
 
 def is_accepted(outcome: str, reply: dict[str, Any] | None) -> bool:
     return outcome == "ok" and str((reply or {}).get("status", "")).upper() == "ACCEPTED"
-
-
-# settle_starts runs once per referee and batch of start_match calls. Its two updates name a
-# varying number of matches, so the ORM built each anew every time (about 1 ms of CPU a query
-# here, more than running it): they are written out, for SQLite and PostgreSQL alike.
 
 
 def _start_running(accepted: list[Dispatch]) -> set[int]:
