@@ -16,7 +16,7 @@ import inspect
 import logging
 import random
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -804,13 +804,24 @@ class PlayerHost:
         register: bool = True,
         stay: bool = False,
         echo: Callable[[str], None] | None = None,
+        strategies: Sequence[str] = (),
     ) -> PlayerHost:
-        """``count`` players from one config: names Alpha-1 … and ports port … port+count-1."""
+        """``count`` players from one config: names Alpha-1 … and ports port … port+count-1.
+
+        ``strategies``: a mix to deal out in turn (player i plays ``strategies[i % len]``), so one
+        process can host a class's worth of different players; by default every player plays
+        ``config.strategy``."""
+        mix = list(strategies) if strategies else [config.strategy]
         players = []
         for index in range(count):
             name = config.name if count == 1 else f"{config.name}-{index + 1}"
             port = config.port + index if config.port else 0
-            players.append(Player(replace(config, name=name, port=port), echo=echo))
+            strategy = mix[index % len(mix)]
+            # Options (an LLM's model, say) are config.strategy's, not the rest of the mix's.
+            options = config.strategy_options if strategy == config.strategy else {}
+            players.append(
+                Player(replace(config, name=name, port=port, strategy=strategy, strategy_options=options), echo=echo)
+            )
         return cls(players, register=register, stay=stay)
 
     def _resolve(self, port: int | None) -> McpServer | None:

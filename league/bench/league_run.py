@@ -26,7 +26,6 @@ from league.bench.processes import (
     free_port,
     free_port_run,
     machine_cpu_times,
-    strategy_groups,
 )
 from league.models import AgentStatus, Event, League, Match, MatchResult
 from league.queries import result_rows
@@ -56,7 +55,11 @@ class LeagueBench:
     referees: int = 2
     game: str = "even_odd"
     max_concurrent: int | None = None  # per referee; default: a whole round at once
-    player_hosts: int = 2  # runplayer processes per strategy group
+    # runplayer processes, each hosting its share of the players with the whole mix dealt out in
+    # turn. The players are the load, not the platform, and one busy host costs less per call than
+    # several (more requests per wake-up, fewer processes to switch between): in a 100-player
+    # league the players took ~15 CPU-s in one host, ~17 in two, ~20 in four (docs/benchmarks.md).
+    player_hosts: int = 1
     lm_server: str = "uvicorn"
     lm_workers: int = 1
     mix: tuple[str, ...] = INSTANT_MIX
@@ -97,10 +100,11 @@ class LeagueBench:
             self.cluster.start_players(
                 lm_url,
                 league.league_id,
-                strategy_groups(self.players, self.mix),
+                [(",".join(self.mix), self.players)],
                 free_port_run(self.players),
                 hosts_per_group=self.player_hosts,
                 stay=True,
+                names={",".join(self.mix): "Bench"},
             )
             registration_seconds = self.wait_for_registrations(league)
             self.cluster.mark()

@@ -257,7 +257,8 @@ class Cluster:
         stay: bool = False,
         names: dict[str, str] | None = None,
     ) -> list[Child]:
-        """One ``runplayer --count`` process per (strategy, count) group (or ``hosts_per_group``)."""
+        """One ``runplayer --count`` process per (strategy, count) group (or ``hosts_per_group``);
+        a group's strategy may be a comma-separated mix, dealt out in turn by ``runplayer``."""
         started = []
         port = base_port
         for strategy, count in groups:
@@ -283,7 +284,7 @@ class Cluster:
                 if stay:
                     args.append("--stay")
                 suffix = "" if hosts_per_group == 1 else f"-{part + 1}"
-                started.append(self.spawn(f"players-{strategy}{suffix}", "players", args))
+                started.append(self.spawn(f"players-{label.lower()}{suffix}", "players", args))
                 port += size
         return started
 

@@ -88,6 +88,10 @@ def test_bench_league_quick_plays_a_checked_league_and_reports_it(agent_env, tmp
     assert set(report["latency_ms"]["referee->choose_parity"]) == {"p50", "p95", "p99", "n"}
     roles = {p["role"] for p in report["processes"].values()}
     assert roles == {"lm", "conductor", "referee", "players"}
+    # The players are hosted by one runplayer process (the default) dealing out the whole mix.
+    assert [p["role"] for p in report["processes"].values()].count("players") == 1
+    names = set(league.players.values_list("display_name", flat=True))
+    assert names == {f"Bench-{n}" for n in range(1, 7)}
     assert all(p["cpu_seconds"] > 0 and p["peak_rss_mib"] > 0 for p in report["processes"].values())
     # The ceiling ran three times with the league's calls; the ratio is taken against the median run.
     ceiling = report["ceiling"]

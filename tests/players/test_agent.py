@@ -321,6 +321,22 @@ def test_a_host_serves_many_players_each_with_its_own_identity_and_strategy(scri
         server.stop()
 
 
+def test_a_host_deals_out_a_mix_of_strategies_in_turn_with_options_for_their_own_strategy():
+    config = PlayerConfig(name="Mix", strategy="llm", strategy_options={"model": "gemini-test"})
+    host = PlayerHost.build(config, 5, strategies=["always_even", "llm", "alternate"])
+    assert [p.strategy.name for p in host.players] == ["always_even", "llm", "alternate", "always_even", "llm"]
+    assert [p.name for p in host.players] == ["Mix-1", "Mix-2", "Mix-3", "Mix-4", "Mix-5"]
+    # The LLM's options reach the LLM players only, not the rest of the mix.
+    assert [p.config.strategy_options for p in host.players] == [
+        {},
+        {"model": "gemini-test"},
+        {},
+        {},
+        {"model": "gemini-test"},
+    ]
+    assert host.players[1].strategy.model == "gemini-test"
+
+
 async def test_it_shuts_down_after_league_completed(scripted_lm, referee_client):
     config = PlayerConfig(name="Gamma", league_url=scripted_lm.url, register_backoff=0.01)
     host = PlayerHost.build(config, 1, stay=False)

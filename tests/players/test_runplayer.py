@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import httpx
 import pytest
+from django.core.management import CommandError, call_command
 
 from league.models import Player as PlayerRow
+from players.management.commands.runplayer import strategy_mix
 from tests.league.lm_support import make_league
 from tests.players.conftest import wait_until
 from tests.support.servers import Process, free_port, free_ports
@@ -19,7 +22,7 @@ def test_runplayer_count_50_starts_50_players_that_register_and_answer(lm_server
     base = free_ports(50)
     process = Process(
         manage_py
-        + ["runplayer", "--count", "50", "--port", str(base), "--name", "Load", "--strategy", "adaptive"]
+        + ["runplayer", "--count", "50", "--port", str(base), "--name", "Load", "--strategy", "adaptive,always_odd"]
         + ["--league-url", lm_server, "--league-id", league.league_id, "--log-level", "WARNING"],
         agent_env,
         log_path=str(tmp_path / "runplayer.log"),
@@ -36,6 +39,8 @@ def test_runplayer_count_50_starts_50_players_that_register_and_answer(lm_server
                 assert ping.json()["result"]["message"] == "pong"
                 state = http.post(row.endpoint, json={"jsonrpc": "2.0", "id": 2, "method": "get_player_state"})
                 assert state.json()["result"]["player_id"] == row.player_id  # each port is its own player
+                number = int(row.display_name.split("-")[1])  # the mix is dealt out in turn
+                assert state.json()["result"]["strategy"] == ("adaptive" if number % 2 else "always_odd")
     finally:
         process.terminate()
 
@@ -62,3 +67,26 @@ def test_runplayer_query_prints_the_lm_answer(lm_server, agent_env, manage_py, t
     assert reply["message_type"] == "LEAGUE_QUERY_RESPONSE" and reply["success"] is True
     assert reply["query_type"] == "GET_STANDINGS"
     assert [row["player_id"] for row in reply["data"]["standings"]] == ["P01"]
+
+
+@pytest.mark.parametrize(
+    ("value", "mix"),
+    [
+        ("random", ["random"]),
+        ("random,always_even", ["random", "always_even"]),
+        (" alternate , llm ", ["alternate", "llm"]),
+    ],
+)
+def test_strategy_takes_one_name_or_a_comma_separated_mix(value, mix):
+    assert strategy_mix(value) == mix
+
+
+@pytest.mark.parametrize("value", ["", ",", "random,nosuch", "cheat"])
+def test_an_unknown_or_empty_strategy_is_refused_with_the_choices(value):
+    with pytest.raises(argparse.ArgumentTypeError, match="choose from .*always_even"):
+        strategy_mix(value)
+
+
+def test_a_mix_needs_more_than_one_player():
+    with pytest.raises(CommandError, match="needs --count 2"):
+        call_command("runplayer", "--strategy", "random,always_even", "--no-register")

@@ -38,7 +38,9 @@ class Command(BaseCommand):
         league.add_argument("--referees", type=int, default=2)
         league.add_argument("--game", default="even_odd", choices=("even_odd", "even_odd_bo5"))
         league.add_argument("--max-concurrent", type=int, default=None, help="per referee (default: a round)")
-        league.add_argument("--player-hosts", type=int, default=1, help="runplayer processes per strategy")
+        league.add_argument(
+            "--player-hosts", type=int, default=1, help="runplayer processes, each hosting a share of the mix"
+        )
         league.add_argument("--lm-server", default="uvicorn", choices=("uvicorn", "daphne"))
         league.add_argument("--lm-workers", type=int, default=1, help="uvicorn worker processes for the LM")
         league.add_argument("--poll", type=float, default=0.05, help="the conductor's poll interval")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import logging
@@ -17,6 +18,17 @@ from players.strategies import STRATEGIES
 QUERIES = ("GET_STANDINGS", "GET_SCHEDULE", "GET_NEXT_MATCH", "GET_PLAYER_STATS")
 
 
+def strategy_mix(value: str) -> list[str]:
+    """``--strategy``: one strategy, or a comma-separated mix (``random,always_even``)."""
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name not in STRATEGIES]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown strategy {', '.join(unknown) or repr(value)}; choose from {', '.join(sorted(STRATEGIES))}"
+        )
+    return names
+
+
 class Command(BaseCommand):
     help = "Run an Even/Odd league player agent (POST /mcp) that registers with the League Manager."
     requires_system_checks: list[str] = []
@@ -26,7 +38,12 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1", help="Address to listen on.")
         parser.add_argument("--advertise-host", help="Host name the LM and referees should use to reach us.")
         parser.add_argument("--name", default="Player", help="Display name (Alpha-1, Alpha-2 … with --count).")
-        parser.add_argument("--strategy", default="random", choices=sorted(STRATEGIES))
+        parser.add_argument(
+            "--strategy",
+            default="random",
+            type=strategy_mix,
+            help=f"One of {', '.join(sorted(STRATEGIES))}; with --count, a comma-separated mix is dealt out in turn.",
+        )
         parser.add_argument("--league-url", default="http://127.0.0.1:8000/mcp", help="The LM's /mcp URL.")
         parser.add_argument("--league-id", help="League to join (default: the one open for registration).")
         parser.add_argument("--count", type=int, default=1, help="Host this many independent players.")
@@ -48,15 +65,18 @@ class Command(BaseCommand):
         self.quiet = level > logging.INFO  # per-match lines only at INFO and below
         if options["count"] < 1:
             raise CommandError("--count must be at least 1")
+        mix: list[str] = options["strategy"]
+        if len(mix) > 1 and options["count"] < 2:
+            raise CommandError("a mix of strategies needs --count 2 or more")
         strategy_options: dict[str, Any] = {}
-        if options["strategy"] == "llm":
+        if "llm" in mix:
             if options["llm_model"]:
                 strategy_options["model"] = options["llm_model"]
             if options["llm_timeout"] is not None:
                 strategy_options["timeout"] = options["llm_timeout"]
         config = PlayerConfig(
             name=options["name"],
-            strategy=options["strategy"],
+            strategy="llm" if "llm" in mix else mix[0],  # the one the --llm-* options are for
             league_url=options["league_url"],
             league_id=options["league_id"],
             host=options["host"],
@@ -73,12 +93,17 @@ class Command(BaseCommand):
                 self._print(asyncio.run(self._query(saved, options["query"])))
                 return
         host = PlayerHost.build(
-            config, options["count"], register=not options["no_register"], stay=options["stay"], echo=self._echo
+            config,
+            options["count"],
+            register=not options["no_register"],
+            stay=options["stay"],
+            echo=self._echo,
+            strategies=mix,
         )
         if options["query"]:
             self._query_after_registration(host, options["query"])
         self._echo(
-            f"serving {len(host.players)} player(s) ({options['strategy']}) on {options['host']}:"
+            f"serving {len(host.players)} player(s) ({', '.join(mix)}) on {options['host']}:"
             f"{options['port']}{'…' + str(options['port'] + options['count'] - 1) if options['count'] > 1 else ''}"
         )
         host.serve_forever(options["host"])
