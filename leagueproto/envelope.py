@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import re
+import secrets
 import time
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,7 +48,9 @@ def _format_epoch_second(second: int) -> str:
 
 
 def new_conversation_id(prefix: str = "conv") -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+    # 64 random bits as 16 hex digits, as uuid4().hex[:16] gave, at a fifth of its cost (~1 µs
+    # against ~5 here): every message the league sends makes one, 300 a round boundary.
+    return f"{prefix}-{secrets.token_hex(8)}"
 
 
 def make_message(

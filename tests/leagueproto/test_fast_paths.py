@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import random
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from leagueproto.envelope import deadline_in, format_timestamp, parse_timestamp, utc_now
+from leagueproto.envelope import deadline_in, format_timestamp, new_conversation_id, parse_timestamp, utc_now
 from leagueproto.errors import LeagueError
 from leagueproto.jsonutil import body_depth_exceeds, depth_exceeds, dumps, loads
 
@@ -67,3 +68,10 @@ def test_a_cached_timestamp_is_still_checked_by_zone():
         parse_timestamp("2025-01-15T10:30:00+02:00")
     with pytest.raises(LeagueError):
         parse_timestamp("2025-01-15T10:30:00")
+
+
+def test_conversation_ids_are_16_hex_digits_after_the_prefix_and_do_not_repeat():
+    ids = [new_conversation_id() for _ in range(10_000)]
+    assert all(re.fullmatch(r"conv-[0-9a-f]{16}", i) for i in ids)
+    assert len(set(ids)) == len(ids)
+    assert re.fullmatch(r"conv-r1m1-[0-9a-f]{16}", new_conversation_id("conv-r1m1"))
