@@ -39,7 +39,10 @@ class Command(BaseCommand):
         league.add_argument("--game", default="even_odd", choices=("even_odd", "even_odd_bo5"))
         league.add_argument("--max-concurrent", type=int, default=None, help="per referee (default: a round)")
         league.add_argument(
-            "--player-hosts", type=int, default=1, help="runplayer processes, each hosting a share of the mix"
+            "--player-hosts",
+            type=int,
+            default=1,
+            help="runplayer processes sharing the players (each deals out the strategy mix in turn)",
         )
         league.add_argument("--lm-server", default="uvicorn", choices=("uvicorn", "daphne"))
         league.add_argument("--lm-workers", type=int, default=1, help="uvicorn worker processes for the LM")
