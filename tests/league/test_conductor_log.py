@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import orjson
 import pytest
 from django.utils import timezone
 
-from league import conductor
+from league import conductor, queries
 from league.events import event_row
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
+from leagueproto.jsonutil import dumps, loads
 from tests.league.lm_support import make_league
 
 pytestmark = pytest.mark.django_db
@@ -73,27 +75,29 @@ def test_delivery_rows_read_back_as_the_model_would_write_them():
     assert all(e.at >= before and e.at.tzinfo is not None for e in rows)
 
 
+def played_round(league: League, players: list[Player], number: int, results: list[tuple[int, int, int, int]]) -> Round:
+    """Round ``number`` with its matches FINISHED: ``results`` as (a, b, points_a, points_b)."""
+    rnd = Round.objects.create(league=league, number=number, status=Round.Status.ANNOUNCED, announced_at=timezone.now())
+    for k, (a, b, pa, pb) in enumerate(results):
+        match = Match.objects.create(
+            league=league, round=rnd, match_id=f"R{number}M{k + 1}", player_a=players[a], player_b=players[b],
+            game_type="even_odd", status=Match.Status.FINISHED,
+        )  # fmt: skip
+        MatchResult.objects.create(
+            match=match, league=league, outcome="DRAW" if pa == pb else ("WIN_A" if pa > pb else "WIN_B"),
+            points_a=pa, points_b=pb, report_digest="x",
+        )  # fmt: skip
+    return rnd
+
+
 def test_records_kept_from_the_previous_round_equal_a_fresh_count():
     league = make_league("log_records")
     players = add_players(league, 4)
-    pairs = [[(0, 1), (2, 3)], [(0, 2), (1, 3)], [(0, 3), (1, 2)]]
-    points = [(3, 0), (1, 1), (0, 3), (3, 0), (0, 0), (1, 1)]
-    rounds = []
-    for number, round_pairs in enumerate(pairs, start=1):
-        rnd = Round.objects.create(
-            league=league, number=number, status=Round.Status.ANNOUNCED, announced_at=timezone.now()
-        )
-        rounds.append(rnd)
-        for k, (a, b) in enumerate(round_pairs):
-            match = Match.objects.create(
-                league=league, round=rnd, match_id=f"R{number}M{k + 1}", player_a=players[a], player_b=players[b],
-                game_type="even_odd", status=Match.Status.FINISHED,
-            )  # fmt: skip
-            pa, pb = points.pop(0)
-            MatchResult.objects.create(
-                match=match, league=league, outcome="DRAW" if pa == pb else ("WIN_A" if pa > pb else "WIN_B"),
-                points_a=pa, points_b=pb, report_digest="x",
-            )  # fmt: skip
+    rounds = [
+        played_round(league, players, 1, [(0, 1, 3, 0), (2, 3, 1, 1)]),
+        played_round(league, players, 2, [(0, 2, 0, 3), (1, 3, 3, 0)]),
+        played_round(league, players, 3, [(0, 3, 0, 0), (1, 2, 1, 1)]),
+    ]
 
     conductor._ROUND_RECORDS.clear()
     kept = [conductor.round_records(rnd) for rnd in rounds]  # round by round: incremental after round 1
@@ -105,6 +109,26 @@ def test_records_kept_from_the_previous_round_equal_a_fresh_count():
     assert kept == fresh
     assert kept[2]["P01"] == {"wins": 1, "losses": 1, "draws": 0}
     assert kept[2]["P04"] == {"wins": 0, "losses": 1, "draws": 1}
+
+
+def test_the_standings_update_is_serialised_once_and_reads_as_the_table():
+    league = running(make_league("log_standings"))
+    players = add_players(league, 4)
+    rnd = played_round(league, players, 1, [(0, 1, 3, 0), (2, 3, 1, 1)])
+
+    boundary = conductor.round_boundary(league, rnd)
+
+    assert boundary.table == queries.standings(league) and boundary.table[0]["player_id"] == "P01"
+    bodies = [d.message["standings"] for d in boundary.updates]
+    # Serialised already, once for all: every message holds the same JSON text.
+    assert len(bodies) == 4 and isinstance(bodies[0], orjson.Fragment) and all(b is bodies[0] for b in bodies)
+    for d in boundary.updates:  # what each player is sent: its own envelope, the table as a list
+        sent = loads(dumps({"jsonrpc": "2.0", "id": 1, "method": d.method, "params": d.message}))["params"]
+        assert sent["standings"] == boundary.table and sent["auth_token"] == d.message["auth_token"]
+    conductor.record_deliveries(league, [[(d, "ok", None) for d in boundary.updates]])
+    kept = Event.objects.filter(league=league, kind="LEAGUE_STANDINGS_UPDATE").order_by("id").first()
+    assert kept.payload["message"]["standings"] == boundary.table  # the log keeps the body as JSON
+    assert "auth_token" not in kept.payload["message"]
 
 
 def test_the_compiled_tick_reads_equal_the_orm():
