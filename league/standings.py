@@ -116,20 +116,27 @@ class StandingsTable:
             self.head_to_head[(me, other)] = self.head_to_head.get((me, other), 0) + points
 
     def rows(self) -> list[StandingRow]:
-        def primary(player_id: str) -> tuple[int, int, int]:
-            tally = self.tallies[player_id]
-            return (tally.points, tally.wins, tally.draws)
-
+        tallies = self.tallies
+        primary = {player_id: (t.points, t.wins, t.draws) for player_id, t in tallies.items()}
         groups: dict[tuple[int, int, int], list[str]] = {}
-        for player_id in self.tallies:
-            groups.setdefault(primary(player_id), []).append(player_id)
+        for player_id, key in primary.items():
+            groups.setdefault(key, []).append(player_id)
 
-        # Head-to-head points each player took from the others of its tied group, in one pass over
-        # the pairs that met (a large group of players who never met costs nothing).
-        h2h: dict[str, int] = dict.fromkeys(self.tallies, 0)
-        for (me, other), points in self.head_to_head.items():
-            if me != other and primary(me) == primary(other):
-                h2h[me] += points
+        # Head-to-head points each player took from the others of its tied group. Either from the
+        # pairs within each tied group or from every pair that met, whichever is fewer: early on
+        # large groups have met little, late in a league the groups are small but 100 players
+        # have met in 9,900 pairs (walking those every round was most of the standings' cost).
+        h2h: dict[str, int] = dict.fromkeys(tallies, 0)
+        tied = [group for group in groups.values() if len(group) > 1]
+        met = self.head_to_head
+        if sum(len(group) * len(group) for group in tied) < len(met):
+            for group in tied:
+                for me in group:
+                    h2h[me] = sum(met.get((me, other), 0) for other in group if other != me)
+        else:
+            for (me, other), points in met.items():
+                if me != other and primary[me] == primary[other]:
+                    h2h[me] += points
 
         ordered: list[str] = []
         for key in sorted(groups, reverse=True):
@@ -140,19 +147,22 @@ class StandingsTable:
             # Head-to-head only among exactly this tied group.
             ordered.extend(sorted(group, key=lambda p: (-h2h[p], id_sort_key(p))))
 
-        return [
-            StandingRow(
-                rank=rank,
-                player_id=player_id,
-                played=self.tallies[player_id].played,
-                wins=self.tallies[player_id].wins,
-                draws=self.tallies[player_id].draws,
-                losses=self.tallies[player_id].losses,
-                technical_losses=self.tallies[player_id].technical_losses,
-                points=self.tallies[player_id].points,
+        rows = []
+        for rank, player_id in enumerate(ordered, start=1):
+            t = tallies[player_id]
+            rows.append(
+                StandingRow(
+                    rank=rank,
+                    player_id=player_id,
+                    played=t.played,
+                    wins=t.wins,
+                    draws=t.draws,
+                    losses=t.losses,
+                    technical_losses=t.technical_losses,
+                    points=t.points,
+                )
             )
-            for rank, player_id in enumerate(ordered, start=1)
-        ]
+        return rows
 
 
 def compute_standings(player_ids: Iterable[str], results: Iterable[ResultRow]) -> list[StandingRow]:

@@ -154,3 +154,36 @@ def test_it_keeps_the_incremental_table_equal_to_a_recomputation(n, double, rng)
     assert sum(r.played for r in final) == 2 * len(results)
     keys = [(r.points, r.wins, r.draws) for r in final]
     assert keys == sorted(keys, reverse=True), "primary keys are ranked descending"
+
+
+def reference_order(players: list[str], results: list[ResultRow]) -> list[str]:
+    """§7 written plainly, for checking the table: points, wins, draws; then the head-to-head
+    points taken from exactly the players tied on all three; then the numeric id."""
+    tally = {p: [0, 0, 0] for p in players}
+    taken: dict[tuple[str, str], int] = {}
+    for r in results:
+        for me, other, points in ((r.player_a, r.player_b, r.points_a), (r.player_b, r.player_a, r.points_b)):
+            tally[me][0] += points
+            tally[me][1] += points == 3
+            tally[me][2] += points == 1
+            taken[(me, other)] = taken.get((me, other), 0) + points
+
+    def key(p: str) -> tuple:
+        tied = [q for q in players if q != p and tally[q] == tally[p]]
+        return (-tally[p][0], -tally[p][1], -tally[p][2], -sum(taken.get((p, q), 0) for q in tied), id_sort_key(p))
+
+    return sorted(players, key=key)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(min_value=2, max_value=16), st.booleans(), st.randoms(use_true_random=False))
+def test_the_order_is_the_plain_reading_of_the_tie_breaks_at_every_point_of_a_league(n, double, rng):
+    # From the first result to the last, so that both ways of summing head-to-head points are
+    # taken: from the pairs that met while few have (large tied groups), from the pairs within
+    # each tied group once many have.
+    players = [f"P{i}" for i in range(1, n + 1)]
+    results = random_results(rng, n, double)
+    table = StandingsTable.for_players(players)
+    for index, result in enumerate(results):
+        table.add(result)
+        assert [row.player_id for row in table.rows()] == reference_order(players, results[: index + 1])
