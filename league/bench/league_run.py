@@ -97,14 +97,15 @@ class LeagueBench:
             self.cluster.start_referees(
                 lm_url, league.league_id, self.referees, free_port_run(self.referees), int(self.max_concurrent or 1)
             )
+            mix = ",".join(self.mix)  # runplayer deals it out in turn
             self.cluster.start_players(
                 lm_url,
                 league.league_id,
-                [(",".join(self.mix), self.players)],
+                [(mix, self.players)],
                 free_port_run(self.players),
                 hosts_per_group=self.player_hosts,
                 stay=True,
-                names={",".join(self.mix): "Bench"},
+                names={mix: "Bench"},
             )
             registration_seconds = self.wait_for_registrations(league)
             self.cluster.mark()
