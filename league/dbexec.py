@@ -139,26 +139,36 @@ def insert_rows(model: type[models.Model], names: tuple[str, ...], rows: list[tu
     sql = "INSERT INTO {} ({}) VALUES ({})".format(
         quote(meta.db_table), ", ".join(quote(f.column) for f in fields), ", ".join(["%s"] * len(fields))
     )
-    # A str in a text column, an int in an integer or foreign-key column, a bool in a boolean one
-    # (or None) is its own database form on every backend: only the others (JSON, timestamps)
-    # go through their field.
-    # A value repeated down a column (the batch's timestamp) is converted once.
-    plain = [next((t for kind, t in _PLAIN if isinstance(f, kind)), None) for f in fields]
-    converted: dict[tuple[int, int], Any] = {}
+    # Converted column by column: most columns need nothing, and saying so is one pass in C over
+    # the column's types. A round boundary's 300 Event rows cost 3.5 ms converted value by value
+    # (a field method, and the connection looked up through its thread-local proxy, per value).
+    conn = connections[connection.alias]  # the connection itself, not the proxy, for every value
+    columns = [_db_column(field, [row[n] for row in rows], conn) for n, field in enumerate(fields)]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, list(zip(*columns, strict=True)))
 
-    def db_value(n: int, field: models.Field, kind: type | None, value: Any) -> Any:
+
+def _db_column(field: models.Field, values: list[Any], conn: Any) -> list[Any]:
+    """``values`` as ``field.get_db_prep_save`` makes them, for one column of ``insert_rows``."""
+    # A str in a text column, an int in an integer or foreign-key column, a bool in a boolean one
+    # (or None) is its own database form on every backend.
+    kind = next((t for base, t in _PLAIN if isinstance(field, base)), None)
+    if kind is not None and set(map(type, values)) <= {kind, type(None)}:
+        return values
+    to_db = getattr(field, "db_values", None)
+    if to_db is not None:  # a field that converts a whole column at once (FastJSONField)
+        return to_db(values, conn)
+    converted: dict[int, Any] = {}  # a value repeated down a column (the batch's timestamp) once
+
+    def one(value: Any) -> Any:
         if kind is not None and (value is None or type(value) is kind):
             return value
-        key = (n, id(value))
+        key = id(value)
         if key not in converted:
-            converted[key] = field.get_db_prep_save(value, connection)
+            converted[key] = field.get_db_prep_save(value, conn)
         return converted[key]
 
-    params = [
-        tuple(db_value(n, f, t, v) for n, (f, t, v) in enumerate(zip(fields, plain, row, strict=True))) for row in rows
-    ]
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, params)
+    return [one(value) for value in values]
 
 
 def _after_flush(sender: Any, **kwargs: Any) -> None:
