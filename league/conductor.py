@@ -149,6 +149,12 @@ _NEXT_ROUND = Prepared(
     -701,
     1_000_702,  # positive: ``number`` is a PositiveIntegerField, and the ORM drops ``> -702``
 )
+_ROUND = Prepared(lambda round_pk: Round.objects.filter(pk=round_pk).order_by()[:1], -701)
+# A round and its league, locked (PostgreSQL) until the transition commits: once a round.
+_LOCKED_ROUND = Prepared(
+    lambda round_pk: Round.objects.select_for_update().select_related("league").filter(pk=round_pk).order_by()[:1],
+    -701,
+)
 _FINISHED_IN_ROUND = Prepared(
     lambda round_pk: (
         Match.objects.filter(round_id=round_pk, status=Match.Status.FINISHED)
@@ -295,10 +301,18 @@ def pausing_between_rounds(league: League, rnd: Round) -> bool:
     return done_at is not None and (timezone.now() - done_at).total_seconds() < league.round_pause
 
 
+def _locked_round(round_pk: int) -> Round:
+    """The round with its league, locked for a transition (in the caller's transaction)."""
+    rnd = _LOCKED_ROUND.first(round_pk)
+    if rnd is None:
+        raise Round.DoesNotExist(f"round {round_pk}")
+    return rnd
+
+
 def mark_round_announced(round_pk: int, matches: list[dict[str, Any]] | None = None) -> bool:
     """PENDING → ANNOUNCED. ``matches``: the round's ``round_matches`` if the caller has them."""
     with transaction.atomic():
-        rnd = Round.objects.select_for_update().select_related("league").get(pk=round_pk)
+        rnd = _locked_round(round_pk)
         if rnd.status != Round.Status.PENDING:
             return False
         rnd.status = Round.Status.ANNOUNCED
@@ -306,7 +320,7 @@ def mark_round_announced(round_pk: int, matches: list[dict[str, Any]] | None = N
         rnd.save(update_fields=["status", "announced_at"])
         League.objects.filter(pk=rnd.league_id).update(current_round=rnd.number)
         league = rnd.league
-        record_event(league, "STATE", "round_started", payload={"round_id": rnd.number})
+        append_events([event_values(league, "STATE", "round_started", payload={"round_id": rnd.number})])
         if matches is None:
             matches = round_matches(rnd)
         broadcast(
@@ -370,22 +384,48 @@ def round_records(rnd: Round) -> dict[str, dict[str, int]]:
 
 def match_standings(match: Match) -> dict[str, dict[str, int]]:
     """START_MATCH's ``standings``: the two players' records (the referee passes each its own)."""
-    records = round_records(match.round)
-    return {p.player_id: dict(records.get(p.player_id, _NO_RECORD)) for p in (match.player_a, match.player_b)}
+    return _standings_of(round_records(match.round), match.player_a.player_id, match.player_b.player_id)
 
 
-def start_match_message(league: League, match: Match, referee: Referee) -> dict[str, Any]:
+def _standings_of(records: dict[str, dict[str, int]], *player_ids: str) -> dict[str, dict[str, int]]:
+    return {player_id: dict(records.get(player_id, _NO_RECORD)) for player_id in player_ids}
+
+
+@dataclass(frozen=True, slots=True)
+class MatchToStart:
+    """What START_MATCH says of a match: a few columns of its row and its players' (a claim
+    reads them as values, with no model instance per match, round and player)."""
+
+    pk: int
+    match_id: str
+    game_type: str
+    attempt: int
+    rnd: Round
+    player_a: tuple[str, str]  # (player_id, endpoint)
+    player_b: tuple[str, str]
+
+    @classmethod
+    def of(cls, match: Match) -> MatchToStart:
+        a, b = match.player_a, match.player_b
+        return cls(
+            match.pk, match.match_id, match.game_type, match.attempt, match.round, (a.player_id, a.endpoint),
+            (b.player_id, b.endpoint),
+        )  # fmt: skip
+
+
+def start_match_message(league: League, match: MatchToStart, referee: Referee) -> dict[str, Any]:
+    (a_id, a_endpoint), (b_id, b_endpoint) = match.player_a, match.player_b
     return message_to(
         referee,
         "START_MATCH",
         league_id=league.league_id,
-        round_id=match.round.number,
+        round_id=match.rnd.number,
         match_id=match.match_id,
         game_type=match.game_type,
-        player_A_id=match.player_a.player_id,
-        player_B_id=match.player_b.player_id,
-        player_A_endpoint=match.player_a.endpoint,
-        player_B_endpoint=match.player_b.endpoint,
+        player_A_id=a_id,
+        player_B_id=b_id,
+        player_A_endpoint=a_endpoint,
+        player_B_endpoint=b_endpoint,
         match_token=match_token(league.league_id, match.match_id, match.attempt),
         timeouts={
             "join": league.join_timeout,
@@ -396,11 +436,11 @@ def start_match_message(league: League, match: Match, referee: Referee) -> dict[
         },
         retry={"retries": league.retries, "delay": league.retry_delay},
         max_invalid_moves=league.max_invalid_moves,
-        standings=match_standings(match),
+        standings=_standings_of(round_records(match.rnd), a_id, b_id),
     )
 
 
-def _dispatch_of(league: League, match: Match, referee: Referee) -> Dispatch:
+def _dispatch_of(league: League, match: MatchToStart, referee: Referee) -> Dispatch:
     return Dispatch(
         match.pk,
         match.match_id,
@@ -411,10 +451,9 @@ def _dispatch_of(league: League, match: Match, referee: Referee) -> Dispatch:
     )
 
 
-# What START_MATCH needs of a claimed match (``start_match_message``, ``round_records``): the
-# rest of its row and of its players' rows is not loaded (a player row is wide).
-_START_FIELDS = (
-    "match_id", "game_type", "attempt", "status", "round__number", "round__announced_at", "round__league",
+# What START_MATCH needs of a claimed match (``MatchToStart``; the round is read once per claim).
+_START_COLUMNS = (
+    "pk", "match_id", "game_type", "attempt",
     "player_a__player_id", "player_a__endpoint", "player_b__player_id", "player_b__endpoint",
 )  # fmt: skip
 
@@ -447,7 +486,7 @@ def _candidates(limit: int) -> Prepared[Match]:
         candidates = Match.objects.filter(round_id=round_pk, status=Match.Status.SCHEDULED).order_by("id")
         if connection.features.has_select_for_update_skip_locked:
             candidates = candidates.select_for_update(skip_locked=True, of=("self",))
-        return candidates.select_related("round", "player_a", "player_b").only(*_START_FIELDS)[:limit]
+        return candidates.values_list(*_START_COLUMNS)[:limit]
 
     found = _CANDIDATES.get(limit)
     if found is None:
@@ -484,12 +523,16 @@ def _assign(match_pks: list[int], referee_pk: int, now: Any, deadline: Any) -> N
 
 
 def claim_matches(
-    league_pk: int, round_pk: int, avoid: Iterable[int] = (), league: League | None = None
+    league_pk: int,
+    round_pk: int,
+    avoid: Iterable[int] = (),
+    league: League | None = None,
+    rnd: Round | None = None,
 ) -> list[Dispatch]:
     """Assign the round's SCHEDULED matches to referees with free capacity (most free first).
 
-    Returns what to send. ``avoid``: referee pks not to use now (they just failed). ``league``:
-    the league's row if the caller has just read it.
+    Returns what to send. ``avoid``: referee pks not to use now (they just failed). ``league``
+    and ``rnd``: the league's and the round's rows if the caller has just read them.
     """
     avoid = set(avoid)
     with transaction.atomic():
@@ -505,10 +548,19 @@ def claim_matches(
         capacity = sum(max(0, n) for n in free.values())
         if capacity <= 0:
             return []
-        matches = _candidates(capacity).objects(round_pk)
+        rows = _candidates(capacity).rows(round_pk)
+        if not rows:
+            return []
+        if rnd is None or rnd.pk != round_pk:
+            rnd = _ROUND.first(round_pk)
+        # Claimed, each is one attempt further than its row says.
+        matches = [
+            MatchToStart(pk, match_id, game_type, attempt + 1, rnd, (a_id, a_endpoint), (b_id, b_endpoint))
+            for pk, match_id, game_type, attempt, a_id, a_endpoint, b_id, b_endpoint in rows
+        ]
         now = timezone.now()
         deadline = now + timedelta(seconds=league.match_deadline)
-        chosen: dict[int, list[Match]] = {}
+        chosen: dict[int, list[MatchToStart]] = {}
         for match in matches:
             referee = max(referees, key=lambda r: (free[r.pk], -r.pk))
             if free[referee.pk] <= 0:
@@ -523,10 +575,6 @@ def claim_matches(
             # One UPDATE per referee; the rows are ours (locked, or SQLite's single writer).
             _assign([m.pk for m in group], referee.pk, now, deadline)
             for match in group:
-                match.status, match.referee, match.assigned_at, match.deadline_at = (
-                    Match.Status.ASSIGNED, referee, now, deadline,
-                )  # fmt: skip
-                match.attempt += 1
                 events.append(
                     event_values(
                         league,
@@ -552,7 +600,7 @@ def stale_assignments(league_pk: int, older_than: float, skip: Iterable[int] = (
         .exclude(pk__in=set(skip))
         .select_related("round", "player_a", "player_b", "referee__league")
     )
-    return [_dispatch_of(league, m, m.referee) for m in matches if m.referee is not None]
+    return [_dispatch_of(league, MatchToStart.of(m), m.referee) for m in matches if m.referee is not None]
 
 
 def is_accepted(outcome: str, reply: dict[str, Any] | None) -> bool:
@@ -920,7 +968,7 @@ def round_boundary(league: League, rnd: Round) -> Boundary:
 
 def mark_round_completed(round_pk: int, table: list[dict[str, Any]] | None = None) -> bool:
     with transaction.atomic():
-        rnd = Round.objects.select_for_update().select_related("league").get(pk=round_pk)
+        rnd = _locked_round(round_pk)
         if rnd.status == Round.Status.COMPLETED:
             return False
         rnd.status = Round.Status.COMPLETED
@@ -931,7 +979,9 @@ def mark_round_completed(round_pk: int, table: list[dict[str, Any]] | None = Non
         if nxt is not None:
             League.objects.filter(pk=league.pk).update(current_round=nxt.number)
         finished = finished_in_round(rnd.pk)
-        record_event(league, "STATE", "round_completed", payload={"round_id": rnd.number, "matches": finished})
+        append_events(
+            [event_values(league, "STATE", "round_completed", payload={"round_id": rnd.number, "matches": finished})]
+        )
         broadcast(
             league.league_id,
             "round_completed",
@@ -1098,8 +1148,10 @@ def announce_round(
     league without live referees (the embedded referee's path claims on the next step)."""
     with transaction.atomic():
         mark_round_announced(round_pk, matches)
-        rnd = Round.objects.get(pk=round_pk)
-        claimed = claim_matches(league.pk, rnd.pk, avoid, league) if rnd.status == Round.Status.ANNOUNCED else []
+        rnd = _ROUND.first(round_pk)
+        if rnd is None:
+            raise Round.DoesNotExist(f"round {round_pk}")
+        claimed = claim_matches(league.pk, rnd.pk, avoid, league, rnd) if rnd.status == Round.Status.ANNOUNCED else []
     return NextRound(rnd, claimed=claimed)
 
 

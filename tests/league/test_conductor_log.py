@@ -204,3 +204,54 @@ def test_settling_starts_leaves_a_suspended_referee_suspended():
 
     referee.refresh_from_db()
     assert referee.status == AgentStatus.SUSPENDED and referee.last_seen_at is None
+
+
+def start_match_from_models(league: League, match_pk: int) -> dict:
+    """START_MATCH as built from the match's model rows (what the claim used to load)."""
+    match = Match.objects.select_related("round", "player_a", "player_b", "referee__league").get(pk=match_pk)
+    return conductor.start_match_message(league, conductor.MatchToStart.of(match), match.referee)
+
+
+def comparable(message: dict) -> dict:
+    return {k: v for k, v in message.items() if k not in ("conversation_id", "timestamp")}
+
+
+def test_a_claim_read_as_values_sends_what_the_model_rows_say(django_assert_num_queries):
+    league = make_league("log_claim")
+    players = add_players(league, 4)
+    add_referee(league, AgentStatus.ACTIVE)
+    league = running(league)
+    played_round(league, players, 1, [(0, 1, 3, 0), (2, 3, 1, 1)])
+    Round.objects.filter(league=league, number=1).update(status=Round.Status.COMPLETED)
+    rnd = Round.objects.create(league=league, number=2, status=Round.Status.PENDING)
+    for number, (a, b) in enumerate(((0, 2), (1, 3), (0, 3), (1, 2)), start=1):
+        Match.objects.create(
+            league=league, round=rnd, match_id=f"R2M{number}", player_a=players[a], player_b=players[b],
+            game_type="even_odd", attempt=1 if number == 2 else 0,  # R2M2 was tried once already
+        )  # fmt: skip
+
+    claimed = conductor.announce_round(league, rnd.pk, None).claimed  # the referee has room for 3
+
+    assert [(item.match_id, item.attempt) for item in claimed] == [("R2M1", 1), ("R2M2", 2), ("R2M3", 1)]
+    for item in claimed:
+        message = item.delivery.message
+        assert comparable(message) == comparable(start_match_from_models(league, item.match_pk))
+        assert message["match_token"] == conductor.match_token(league.league_id, item.match_id, item.attempt)
+    first = claimed[0].delivery.message
+    assert (first["round_id"], first["player_A_id"], first["player_B_id"]) == (2, "P01", "P03")
+    assert first["player_A_endpoint"] == "http://127.0.0.1:1/p1"
+    assert first["standings"] == {
+        "P01": {"wins": 1, "losses": 0, "draws": 0},
+        "P03": {"wins": 0, "losses": 0, "draws": 1},
+    }
+    assert dict(Match.objects.filter(round=rnd).values_list("match_id", "attempt")) == {
+        "R2M1": 1, "R2M2": 2, "R2M3": 1, "R2M4": 0,
+    }  # fmt: skip
+
+    # A later claim (a referee freed up) reads the round itself, in as many queries for any number.
+    Match.objects.filter(match_id="R2M1").update(status=Match.Status.FINISHED)
+    # Referees, busy counts, candidates, round, assignment, events; and the savepoint's two.
+    with django_assert_num_queries(8):
+        (later,) = conductor.claim_matches(league.pk, rnd.pk, league=league)
+    assert later.match_id == "R2M4"
+    assert comparable(later.delivery.message) == comparable(start_match_from_models(league, later.match_pk))

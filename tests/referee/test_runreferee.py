@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from league import actions
-from league.conductor import start_match_message
+from league.conductor import MatchToStart, start_match_message
 from league.models import League, MatchResult, Player, Referee, hash_token
 from tests.referee.conftest import run_referee
 from tests.referee.scripted import ScriptedPlayer
@@ -57,7 +57,7 @@ def league_with_players(league_id: str, game_type: str, players) -> tuple[League
 
 def assign_and_start(league: League, players: list[Player], referee: Referee) -> MatchResult:
     match = actions.create_match(league, 1, players[0], players[1], referee=referee)
-    message = start_match_message(league, match, referee)
+    message = start_match_message(league, MatchToStart.of(match), referee)
     body = {"jsonrpc": "2.0", "id": 1, "method": "start_match", "params": message}
     reply = httpx.post(referee.endpoint, json=body, timeout=5).json()["result"]
     assert reply["status"] == "ACCEPTED", reply
