@@ -1105,6 +1105,18 @@ _WORKING_LEAGUE = Prepared(
 )
 
 
+_ROUND_STATUS = Prepared(lambda round_pk: Round.objects.filter(pk=round_pk).order_by().values_list("status"), -701)
+
+
+def rounds_moved_on(round_pks: list[int]) -> bool:
+    """Whether any of these rounds being played is no longer ANNOUNCED (or no longer exists)."""
+    for round_pk in round_pks:
+        rows = _ROUND_STATUS.rows(round_pk)
+        if not rows or rows[0][0] != Round.Status.ANNOUNCED:
+            return True
+    return False
+
+
 def round_counts(round_pk: int) -> dict[str, int]:
     """How many of the round's matches are in each status: the one cheap query a waiting tick makes."""
     counts = dict(_ROUND_COUNTS.rows(round_pk))
@@ -1181,9 +1193,9 @@ class Conductor:
 
     league_id: str | None = None
     poll: float = 0.05
-    # Seconds between ticks while a round is in its tail (every match dispatched, some still
-    # unreported): its end is then what holds up every agent, so it is noticed sooner.
-    tail_poll: float = 0.01
+    # Seconds between reads of the round's status while it is in its tail (every match
+    # dispatched, some still unreported): its end is then what holds up every agent (``rest``).
+    tail_poll: float = 0.002
     health_interval: float | None = None  # seconds between referee pings (None: league default)
     client: AgentClient | None = None
     supervise_every: float = 0.25
@@ -1211,13 +1223,29 @@ class Conductor:
                     break
                 if until_done and not busy:
                     break
-                await asyncio.sleep(min(self.poll, self.tail_poll) if self._in_tail else self.poll)
+                await self.rest()
             await self.drain()
         finally:
             if own_client and self.client is not None:
                 await self.client.close()
                 self.client = None
             await sync_to_async(connections.close_all)()
+
+    async def rest(self) -> None:
+        """Wait for the next tick: ``poll`` seconds. In a round's tail (every match dispatched,
+        some not reported) the round's end is what every agent waits for: the rounds' status is
+        read every ``tail_poll`` seconds (one small query; a tick reads far more) and the tick
+        comes as soon as one of them is no longer ANNOUNCED (the LM marks it PLAYED with its
+        last result)."""
+        if not self._in_tail:
+            await asyncio.sleep(self.poll)
+            return
+        rounds = [rnd.pk for rnd in self._rounds.values()]
+        deadline = time.monotonic() + self.poll
+        while (left := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(self.tail_poll, left))
+            if await sync_to_async(rounds_moved_on)(rounds):
+                return
 
     async def drain(self) -> None:
         tasks = [*self._inflight.values(), *self._pings.values()]

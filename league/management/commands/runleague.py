@@ -25,11 +25,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--tail-poll",
             type=float,
-            default=0.01,
-            help="Seconds between passes while a round waits only for its last results (default 0.01).",
+            default=0.002,
+            help="Seconds between reads of a round's status while it waits only for its last results (default 0.002).",
         )
 
-    def handle(self, *args, league_id=None, once=False, until_done=False, poll=0.05, tail_poll=0.01, **options) -> None:
+    def handle(
+        self, *args, league_id=None, once=False, until_done=False, poll=0.05, tail_poll=0.002, **options
+    ) -> None:
         level = logging.DEBUG if options["verbosity"] > 1 else logging.INFO
         logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         conductor = Conductor(league_id=league_id, poll=poll, tail_poll=tail_poll)
