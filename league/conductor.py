@@ -58,7 +58,7 @@ from league.prepared import Prepared
 from league.schedule import schedule_matches
 from league.standings import ResultRow, StandingsTable, id_sort_key
 from leagueproto.client import AgentClient, CallFailed, RetryPolicy
-from leagueproto.envelope import make_message
+from leagueproto.envelope import make_message, new_conversation_ids
 from leagueproto.jsonutil import dumps
 
 log = logging.getLogger("league.conductor")
@@ -199,9 +199,15 @@ def recipients(league: League, names: dict[str, str] | None = None) -> list[Reci
 def notices(players: list[Recipient], method: str, message_type: str, **fields: Any) -> list[Delivery]:
     """The same message to every player, each with its own envelope (token, conversation id);
     ``fields`` (e.g. a round's standings) are shared, not copied."""
+    ids = new_conversation_ids(len(players))
     return [
-        Delivery(p.agent_id, p.endpoint, method, make_message(message_type, SENDER, auth_token=p.lm_token, **fields))
-        for p in players
+        Delivery(
+            p.agent_id,
+            p.endpoint,
+            method,
+            make_message(message_type, SENDER, conversation_id=cid, auth_token=p.lm_token, **fields),
+        )
+        for p, cid in zip(players, ids, strict=True)
     ]
 
 

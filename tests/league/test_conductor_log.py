@@ -10,6 +10,7 @@ import pytest
 from django.utils import timezone
 
 from league import conductor, queries
+from league.auth import lm_token
 from league.events import event_row
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 from leagueproto.jsonutil import dumps, loads
@@ -125,6 +126,12 @@ def test_the_standings_update_is_serialised_once_and_reads_as_the_table():
     for d in boundary.updates:  # what each player is sent: its own envelope, the table as a list
         sent = loads(dumps({"jsonrpc": "2.0", "id": 1, "method": d.method, "params": d.message}))["params"]
         assert sent["standings"] == boundary.table and sent["auth_token"] == d.message["auth_token"]
+    # Each message is its own conversation; each player gets its own LM token.
+    every = [*boundary.updates, *boundary.completed]
+    assert len({d.message["conversation_id"] for d in every}) == len(every) == 8
+    assert [d.message["auth_token"] for d in boundary.updates] == [
+        lm_token(league.league_id, p.player_id, p.token_hash) for p in players
+    ]
     conductor.record_deliveries(league, [[(d, "ok", None) for d in boundary.updates]])
     kept = Event.objects.filter(league=league, kind="LEAGUE_STANDINGS_UPDATE").order_by("id").first()
     assert kept.payload["message"]["standings"] == boundary.table  # the log keeps the body as JSON

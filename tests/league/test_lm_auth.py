@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+
 from league import actions
+from league.auth import lm_token
 from league.models import Player
 from tests.league.lm_support import call, make_league, message, register_player, register_referee
 
@@ -101,3 +105,16 @@ def test_a_player_cannot_query_as_another_player(lm_server):
         )
         reply = call(lm_server, "league_query", request)
         assert reply["error_code"] == "E012", reply
+
+
+def test_the_lm_token_is_the_hmac_of_the_agent_and_follows_the_secret_key(settings):
+    def hmac_of(key: str, text: str) -> str:
+        return hmac.new(key.encode(), text.encode(), hashlib.sha256).hexdigest()
+
+    first = lm_token("lg", "P01", "a" * 64)
+    assert first == hmac_of(settings.SECRET_KEY, f"lg:P01:{'a' * 64}")
+    assert lm_token("lg", "P01", "a" * 64) == first  # the kept one
+    assert lm_token("lg", "P01", "b" * 64) == hmac_of(settings.SECRET_KEY, f"lg:P01:{'b' * 64}") != first
+    assert lm_token("lg", "P02", "a" * 64) != first
+    settings.SECRET_KEY = "another secret key, long enough for Django's checks " * 2
+    assert lm_token("lg", "P01", "a" * 64) == hmac_of(settings.SECRET_KEY, f"lg:P01:{'a' * 64}") != first

@@ -8,7 +8,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from leagueproto.envelope import deadline_in, format_timestamp, new_conversation_id, parse_timestamp, utc_now
+from leagueproto.envelope import (
+    deadline_in,
+    format_timestamp,
+    new_conversation_id,
+    new_conversation_ids,
+    parse_timestamp,
+    utc_now,
+)
 from leagueproto.errors import LeagueError
 from leagueproto.jsonutil import body_depth_exceeds, depth_exceeds, dumps, loads
 
@@ -75,3 +82,12 @@ def test_conversation_ids_are_16_hex_digits_after_the_prefix_and_do_not_repeat()
     assert all(re.fullmatch(r"conv-[0-9a-f]{16}", i) for i in ids)
     assert len(set(ids)) == len(ids)
     assert re.fullmatch(r"conv-r1m1-[0-9a-f]{16}", new_conversation_id("conv-r1m1"))
+
+
+def test_conversation_ids_made_together_look_the_same_and_do_not_repeat():
+    ids = [i for _ in range(100) for i in new_conversation_ids(100)]
+    assert all(re.fullmatch(r"conv-[0-9a-f]{16}", i) for i in ids)
+    assert len(set(ids)) == len(ids) == 10_000
+    assert new_conversation_ids(0) == []
+    (one,) = new_conversation_ids(1, "conv-r2")
+    assert re.fullmatch(r"conv-r2-[0-9a-f]{16}", one)
