@@ -419,7 +419,10 @@ class MatchToStart:
         )  # fmt: skip
 
 
-def start_match_message(league: League, match: MatchToStart, referee: Referee) -> dict[str, Any]:
+def start_match_message(
+    league: League, match: MatchToStart, referee: Referee, records: dict[str, dict[str, int]] | None = None
+) -> dict[str, Any]:
+    """``records``: ``round_records(match.rnd)``, when the caller has them (a claim reads them once)."""
     (a_id, a_endpoint), (b_id, b_endpoint) = match.player_a, match.player_b
     return message_to(
         referee,
@@ -442,18 +445,21 @@ def start_match_message(league: League, match: MatchToStart, referee: Referee) -
         },
         retry={"retries": league.retries, "delay": league.retry_delay},
         max_invalid_moves=league.max_invalid_moves,
-        standings=_standings_of(round_records(match.rnd), a_id, b_id),
+        standings=_standings_of(round_records(match.rnd) if records is None else records, a_id, b_id),
     )
 
 
-def _dispatch_of(league: League, match: MatchToStart, referee: Referee) -> Dispatch:
+def _dispatch_of(
+    league: League, match: MatchToStart, referee: Referee, records: dict[str, dict[str, int]] | None = None
+) -> Dispatch:
+    message = start_match_message(league, match, referee, records)
     return Dispatch(
         match.pk,
         match.match_id,
         referee.pk,
         referee.referee_id,
         match.attempt,
-        Delivery(referee.referee_id, referee.endpoint, "start_match", start_match_message(league, match, referee)),
+        Delivery(referee.referee_id, referee.endpoint, "start_match", message),
     )
 
 
@@ -574,6 +580,7 @@ def claim_matches(
             free[referee.pk] -= 1
             chosen.setdefault(referee.pk, []).append(match)
         by_pk = {r.pk: r for r in referees}
+        records = round_records(rnd)
         claimed: list[Dispatch] = []
         events: list[EventValues] = []
         for referee_pk, group in chosen.items():
@@ -591,7 +598,7 @@ def claim_matches(
                         payload={"attempt": match.attempt, "deadline_at": deadline.isoformat()},
                     )  # fmt: skip
                 )
-                claimed.append(_dispatch_of(league, match, referee))
+                claimed.append(_dispatch_of(league, match, referee, records))
         append_events(events)
     return claimed
 
@@ -1066,11 +1073,23 @@ def delivery_row(
         payload["conversation_id"] = message.get("conversation_id")
         if "round_id" in message:
             payload["round_id"] = message["round_id"]
+    # A row that keeps only ids and a plain ack (most of a round's) has nothing to strip.
+    clean = same_as is not None
     if reply is not None:
+        status = reply.get("status")
+        # Plain: an ack whose status is a word (anything else an agent sends is kept, stripped).
         plain = outcome == "ok" and reply.get("message_type") == "ACK" and same_as is not None
-        payload["reply"] = {"message_type": "ACK", "status": reply.get("status")} if plain else reply
+        plain = plain and (status is None or type(status) is str)
+        payload["reply"] = {"message_type": "ACK", "status": status} if plain else reply
+        clean = clean and plain
     return event_values(
-        league, "OUT", message["message_type"], agent=d.agent_id, match_id=message.get("match_id", ""), payload=payload
+        league,
+        "OUT",
+        message["message_type"],
+        agent=d.agent_id,
+        match_id=message.get("match_id", ""),
+        payload=payload,
+        clean=clean,
     )
 
 

@@ -76,6 +76,30 @@ def test_delivery_rows_read_back_as_the_model_would_write_them():
     assert all(e.at >= before and e.at.tzinfo is not None for e in rows)
 
 
+def test_a_reply_that_is_not_a_plain_ack_is_kept_without_its_secrets():
+    league = make_league("log_odd_replies")
+    body = {"message_type": "ROUND_COMPLETED", "round_id": 2, "auth_token": "secret", "conversation_id": "c1"}
+    sent = [conductor.Delivery(f"P0{n}", f"http://x/{n}", "notify_round_completed", body) for n in (1, 2, 3, 4)]
+    replies = [
+        {"message_type": "ACK", "status": "received"},
+        # A student's agent may answer anything: a status that is not a word, an error, no ack.
+        {"message_type": "ACK", "status": {"auth_token": "hidden", "note": "nested"}},
+        {"message_type": "LEAGUE_ERROR", "error_code": "E005", "auth_token": "hidden too"},
+        {"message_type": "ACK", "status": "received", "auth_token": "and this"},
+    ]
+
+    conductor.record_deliveries(league, [[(d, "ok", r) for d, r in zip(sent, replies, strict=True)]])
+
+    kept = [e.payload["reply"] for e in Event.objects.filter(league=league, direction="OUT").order_by("id")]
+    assert kept == [
+        {"message_type": "ACK", "status": "received"},
+        {"message_type": "ACK", "status": {"note": "nested"}},
+        {"message_type": "LEAGUE_ERROR", "error_code": "E005"},
+        {"message_type": "ACK", "status": "received"},
+    ]
+    assert "hidden" not in str(list(Event.objects.filter(league=league).values_list("payload", flat=True)))
+
+
 def played_round(league: League, players: list[Player], number: int, results: list[tuple[int, int, int, int]]) -> Round:
     """Round ``number`` with its matches FINISHED: ``results`` as (a, b, points_a, points_b)."""
     rnd = Round.objects.create(league=league, number=number, status=Round.Status.ANNOUNCED, announced_at=timezone.now())
