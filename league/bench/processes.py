@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -53,29 +54,47 @@ def _bindable(port: int) -> bool:
     return True
 
 
+# Agents' ports come from below the kernel's ephemeral range (ip_local_port_range), which it hands
+# to outgoing connections: with a league's hundreds of keep-alive connections, one took a
+# referee's port between the bench choosing it and the referee binding it ("Address already in
+# use", in a bench scale run on 2026-11-26). Above the range when there is no room below it.
+_LOWEST_PORT = 10_000
+_random = random.Random()
+
+
+def ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        return 32_768, 60_999  # Linux's default
+    return low, high
+
+
+def _first_ports(count: int) -> tuple[int, int]:
+    """The range (inclusive) a run of ``count`` ports may start in, outside the ephemeral range."""
+    low, high = ephemeral_range()
+    if low - count >= _LOWEST_PORT:
+        return _LOWEST_PORT, low - count
+    return high + 1, 65_536 - count
+
+
 def free_port() -> int:
     """A free loopback port that this process has not handed out before."""
-    for _ in range(200):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
-    raise CommandError("no free port")
+    try:
+        return free_port_run(1)
+    except CommandError:
+        raise CommandError("no free port") from None
 
 
 def free_port_run(count: int) -> int:
     """The first of ``count`` consecutive free loopback ports, none handed out before."""
-    for _ in range(200):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            base = sock.getsockname()[1]
-        if base + count > 65000:
-            continue
-        if all(_bindable(port) for port in range(base, base + count)):
-            _HANDED_OUT.update(range(base, base + count))
-            return base
+    first, last = _first_ports(count)
+    if last >= first:
+        for _ in range(200):
+            base = _random.randint(first, last)
+            if all(_bindable(port) for port in range(base, base + count)):
+                _HANDED_OUT.update(range(base, base + count))
+                return base
     raise CommandError(f"no run of {count} free ports")
 
 

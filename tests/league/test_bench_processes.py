@@ -10,62 +10,63 @@ from django.core.management.base import CommandError
 from league.bench import processes
 
 
-class ReusingKernel:
-    """A socket module whose bind to port 0 always gets the same port, as a kernel may."""
+class SameChoice:
+    """A random source that always picks the same port, as a run of bad luck would."""
 
     def __init__(self, port: int) -> None:
         self.port = port
 
-    def socket(self) -> ReusingSocket:
-        return ReusingSocket(self.port)
-
-
-class ReusingSocket:
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.bound = 0
-
-    def __enter__(self) -> ReusingSocket:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-    def bind(self, address: tuple[str, int]) -> None:
-        self.bound = address[1] or self.port
-
-    def getsockname(self) -> tuple[str, int]:
-        return ("127.0.0.1", self.bound)
+    def randint(self, first: int, last: int) -> int:
+        assert first <= self.port <= last
+        return self.port
 
 
 @pytest.fixture
-def reusing_kernel(monkeypatch):
+def unlucky(monkeypatch):
     monkeypatch.setattr(processes, "_HANDED_OUT", set())
-    monkeypatch.setattr(processes, "socket", ReusingKernel(41000))
+    monkeypatch.setattr(processes, "_random", SameChoice(21000))
 
 
-def test_a_port_offered_again_by_the_kernel_is_not_handed_out_twice(reusing_kernel):
-    assert processes.free_port() == 41000
+def test_a_port_chosen_again_is_not_handed_out_twice(unlucky):
+    assert processes.free_port() == 21000
     with pytest.raises(CommandError, match="no free port"):
         processes.free_port()
 
 
-def test_a_run_of_ports_does_not_overlap_a_port_already_handed_out(reusing_kernel):
-    assert processes.free_port() == 41000
-    # Every candidate run starts at 41000, which is taken: no run is returned.
+def test_a_run_of_ports_does_not_overlap_a_port_already_handed_out(unlucky):
+    assert processes.free_port() == 21000
+    # Every candidate run starts at 21000, which is taken: no run is returned.
     with pytest.raises(CommandError, match="no run of 3 free ports"):
         processes.free_port_run(3)
 
 
-def test_runs_and_ports_from_the_real_kernel_are_distinct_and_bindable():
+def test_a_port_in_use_is_not_handed_out(unlucky):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 21001))
+        busy.listen()
+        with pytest.raises(CommandError, match="no run of 3 free ports"):
+            processes.free_port_run(3)  # 21000-21002 holds a port in use
+
+
+def test_runs_and_ports_are_distinct_bindable_and_outside_the_kernels_ephemeral_range():
+    low, high = processes.ephemeral_range()
     handed = [processes.free_port() for _ in range(5)]
     for _ in range(5):
-        base = processes.free_port_run(20)
-        handed.extend(range(base, base + 20))
+        base = processes.free_port_run(100)
+        handed.extend(range(base, base + 100))
     assert len(handed) == len(set(handed))
+    # The kernel gives ports in its ephemeral range to outgoing connections: an agent's port
+    # there could be taken between being chosen and being bound.
+    assert not [port for port in handed if low <= port <= high]
     for port in handed[:5]:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", port))
+
+
+def test_with_no_room_below_the_ephemeral_range_ports_come_from_above_it(monkeypatch):
+    monkeypatch.setattr(processes, "ephemeral_range", lambda: (10_050, 60_999))
+    base = processes.free_port_run(100)
+    assert 61_000 <= base <= 65_436
 
 
 def test_busy_share_is_the_busy_part_of_all_cores_time_between_readings():
