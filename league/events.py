@@ -42,8 +42,7 @@ def strip_secrets(value: Any) -> Any:
         text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
     except (TypeError, orjson.JSONEncodeError):
         return _stripped(value)
-    first, second, third = _SECRET_KEYS
-    return _stripped(value) if first in text or second in text or third in text else value
+    return _stripped(value) if any(key in text for key in _SECRET_KEYS) else value
 
 
 def _stripped(value: Any) -> Any:
