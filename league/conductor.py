@@ -315,12 +315,13 @@ def _locked_round(round_pk: int) -> Round:
     return rnd
 
 
-def mark_round_announced(round_pk: int, matches: list[dict[str, Any]] | None = None) -> bool:
-    """PENDING → ANNOUNCED. ``matches``: the round's ``round_matches`` if the caller has them."""
+def mark_round_announced(round_pk: int, matches: list[dict[str, Any]] | None = None) -> Round:
+    """PENDING → ANNOUNCED; the round as it stands after (announced now, or as it was when not
+    PENDING). ``matches``: the round's ``round_matches`` if the caller has them."""
     with transaction.atomic():
         rnd = _locked_round(round_pk)
         if rnd.status != Round.Status.PENDING:
-            return False
+            return rnd
         rnd.status = Round.Status.ANNOUNCED
         rnd.announced_at = timezone.now()
         rnd.save(update_fields=["status", "announced_at"])
@@ -340,7 +341,7 @@ def mark_round_announced(round_pk: int, matches: list[dict[str, Any]] | None = N
                 ],
             },
         )
-    return True
+    return rnd
 
 
 _NO_RECORD = {"wins": 0, "losses": 0, "draws": 0}
@@ -1184,10 +1185,7 @@ def announce_round(
     transaction: the referees get start_match without another trip. Nothing is claimed for a
     league without live referees (the embedded referee's path claims on the next step)."""
     with transaction.atomic():
-        mark_round_announced(round_pk, matches)
-        rnd = _ROUND.first(round_pk)
-        if rnd is None:
-            raise Round.DoesNotExist(f"round {round_pk}")
+        rnd = mark_round_announced(round_pk, matches)
         claimed = claim_matches(league.pk, rnd.pk, avoid, league, rnd) if rnd.status == Round.Status.ANNOUNCED else []
     return NextRound(rnd, claimed=claimed)
 

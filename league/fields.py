@@ -30,22 +30,14 @@ class FastJSONField(models.JSONField):
 
     def db_values(self, values: list[Any], connection: Any) -> list[Any]:
         """``get_db_prep_save`` of each value, for a column of rows at once (``dbexec.insert_rows``):
-        a plain dict or list is encoded here without the field's layers of calls per value."""
-        if self.encoder is not None:
-            return [self.get_db_prep_save(value, connection) for value in values]
-        postgres = connection.vendor == "postgresql"
-        converted = []
-        for value in values:
-            if type(value) is dict or type(value) is list:
-                try:
-                    text = orjson.dumps(value, option=_OPTIONS).decode()
-                except (TypeError, orjson.JSONEncodeError):
-                    converted.append(self.get_db_prep_save(value, connection))
-                    continue
-                converted.append(_jsonb(value, text) if postgres else text)
-            else:
-                converted.append(self.get_db_prep_save(value, connection))
-        return converted
+        a plain dict or list goes straight to ``get_db_prep_value``, past the layers of calls
+        ``get_db_prep_save`` adds per value (the value is its own prepared form)."""
+        return [
+            self.get_db_prep_value(value, connection, prepared=True)
+            if type(value) is dict or type(value) is list
+            else self.get_db_prep_save(value, connection)
+            for value in values
+        ]
 
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
         if value is None:
