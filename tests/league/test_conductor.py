@@ -29,11 +29,14 @@ FAST = {
 }
 
 
-def conduct(league_id: str, timeout: float = 30.0) -> None:
+def conduct(league_id: str, timeout: float = 30.0) -> Conductor:
+    worker = Conductor(league_id=league_id, poll=0.02)
+
     async def main() -> None:
-        await asyncio.wait_for(Conductor(league_id=league_id, poll=0.02).run(until_done=True), timeout)
+        await asyncio.wait_for(worker.run(until_done=True), timeout)
 
     asyncio.run(main())
+    return worker
 
 
 @pytest.fixture
@@ -83,10 +86,13 @@ def test_it_plays_a_small_league_to_the_end(lm_server, players, referees):
     ref_b.register(league.league_id, capacity=2)
     close_window(league)
 
-    conduct(league.league_id)
+    worker = conduct(league.league_id)
 
     league.refresh_from_db()
     n = 5
+    # Each round was timed from its matches sent to its end noticed (the quiet part of a tail).
+    assert len(worker._lasted[league.pk]) == 3 and all(s > 0 for s in worker._lasted[league.pk])
+    assert league.pk not in worker._began
     assert league.status == League.Status.COMPLETED
     assert MatchResult.objects.filter(league=league).count() == n * (n - 1) // 2
     assert league.rounds.count() == n and set(league.rounds.values_list("status", flat=True)) == {"COMPLETED"}

@@ -4,6 +4,7 @@ read every ``tail_poll`` seconds, instead of waiting out ``poll``."""
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -75,3 +76,38 @@ def test_outside_the_tail_there_is_no_status_read(transactional_db, monkeypatch)
     monkeypatch.setattr(conductor, "rounds_moved_on", lambda pks: pytest.fail("read outside the tail"))
 
     asyncio.run(asyncio.wait_for(worker.rest(), 10))
+
+
+def test_status_reads_start_a_share_of_the_shortest_recent_round_after_its_start():
+    worker = conductor.Conductor(tail_quiet=0.8)
+    worker._rounds[1] = Round(pk=11)
+    assert worker.quiet_until(100.0) == 100.0  # no round of this league timed yet: read at once
+    worker._began[1] = 100.0
+    assert worker.quiet_until(100.0) == 100.0
+    worker._lasted[1] = deque([0.5, 0.1, 0.3], maxlen=3)
+    assert worker.quiet_until(100.0) == pytest.approx(100.08)  # 0.8 of the shortest, 0.1 s
+    worker._rounds[2] = Round(pk=12)  # a second league being played, without a history: at once
+    assert worker.quiet_until(100.0) == 100.0
+    worker._began[2], worker._lasted[2] = 100.01, deque([0.05])
+    assert worker.quiet_until(100.0) == pytest.approx(100.05)  # the league whose end comes first
+
+
+def test_a_round_is_timed_from_its_matches_sent_to_its_end_noticed():
+    worker = conductor.Conductor()
+    worker._round_ended(1)  # never started here (a fresh conductor mid-round): nothing to keep
+    assert 1 not in worker._lasted
+    for _ in range(4):
+        worker._round_started(1)
+        worker._round_ended(1)
+    assert len(worker._lasted[1]) == 3 and all(0 <= s < 1 for s in worker._lasted[1])  # the last three
+    assert 1 not in worker._began
+
+
+def test_in_the_quiet_part_of_a_tail_there_is_no_status_read(transactional_db, monkeypatch):
+    league, rnd = announced_round("tail_quiet")
+    worker = in_tail(league, rnd, poll=0.05)
+    worker._round_started(league.pk)
+    worker._lasted[league.pk] = deque([3600.0])  # rounds take an hour: reads would start in 48 min
+    monkeypatch.setattr(conductor, "rounds_moved_on", lambda pks: pytest.fail("read in the quiet part"))
+
+    asyncio.run(asyncio.wait_for(worker.rest(), 10))  # the rest lasts poll, and the tick reads
