@@ -592,10 +592,15 @@ def _report_matches(wanted: dict[int, set[str]]) -> list[dict[str, Any]]:
         f" LEFT JOIN {table(Referee)} rf ON rf.{col(Referee, 'id')} = m.{col(Match, 'referee')}"
         f" LEFT JOIN {table(MatchResult)} mr ON mr.{col(MatchResult, 'match')} = m.{col(Match, 'id')}"
         f" LEFT JOIN {table(Referee)} mrf ON mrf.{col(Referee, 'id')} = mr.{col(MatchResult, 'referee')}"
-        f" WHERE {' OR '.join(where)} ORDER BY m.{col(Match, 'id')}"
+        f" WHERE {' OR '.join(where)}"
     )
     if connection.features.has_select_for_update_of:
-        sql += " FOR UPDATE OF m"
+        # Locked in id order, so two batches naming the same matches never wait on each other
+        # crosswise. SQLite gets no ORDER BY: with one, its planner walked every match of the
+        # league by the league index to return them in id order (0.5 ms a batch at 4,950
+        # matches) instead of looking up the named ones by the (league, match_id) unique index
+        # (0.01 ms); the caller keys the rows by match anyway.
+        sql += f" ORDER BY m.{col(Match, 'id')} FOR UPDATE OF m"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [dict(zip(_MATCH_COLUMNS, row, strict=True)) for row in cursor.fetchall()]

@@ -182,6 +182,45 @@ def test_a_batch_of_reports_takes_a_fixed_number_of_queries(django_assert_num_qu
 
 
 @pytest.mark.django_db
+def test_a_batch_from_two_referees_finds_each_by_its_token_and_the_matches_by_their_ids(
+    django_assert_num_queries,
+):
+    league = make_league("bench_two_referees")
+    for name in ("p1", "p2"):
+        actions.register_player(league.league_id, player_meta(display_name=name), None)
+    referees = [actions.register_referee(league.league_id, referee_meta(display_name=n), None) for n in ("r1", "r2")]
+    tool = toolset.find_tool("report_match_result")
+    batch = []
+    for n, referee in enumerate(referees * 3, start=1):
+        assigned_match(league, referee_id=referee.agent_id, match_id=f"R1M{n}")
+        result, log = _win(5)
+        arguments = message(
+            "MATCH_RESULT_REPORT",
+            f"referee:{referee.agent_id}",
+            auth_token=referee.auth_token,
+            league_id=league.league_id,
+            match_id=f"R1M{n}",
+            result=result,
+            match_log=log,
+        )
+        batch.append(PendingReport(tool, arguments, tool.model.model_validate(arguments), None))
+    # As one referee's batch, and one query more: each token has its own (prepared) lookup.
+    with django_assert_num_queries(BATCH_QUERIES + 1) as queries:
+        answers = record_reports(batch)
+    assert [reply["status"] for reply, _ in answers] == ["RECORDED"] * 6
+    (lookup,) = [q["sql"] for q in queries.captured_queries if "league_matchresult" in q["sql"] and "JOIN" in q["sql"]]
+    if connection.vendor == "sqlite":
+        # The named matches by the (league, match_id) unique index, not every match of the league
+        # walked in id order by the league index (as an ORDER BY made SQLite's planner do).
+        with connection.cursor() as cursor:
+            cursor.execute(f"EXPLAIN QUERY PLAN {lookup}")
+            plan = " ".join(str(row[-1]) for row in cursor.fetchall())
+        assert "(league_id=? AND match_id=?)" in plan, plan
+    else:  # rows locked in id order, so two batches never wait on each other crosswise
+        assert lookup.rstrip().endswith('ORDER BY m."id" FOR UPDATE OF m'), lookup
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize("already", [1, 30])
 def test_registering_a_player_takes_a_fixed_number_of_queries(django_assert_num_queries, already):
     league = make_league("bench_registration")
