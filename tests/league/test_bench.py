@@ -151,6 +151,23 @@ def test_a_duplicate_report_is_answered_with_few_queries(django_assert_num_queri
         assert actions.record_result(referee, "R1M1", result, log).status == "DUPLICATE"
 
 
+def _pending_report(league: League, referee: actions.Registration, match_id: str, log_entries: int) -> PendingReport:
+    """A report of ``match_id`` (assigned to ``referee`` here) as the LM queues it for its DB thread."""
+    assigned_match(league, referee_id=referee.agent_id, match_id=match_id)
+    result, log = _win(log_entries)
+    arguments = message(
+        "MATCH_RESULT_REPORT",
+        f"referee:{referee.agent_id}",
+        auth_token=referee.auth_token,
+        league_id=league.league_id,
+        match_id=match_id,
+        result=result,
+        match_log=log,
+    )
+    tool = toolset.find_tool("report_match_result")
+    return PendingReport(tool, arguments, tool.model.model_validate(arguments), None)
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("reports", [1, 20])
 def test_a_batch_of_reports_takes_a_fixed_number_of_queries(django_assert_num_queries, reports):
@@ -158,21 +175,7 @@ def test_a_batch_of_reports_takes_a_fixed_number_of_queries(django_assert_num_qu
     for name in ("p1", "p2"):
         actions.register_player(league.league_id, player_meta(display_name=name), None)
     referee = actions.register_referee(league.league_id, referee_meta(display_name="ref"), None)
-    tool = toolset.find_tool("report_match_result")
-    batch = []
-    for n in range(1, reports + 1):
-        assigned_match(league, match_id=f"R1M{n}")
-        result, log = _win(17)
-        arguments = message(
-            "MATCH_RESULT_REPORT",
-            f"referee:{referee.agent_id}",
-            auth_token=referee.auth_token,
-            league_id=league.league_id,
-            match_id=f"R1M{n}",
-            result=result,
-            match_log=log,
-        )
-        batch.append(PendingReport(tool, arguments, tool.model.model_validate(arguments), None))
+    batch = [_pending_report(league, referee, f"R1M{n}", 17) for n in range(1, reports + 1)]
     # The transaction, the referees' tokens, the matches, the results (one insert), the matches
     # finished, the round played (one conditional update per round), the events (one insert):
     # the same for one report as for twenty, about one query per report fewer than one at a time.
@@ -189,21 +192,7 @@ def test_a_batch_from_two_referees_finds_each_by_its_token_and_the_matches_by_th
     for name in ("p1", "p2"):
         actions.register_player(league.league_id, player_meta(display_name=name), None)
     referees = [actions.register_referee(league.league_id, referee_meta(display_name=n), None) for n in ("r1", "r2")]
-    tool = toolset.find_tool("report_match_result")
-    batch = []
-    for n, referee in enumerate(referees * 3, start=1):
-        assigned_match(league, referee_id=referee.agent_id, match_id=f"R1M{n}")
-        result, log = _win(5)
-        arguments = message(
-            "MATCH_RESULT_REPORT",
-            f"referee:{referee.agent_id}",
-            auth_token=referee.auth_token,
-            league_id=league.league_id,
-            match_id=f"R1M{n}",
-            result=result,
-            match_log=log,
-        )
-        batch.append(PendingReport(tool, arguments, tool.model.model_validate(arguments), None))
+    batch = [_pending_report(league, referee, f"R1M{n}", 5) for n, referee in enumerate(referees * 3, start=1)]
     # As one referee's batch, and one query more: each token has its own (prepared) lookup.
     with django_assert_num_queries(BATCH_QUERIES + 1) as queries:
         answers = record_reports(batch)
