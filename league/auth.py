@@ -73,10 +73,10 @@ def presented_token(message: dict[str, Any], bearer: str | None) -> str | None:
     return bearer or None
 
 
-# The agent holding a token hash, with its league: the lookup of every authenticated call. No
-# ordering: Meta.ordering would join and sort by the league for nothing (hashes are unique).
 # Up to this many distinct tokens in one ``authenticate_many`` are looked up one prepared query each.
 PREPARED_TOKENS = 4
+# The agent holding a token hash, with its league: the lookup of every authenticated call. No
+# ordering: Meta.ordering would join and sort by the league for nothing (hashes are unique).
 _BY_TOKEN: dict[str, Prepared] = {
     kind: Prepared(
         lambda digest, model=model: model.objects.select_related("league").filter(token_hash=digest).order_by()[:1],
