@@ -682,7 +682,7 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
     report writes nothing (a conflict only its report_conflict event); the others go on.
     Broadcasts go out after the commit.
     """
-    from league.events import strip_secrets
+    from league.events import strip_secrets, without_secrets
 
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("record_results runs inside transaction.atomic()")
@@ -773,7 +773,7 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
                 outcome["technical_loss_a"],
                 outcome["technical_loss_b"],
                 strip_secrets(result.get("details") or {}),
-                strip_secrets(report.match_log or []),
+                without_secrets(report.match_log or []),
                 digest,
                 now,
             )

@@ -18,6 +18,9 @@ _OPTIONS = orjson.OPT_NON_STR_KEYS
 
 class FastJSONField(models.JSONField):
     def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
+        if type(value) is orjson.Fragment:  # JSON encoded already (``events.without_secrets``)
+            text = orjson.dumps(value).decode()
+            return _jsonb(value, text) if connection.vendor == "postgresql" else text
         if not prepared:
             value = self.get_prep_value(value)
         if self.encoder is None and isinstance(value, dict | list) and not hasattr(value, "resolve_expression"):
@@ -34,7 +37,7 @@ class FastJSONField(models.JSONField):
         ``get_db_prep_save`` adds per value (the value is its own prepared form)."""
         return [
             self.get_db_prep_value(value, connection, prepared=True)
-            if type(value) is dict or type(value) is list
+            if type(value) is dict or type(value) is list or type(value) is orjson.Fragment
             else self.get_db_prep_save(value, connection)
             for value in values
         ]

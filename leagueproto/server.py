@@ -107,7 +107,9 @@ class McpServer:
                     None, jsonrpc.INVALID_REQUEST, f"JSON nests deeper than {self.max_json_depth} levels"
                 ),
             )
-        base = CallContext(method="", dialect="direct", headers=headers, client_host=client_host, local_port=local_port)
+        base = CallContext(
+            method="", dialect="direct", headers=headers, client_host=client_host, local_port=local_port, body=body
+        )
         status, response, extra = await self.handle_payload(payload, base)
         if response is None:
             return HttpResponse(status, b"", list(extra))
@@ -154,6 +156,7 @@ class McpServer:
             client_host=base.client_host,
             local_port=base.local_port,
             request_id=rid,
+            body=base.body,
         )
         extra: list[tuple[str, str]] = []
         try:

@@ -32,6 +32,7 @@ class CallContext:
     local_port: int | None = None
     request_id: Any = None
     identity: Any = None  # whatever the authenticator returned
+    body: bytes | None = None  # the raw request body, when the call came over HTTP
 
     @property
     def bearer_token(self) -> str | None:

@@ -231,3 +231,14 @@ def test_concurrent_reports_each_get_their_own_answer(lm_server):
     assert Event.objects.filter(league=league, kind="round_played").count() == 1
     assert Event.objects.filter(league=league, direction="IN", kind="MATCH_RESULT_REPORT").count() == len(reports)
     assert Round.objects.get(league=league, number=1).status == Round.Status.PLAYED
+
+
+def test_a_match_log_without_secrets_is_stored_as_it_was_sent(lm_server):
+    league, ref, _ = _setup(lm_server)
+    assigned_match(league)
+    report = win_report(ref)
+    for entry in report["match_log"]:
+        entry["message"].pop("auth_token", None)
+    entry["message"]["note"] = "naïve ✓"
+    assert call(lm_server, "report_match_result", report)["status"] == "RECORDED"
+    assert MatchResult.objects.get().log == report["match_log"]

@@ -168,3 +168,17 @@ def test_league_errors_are_replies_and_set_is_error_in_mcp_form(lm_server):
     result = rpc(lm_server, "tools/call", {"name": "handle_league_query", "arguments": request})["result"]
     assert result["isError"] is True and result["structuredContent"]["error_code"] == "E011"
     assert result["structuredContent"]["retryable"] is False
+
+
+def test_the_host_check_and_security_headers_follow_the_settings(lm_server):
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}}
+    host = {"Host": "league.example.org"}
+    with override_settings(ALLOWED_HOSTS=["127.0.0.1"]):
+        assert post(lm_server, ping, headers=host).status_code == 400  # Django's DisallowedHost answer
+        answered = post(lm_server, ping)
+        assert answered.status_code == 200 and answered.headers["x-frame-options"] == "DENY"
+    # The same Host, asked again under other settings: the answers are kept per settings.
+    with override_settings(ALLOWED_HOSTS=["league.example.org"], X_FRAME_OPTIONS="SAMEORIGIN"):
+        answered = post(lm_server, ping, headers=host)
+        assert answered.status_code == 200 and answered.headers["x-frame-options"] == "SAMEORIGIN"
+        assert post(lm_server, ping).status_code == 400

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from league.lm import has_nul
 from league.models import Event, League, MatchResult, Player
+from leagueproto.jsonutil import dumps
 from tests.league.lm_support import (
     assigned_match,
     call,
@@ -93,3 +95,24 @@ def test_nul_characters_are_refused_on_every_database(lm_server):
     reply = register_player(lm_server, "x", player_meta=player_meta(display_name="nul\x00name"))
     assert reply["error_code"] == "E002" and "NUL" in reply["error_description"]
     assert not Player.objects.exists()
+
+
+def test_a_nul_in_a_report_s_match_log_is_refused_and_nothing_is_recorded(lm_server):
+    league = make_league()
+    ref = register_referee(lm_server, "ref1")
+    for name in ("p1", "p2"):
+        register_player(lm_server, name)
+    assigned_match(league)
+    report = win_report(ref)
+    report["match_log"][0]["message"]["note"] = "a\x00b"
+    reply = call(lm_server, "report_match_result", report)
+    assert reply["error_code"] == "E002" and "NUL" in reply["error_description"]
+    assert not MatchResult.objects.exists()
+
+
+def test_the_nul_check_trusts_a_request_body_without_the_escape():
+    args = {"display_name": "nul\x00name"}
+    assert has_nul(args) and has_nul(args, dumps(args))
+    assert not has_nul({"display_name": "plain"}, b'{"display_name":"plain"}')
+    # JSON writes a NUL only as the escape: a body without one is not encoded again to look.
+    assert not has_nul(args, b'{"display_name":"plain"}')
