@@ -25,7 +25,7 @@ from league.models import League
 from league.ratelimit import limiter
 from leagueproto.errors import ErrorCode, LeagueError
 from leagueproto.jsonutil import dumps
-from leagueproto.messages import LeagueMessage
+from leagueproto.messages import JsonObjects, LeagueMessage
 from leagueproto.tools import CallContext, Tool, Toolset
 
 QUERY_TYPES = ("GET_STANDINGS", "GET_SCHEDULE", "GET_NEXT_MATCH", "GET_PLAYER_STATS")
@@ -99,7 +99,7 @@ class MatchResultReport(LeagueMessage):
     match_id: str = Field(min_length=1, max_length=16)
     game_type: GameType | None = None
     result: ReportedResult
-    match_log: list[dict[str, Any]] = Field(default_factory=list, description="The ordered message log.")
+    match_log: JsonObjects = Field(default_factory=list, description="The ordered message log.")
 
 
 class LeagueQuery(LeagueMessage):

@@ -6,9 +6,35 @@ are tolerated (students add their own) but never trusted: handlers read only dec
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, WrapValidator
+
+
+def _objects_as_parsed(value: Any, validate: ValidatorFunctionWrapHandler) -> Any:
+    """A list of JSON objects is taken as parsed; anything else gets pydantic's full check.
+
+    pydantic copies every row of ``list[dict[str, Any]]`` key by key, which cost more than
+    the rest of a standings update (60-100 rows, every player, every round) and most of a
+    report's check at the LM (its match log). What it checks is only that rows are dicts with
+    str keys, and parsed JSON already is.
+
+    The check runs in C: ``set().union`` gathers the distinct keys (a lookup per key, their
+    hashes are cached) and only those few have their type checked. A 100-row table has 900
+    keys but 9 distinct ones, and a Python loop over all 900 cost nearly what pydantic's copy
+    did. (A str-subclass key may pass when an equal plain str came first: pydantic would have
+    turned it into that plain str anyway.)
+    """
+    if type(value) is list and set(map(type, value)) <= _DICT_ONLY and set(map(type, set().union(*value))) <= _STR_ONLY:
+        return value
+    return validate(value)
+
+
+_DICT_ONLY = {dict}
+_STR_ONLY = {str}
+
+
+JsonObjects = Annotated[list[dict[str, Any]], WrapValidator(_objects_as_parsed)]
 
 
 class LeagueMessage(BaseModel):

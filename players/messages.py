@@ -6,38 +6,13 @@ allowed (league.v2 agents add their own), and ids accept int or str where the se
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, WrapValidator
+from pydantic import BaseModel, ConfigDict, Field
 
-from leagueproto.messages import LeagueMessage
+from leagueproto.messages import JsonObjects, LeagueMessage
 
 RoundId = int | str | None
-
-
-def _objects_as_parsed(value: Any, validate: ValidatorFunctionWrapHandler) -> Any:
-    """A list of JSON objects is taken as parsed; anything else gets pydantic's full check.
-
-    pydantic copies every row of ``list[dict[str, Any]]`` key by key, which cost more than
-    the rest of a standings update (60-100 rows, every player, every round). What it checks
-    is only that rows are dicts with str keys, and parsed JSON already is.
-
-    The check runs in C: ``set().union`` gathers the distinct keys (a lookup per key, their
-    hashes are cached) and only those few have their type checked. A 100-row table has 900
-    keys but 9 distinct ones, and a Python loop over all 900 cost nearly what pydantic's copy
-    did. (A str-subclass key may pass when an equal plain str came first: pydantic would have
-    turned it into that plain str anyway.)
-    """
-    if type(value) is list and set(map(type, value)) <= _DICT_ONLY and set(map(type, set().union(*value))) <= _STR_ONLY:
-        return value
-    return validate(value)
-
-
-_DICT_ONLY = {dict}
-_STR_ONLY = {str}
-
-
-JsonObjects = Annotated[list[dict[str, Any]], WrapValidator(_objects_as_parsed)]
 
 
 class RefereeMessage(LeagueMessage):

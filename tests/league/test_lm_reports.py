@@ -242,3 +242,19 @@ def test_a_match_log_without_secrets_is_stored_as_it_was_sent(lm_server):
     entry["message"]["note"] = "naïve ✓"
     assert call(lm_server, "report_match_result", report)["status"] == "RECORDED"
     assert MatchResult.objects.get().log == report["match_log"]
+
+
+def test_a_match_log_entry_that_is_not_an_object_is_refused(lm_server):
+    league, ref, _ = _setup(lm_server)
+    assigned_match(league)
+    report = win_report(ref)
+    report["match_log"].append("not an object")
+    reply = call(lm_server, "report_match_result", report)
+    assert reply["error_code"] == "E002" and "match_log" in str(reply), reply
+    assert not MatchResult.objects.exists()
+
+
+def test_a_match_log_of_objects_is_taken_as_parsed_not_copied():
+    report = win_report({"referee_id": "REF01", "auth_token": "t", "league_id": "league_x"})
+    tool = toolset.find_tool("report_match_result")
+    assert tool.model.model_validate(report).match_log is report["match_log"]
