@@ -56,7 +56,7 @@ from league import actions, queries
 from league.auth import lm_token, lm_token_for
 from league.events import EventValues, append_events, broadcast, broadcast_all, event_values, record_event
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
-from league.prepared import Prepared
+from league.prepared import Prepared, update_row
 from league.schedule import schedule_matches
 from league.standings import ResultRow, StandingsTable, id_sort_key
 from leagueproto.client import AgentClient, CallFailed, RetryPolicy
@@ -326,8 +326,8 @@ def mark_round_announced(round_pk: int, matches: list[dict[str, Any]] | None = N
             return rnd
         rnd.status = Round.Status.ANNOUNCED
         rnd.announced_at = timezone.now()
-        rnd.save(update_fields=["status", "announced_at"])
-        League.objects.filter(pk=rnd.league_id).update(current_round=rnd.number)
+        update_row(Round, rnd.pk, status=rnd.status, announced_at=rnd.announced_at)
+        update_row(League, rnd.league_id, current_round=rnd.number)
         league = rnd.league
         append_events([event_values(league, "STATE", "round_started", payload={"round_id": rnd.number})])
         if matches is None:
@@ -989,11 +989,11 @@ def mark_round_completed(round_pk: int, table: list[dict[str, Any]] | None = Non
             return False
         rnd.status = Round.Status.COMPLETED
         rnd.completed_at = timezone.now()
-        rnd.save(update_fields=["status", "completed_at"])
+        update_row(Round, rnd.pk, status=rnd.status, completed_at=rnd.completed_at)
         league = rnd.league
         nxt = _NEXT_ROUND.first(league.pk, rnd.number)
         if nxt is not None:
-            League.objects.filter(pk=league.pk).update(current_round=nxt.number)
+            update_row(League, league.pk, current_round=nxt.number)
         finished = finished_in_round(rnd.pk)
         append_events(
             [event_values(league, "STATE", "round_completed", payload={"round_id": rnd.number, "matches": finished})]

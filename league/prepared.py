@@ -124,3 +124,33 @@ class Prepared[M: models.Model]:
         """The first instance, or None (the shape should hold its own ``[:1]`` and ordering)."""
         found = self.objects(*values)
         return found[0] if found else None
+
+
+_UPDATES: dict[tuple[str, tuple[str, ...], str], tuple[str, list[models.Field]]] = {}
+
+
+def update_row(model: type[models.Model], pk: Any, **values: Any) -> None:
+    """``UPDATE`` one row's ``values`` (field name → value) by primary key, from a statement
+    written once per model, field names and database vendor.
+
+    What ``save(update_fields=…)`` or ``filter(pk=…).update(…)`` do, without compiling them on
+    every call (~0.3 ms of CPU each here; a round's transitions made four). Each value goes
+    through its field's ``get_db_prep_save``; no signals are sent and no ``auto_now`` field is
+    touched, so name every column that changes.
+    """
+    conn = connections[DEFAULT_DB_ALIAS]
+    key = (model._meta.label, tuple(values), conn.vendor)
+    found = _UPDATES.get(key)
+    if found is None:
+        meta = model._meta
+        fields = [meta.get_field(name) for name in values]
+        quote = conn.ops.quote_name
+        columns = ", ".join(f"{quote(f.column)} = %s" for f in fields)
+        found = _UPDATES[key] = (
+            f"UPDATE {quote(meta.db_table)} SET {columns} WHERE {quote(meta.pk.column)} = %s",
+            fields,
+        )
+    sql, fields = found
+    params = [f.get_db_prep_save(value, conn) for f, value in zip(fields, values.values(), strict=True)]
+    with conn.cursor() as cursor:
+        cursor.execute(sql, [*params, pk])

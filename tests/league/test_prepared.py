@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 from django.db.models import Count
+from django.utils import timezone
 
 from league import actions
 from league.models import League, Player
-from league.prepared import Prepared
+from league.prepared import Prepared, update_row
 from tests.league.lm_support import make_league, player_meta
 
 BY_ID = Prepared(lambda league_id: League.objects.filter(league_id=league_id).order_by()[:1], "\0league_id")
@@ -90,3 +91,20 @@ def test_an_integer_lookup_the_backend_wraps_takes_new_values():
     assert after.first(league.pk, 1).number == 2
     assert after.first(league.pk, 2).number == 3
     assert after.first(league.pk, 3) is None
+
+
+@pytest.mark.django_db
+def test_update_row_sets_the_named_fields_of_one_row_in_one_query(django_assert_num_queries):
+    league = make_league("prep_update")
+    other = make_league("prep_untouched")
+    when = timezone.now().replace(microsecond=123456)
+    for name in ("ready", "running"):  # the second time, from the statement written the first
+        with django_assert_num_queries(1):
+            update_row(League, league.pk, status=name.upper(), started_at=when, current_round=3)
+    league.refresh_from_db()
+    assert (league.status, league.started_at, league.current_round) == ("RUNNING", when, 3)
+    update_row(League, league.pk, current_round=4)  # other fields, another statement
+    league.refresh_from_db()
+    assert (league.status, league.current_round) == ("RUNNING", 4)
+    untouched = League.objects.get(pk=other.pk)
+    assert (untouched.status, untouched.current_round) == (other.status, other.current_round)
