@@ -33,8 +33,8 @@ class FastJSONField(models.JSONField):
 
     def db_values(self, values: list[Any], connection: Any) -> list[Any]:
         """``get_db_prep_save`` of each value, for a column of rows at once (``dbexec.insert_rows``):
-        a plain dict or list goes straight to ``get_db_prep_value``, past the layers of calls
-        ``get_db_prep_save`` adds per value (the value is its own prepared form)."""
+        a plain dict or list, or JSON already encoded, goes straight to ``get_db_prep_value``, past
+        the layers of calls ``get_db_prep_save`` adds per value (the value is its own prepared form)."""
         return [
             self.get_db_prep_value(value, connection, prepared=True)
             if type(value) is dict or type(value) is list or type(value) is orjson.Fragment

@@ -202,7 +202,7 @@ def has_nul(arguments: dict[str, Any], body: bytes | None = None) -> bool:
     """Whether a string in ``arguments`` holds a NUL character. JSON can only write one as the
     escape ``\\u0000`` (a raw control character in a string is invalid JSON, refused by the
     parser), so a request ``body`` without that escape has none and needs no second look: a
-    report's arguments (its match log) cost ~18 µs to encode again for this check. ``body``:
+    report's arguments (its match log) cost ~15 µs to encode again for this check. ``body``:
     the raw request, when the call came over HTTP."""
     if body is not None and _NUL not in body:
         return False

@@ -134,9 +134,9 @@ def update_row(model: type[models.Model], pk: Any, **values: Any) -> None:
     written once per model, field names and database vendor.
 
     What ``save(update_fields=…)`` or ``filter(pk=…).update(…)`` do, without compiling them on
-    every call (~0.3 ms of CPU each here; a round's transitions made four). Each value goes
-    through its field's ``get_db_prep_save``; no signals are sent and no ``auto_now`` field is
-    touched, so name every column that changes.
+    every call (90-120 µs of CPU each here, against 14-19 µs; a round's transitions make four).
+    Each value goes through its field's ``get_db_prep_save``; no signals are sent and no
+    ``auto_now`` field is touched, so name every column that changes.
     """
     conn = connections[DEFAULT_DB_ALIAS]
     key = (model._meta.label, tuple(values), conn.vendor)
