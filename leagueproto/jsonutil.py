@@ -53,12 +53,15 @@ def body_depth_exceeds(body: bytes, limit: int) -> bool:
     skeleton = body.translate(None, _NOT_STRUCTURE)
     if skeleton.count(b"{") + skeleton.count(b"[") <= limit:
         return False  # even if every bracket were a container, all nested in one chain
-    if b"\\" not in skeleton:
-        # Strings without brackets or escapes leave adjacent quote pairs. If every quote goes,
-        # no string held a bracket (its quotes are not adjacent, and an odd run of quotes
-        # would be left before it), so what remains are the structural brackets.
-        skeleton = skeleton.replace(b'""', b"")
-    if b'"' in skeleton:  # strings with brackets or escapes: drop every string exactly
+    quotes = skeleton.count(b'"')
+    if b"\\" not in skeleton and skeleton.count(b'""') * 2 == quotes:
+        # Without escapes, a string without brackets leaves two adjacent quotes. Counted left
+        # to right, the adjacent pairs are all the quotes exactly when no string held a bracket
+        # (the first string that does leaves a run of an odd number of quotes before its
+        # bracket), and then what is not a quote is structure. Counting is cheaper than
+        # replacing the pairs: ~1,100 of them in a 100-row standings table.
+        skeleton = skeleton.translate(None, b'"')
+    elif quotes:  # strings with brackets or escapes: drop every string exactly
         skeleton = _STRING.sub(b"", body).translate(None, _NOT_BRACKET)
     # Each pass removes the containers that are empty now, i.e. those of height k at pass k
     # (the placeholder keeps a "[{}]" from losing both levels in one pass).

@@ -23,13 +23,18 @@ from leagueproto.jsonutil import body_depth_exceeds, depth_exceeds, dumps, loads
 TRICKY_STRINGS = ["", "a", "[", "]", "{", "}", '"', "\\", "[]{}", 'x"[y', "\\[", "é[ü", "\u2028"]
 
 
-def _random_json(rng: random.Random, depth: int = 0) -> object:
+# Without the quote and the backslash: JSON without escapes, where strings are told apart from
+# structure by counting adjacent quotes (``body_depth_exceeds``'s cheaper branch).
+UNESCAPED_STRINGS = [s for s in TRICKY_STRINGS if '"' not in s and "\\" not in s]
+
+
+def _random_json(rng: random.Random, depth: int = 0, strings: list[str] = TRICKY_STRINGS) -> object:
     roll = rng.random()
     if depth > 40 or roll < 0.3:
-        return rng.choice([*TRICKY_STRINGS, 1, 2.5, None, True])
+        return rng.choice([*strings, 1, 2.5, None, True])
     if roll < 0.65:
-        return [_random_json(rng, depth + 1) for _ in range(rng.randrange(0, 4))]
-    return {rng.choice(TRICKY_STRINGS) + str(i): _random_json(rng, depth + 1) for i in range(rng.randrange(0, 4))}
+        return [_random_json(rng, depth + 1, strings) for _ in range(rng.randrange(0, 4))]
+    return {rng.choice(strings) + str(i): _random_json(rng, depth + 1, strings) for i in range(rng.randrange(0, 4))}
 
 
 def _chain(rng: random.Random, levels: int) -> object:
@@ -48,6 +53,35 @@ def test_the_byte_scan_agrees_with_the_object_walk():
             body = body.replace(b",", b" ,\n ")  # whitespace outside strings is allowed too
         for limit in (1, 2, 5, 32):
             assert body_depth_exceeds(body, limit) == depth_exceeds(loads(body), limit), (body, limit)
+
+
+def test_the_byte_scan_agrees_without_escapes():
+    rng = random.Random(11)
+    bracketed = 0
+    for _ in range(3000):
+        body = dumps(_random_json(rng, strings=UNESCAPED_STRINGS))
+        assert b"\\" not in body
+        bracketed += any(s in body for s in (b'"[', b'"{', b']"', b'}"'))
+        for limit in (1, 2, 3, 5, 32):
+            assert body_depth_exceeds(body, limit) == depth_exceeds(loads(body), limit), (body, limit)
+    assert bracketed > 300  # strings holding brackets were among them
+
+
+@pytest.mark.parametrize(
+    "body,limit,exceeds",
+    [
+        # A string holding a bracket right after other strings: its quotes are not adjacent.
+        (b'{"a":"b","c":"[[[","d":[[]]}', 2, True),
+        (b'{"a":"b","c":"[[[","d":[[]]}', 3, False),
+        (b'[["x]","]"],["{{",""]]', 1, True),
+        (b'[["x]","]"],["{{",""]]', 2, False),
+        (b'[["","",""],[["[","]"]]]', 2, True),
+        (b'[["","",""],[["[","]"]]]', 3, False),
+    ],
+)
+def test_strings_with_brackets_are_not_structure(body, limit, exceeds):
+    assert body_depth_exceeds(body, limit) is exceeds
+    assert depth_exceeds(loads(body), limit) is exceeds
 
 
 @pytest.mark.parametrize("levels,exceeds", [(32, False), (33, True)])
