@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from leagueproto.envelope import make_message, validate_envelope
 from leagueproto.errors import ErrorCode, LeagueError, game_error_message, league_error_message
-from leagueproto.messages import Empty
+from leagueproto.messages import FROM_JSON, Empty
 
 log = logging.getLogger(__name__)
 
@@ -196,19 +196,22 @@ class Toolset:
         Unexpected exceptions propagate: the server answers them with JSON-RPC -32603.
         """
         try:
-            message = self.checked(tool, arguments)
+            message = self.checked(tool, arguments, from_json=ctx.body is not None)
             if tool.auth and self.authenticator is not None:
                 ctx.identity = await self.authenticator(tool, arguments, ctx)
             return await tool.handler(message, ctx), False
         except LeagueError as err:
             return self.error_reply(err, arguments), True
 
-    def checked(self, tool: Tool, arguments: dict[str, Any]) -> BaseModel:
-        """The tool's message from ``arguments``: envelope and model checks (E003/E018/E021/E002)."""
+    def checked(self, tool: Tool, arguments: dict[str, Any], *, from_json: bool = False) -> BaseModel:
+        """The tool's message from ``arguments``: envelope and model checks (E003/E018/E021/E002).
+
+        ``from_json``: the arguments were parsed from a request's JSON (the call came over HTTP),
+        so some checks of what only Python objects can be are left out (``JsonObjects``)."""
         if tool.envelope:
             validate_envelope(arguments)
         try:
-            return tool.model.model_validate(arguments)
+            return tool.model.model_validate(arguments, context=FROM_JSON if from_json else None)
         except ValidationError as exc:
             raise _validation_error(exc) from None
 

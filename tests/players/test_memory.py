@@ -8,6 +8,8 @@ import pydantic
 import pytest
 
 from leagueproto.envelope import make_message
+from leagueproto.jsonutil import dumps, loads
+from leagueproto.messages import FROM_JSON
 from players import memory
 from players import messages as m
 
@@ -43,3 +45,18 @@ def test_rows_are_taken_as_parsed_and_bad_rows_still_refused():
         message = make_message("LEAGUE_STANDINGS_UPDATE", "league_manager", standings=bad)
         with pytest.raises(pydantic.ValidationError):
             m.StandingsUpdate.model_validate(message)
+
+
+def test_rows_parsed_from_json_are_not_walked_for_their_keys():
+    rows = loads(dumps([{"rank": 1, "player_id": "P01"}, {"rank": 2, "player_id": "P02"}]))
+    message = make_message("LEAGUE_STANDINGS_UPDATE", "league_manager", standings=rows)
+    assert m.StandingsUpdate.model_validate(message, context=FROM_JSON).standings is rows
+    # The context is trusted for the keys only (JSON writes nothing else): rows must still be
+    # objects, and the same rows from Python, keys and all, get the whole check.
+    for bad in ([{"rank": 1}, 3], [["rank", "player_id"]], [3], "table"):
+        with pytest.raises(pydantic.ValidationError):
+            m.StandingsUpdate.model_validate({**message, "standings": bad}, context=FROM_JSON)
+    with pytest.raises(pydantic.ValidationError):
+        m.StandingsUpdate.model_validate({**message, "standings": [{1: "x"}]})
+    with pytest.raises(pydantic.ValidationError):
+        m.StandingsUpdate.model_validate({**message, "standings": [{1: "x"}]}, context={"parsed_json": True})
