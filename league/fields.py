@@ -19,8 +19,7 @@ _OPTIONS = orjson.OPT_NON_STR_KEYS
 class FastJSONField(models.JSONField):
     def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
         if type(value) is orjson.Fragment:  # JSON encoded already (``events.without_secrets``)
-            text = orjson.dumps(value).decode()
-            return _jsonb(value, text) if connection.vendor == "postgresql" else text
+            return _column(value, orjson.dumps(value).decode(), connection)
         if not prepared:
             value = self.get_prep_value(value)
         if self.encoder is None and isinstance(value, dict | list) and not hasattr(value, "resolve_expression"):
@@ -28,7 +27,7 @@ class FastJSONField(models.JSONField):
                 text = orjson.dumps(value, option=_OPTIONS).decode()
             except (TypeError, orjson.JSONEncodeError):
                 return connection.ops.adapt_json_value(value, self.encoder)
-            return _jsonb(value, text) if connection.vendor == "postgresql" else text
+            return _column(value, text, connection)
         return connection.ops.adapt_json_value(value, self.encoder)
 
     def db_values(self, values: list[Any], connection: Any) -> list[Any]:
@@ -53,6 +52,12 @@ class FastJSONField(models.JSONField):
             except orjson.JSONDecodeError:
                 pass
         return super().from_db_value(value, expression, connection)
+
+
+def _column(value: Any, text: str, connection: Any) -> Any:
+    """What the column takes for ``value`` encoded as ``text``: the text itself, or on PostgreSQL
+    its JSON adapter carrying that text."""
+    return _jsonb(value, text) if connection.vendor == "postgresql" else text
 
 
 def _jsonb(value: Any, text: str) -> Any:

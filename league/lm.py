@@ -169,7 +169,7 @@ class LeagueManagerToolset(Toolset):
         """MATCH_RESULT_REPORT: checked here like any call, then authenticated, recorded and logged
         in one job on the DB thread, together with the reports queued beside it (``ReportQueue``)."""
         try:
-            message = self.checked(tool, arguments, from_json=ctx.body is not None)
+            message = self.checked(tool, arguments, from_json=ctx.from_json)
         except LeagueError as err:
             return await self._refused(tool, arguments, err)
         return await ReportQueue.current().submit(PendingReport(tool, arguments, message, ctx.bearer_token))
@@ -178,7 +178,7 @@ class LeagueManagerToolset(Toolset):
         """A read (league_query, get_standings): authentication, the answer and its Event rows in
         one DB job (three trips to the DB thread before, each a thread hand-off)."""
         try:
-            message = self.checked(tool, arguments, from_json=ctx.body is not None)
+            message = self.checked(tool, arguments, from_json=ctx.from_json)
         except LeagueError as err:
             return await self._refused(tool, arguments, err)
         return await sync_to_async(read_logged)(tool, arguments, message, ctx.bearer_token)
@@ -189,7 +189,7 @@ class LeagueManagerToolset(Toolset):
         """A registration and its Event rows in one DB job and one transaction (it used to be two
         trips to the DB thread, each with its transaction, plus a query for the league to log)."""
         try:
-            message = self.checked(tool, arguments, from_json=ctx.body is not None)
+            message = self.checked(tool, arguments, from_json=ctx.from_json)
             return await sync_to_async(register_logged)(tool, arguments, message, ctx.bearer_token), False
         except LeagueError as err:  # nothing of the refused registration was written: log the refusal
             return await self._refused(tool, arguments, err)

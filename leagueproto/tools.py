@@ -35,6 +35,11 @@ class CallContext:
     body: bytes | None = None  # the raw request body, when the call came over HTTP
 
     @property
+    def from_json(self) -> bool:
+        """Whether the arguments were parsed from a request's JSON (the call came over HTTP)."""
+        return self.body is not None
+
+    @property
     def bearer_token(self) -> str | None:
         value = self.headers.get("authorization", "")
         scheme, _, token = value.partition(" ")
@@ -196,7 +201,7 @@ class Toolset:
         Unexpected exceptions propagate: the server answers them with JSON-RPC -32603.
         """
         try:
-            message = self.checked(tool, arguments, from_json=ctx.body is not None)
+            message = self.checked(tool, arguments, from_json=ctx.from_json)
             if tool.auth and self.authenticator is not None:
                 ctx.identity = await self.authenticator(tool, arguments, ctx)
             return await tool.handler(message, ctx), False
