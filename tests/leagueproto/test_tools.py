@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 from pydantic import ValidationInfo, field_validator
 
+from leagueproto.asgi import make_asgi_app
 from leagueproto.envelope import make_message
-from leagueproto.jsonutil import dumps
 from leagueproto.messages import FROM_JSON, JsonObjects, LeagueMessage
+from leagueproto.serve import ThreadedServer
 from leagueproto.server import McpServer
 from leagueproto.tools import CallContext, Toolset
 
@@ -40,9 +42,10 @@ def test_only_arguments_parsed_from_a_request_are_checked_as_json():
     tool = toolset.find_tool("take_table")
     SEEN.clear()
     arguments = make_message("TABLE", "league_manager", rows=[{"a": 1}])
-    body = dumps({"jsonrpc": "2.0", "id": 1, "method": "take_table", "params": arguments})
-    response = asyncio.run(McpServer(toolset).handle_http("POST", body, {}))
-    assert response.json["result"]["rows"] == 1
+    with ThreadedServer(make_asgi_app(McpServer(toolset))) as server:  # real HTTP, as an agent calls
+        payload = {"jsonrpc": "2.0", "id": 1, "method": "take_table", "params": arguments}
+        response = httpx.post(server.url, json=payload)
+    assert response.json()["result"]["rows"] == 1
     reply, is_error = asyncio.run(toolset.call(tool, arguments, CallContext(method="take_table", dialect="direct")))
     assert (reply["rows"], is_error) == (1, False)
     assert SEEN == [FROM_JSON, None]
