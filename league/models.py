@@ -162,13 +162,18 @@ class Round(models.Model):
         PENDING = "PENDING"
         ANNOUNCED = "ANNOUNCED"  # ROUND_ANNOUNCEMENT sent, matches being dispatched
         PLAYED = "PLAYED"  # every match has a result
-        COMPLETED = "COMPLETED"  # standings update and ROUND_COMPLETED sent
+        COMPLETED = "COMPLETED"  # standings final; standings update and ROUND_COMPLETED sent (or owed)
 
     league = models.ForeignKey(League, on_delete=models.CASCADE, related_name="rounds")
     number = models.PositiveIntegerField()
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     announced_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    notices_owed = models.BooleanField(
+        default=False,
+        help_text="COMPLETED, but its standings update, ROUND_COMPLETED and the next round's "
+        "announcement are not yet recorded as sent: a conductor that finds this sends them again.",
+    )
 
     class Meta:
         ordering = ["league", "number"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from league.standings import id_sort_key
@@ -108,8 +109,16 @@ class ScriptedPlayers:
 class ScriptedReferee:
     """Accepts start_match and reports 'the lower id wins' to the LM (unless ``silent``)."""
 
-    def __init__(self, lm_url: str, *, silent: bool = False, delay: float = 0.02) -> None:
+    def __init__(
+        self,
+        lm_url: str,
+        *,
+        silent: bool = False,
+        delay: float = 0.02,
+        on_start: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.lm_url = lm_url
+        self.on_start = on_start  # called with each START_MATCH as it arrives
         self.silent = silent
         self.delay = delay
         self.starts: list[tuple[str, int]] = []  # (match_id, dispatch attempt) in arrival order
@@ -127,6 +136,8 @@ class ScriptedReferee:
         @toolset.tool("start_match", LeagueMessage, aliases=("run_match",), message_types=("START_MATCH",))
         async def start_match(msg: LeagueMessage, ctx: CallContext) -> dict[str, Any]:
             data = msg.model_dump()
+            if self.on_start is not None:
+                self.on_start(data)
             with self._lock:
                 self.starts.append((data["match_id"], data["match_token"]))
                 self.running += 1

@@ -7,6 +7,7 @@ from collections import Counter
 
 import httpx
 import pytest
+from asgiref.sync import sync_to_async
 
 from league.conductor import SUSPEND_AFTER, Conductor
 from league.models import AgentStatus, Event, League, Match, MatchResult, Referee, Round
@@ -353,3 +354,92 @@ def test_each_player_sees_a_round_end_before_the_next_round(lm_server, players, 
     for previous, following in zip(rounds, rounds[1:], strict=False):
         gap = (following.announced_at - previous.completed_at).total_seconds()
         assert gap >= pause, (previous.number, gap)
+
+
+def told(group: ScriptedPlayers, port: int, round_id: int) -> bool:
+    """Whether the player on ``port`` has received the ROUND_ANNOUNCEMENT of ``round_id``."""
+    return any(
+        m["message_type"] == "ROUND_ANNOUNCEMENT" and m["round_id"] == round_id for m in list(group.received[port])
+    )
+
+
+def test_a_match_starts_only_once_both_its_players_are_told(lm_server, players, referees):
+    """start_match reaches the referee only after both players have the round's announcement
+    (and so, in their order, the last round's standings and ROUND_COMPLETED)."""
+    league = make_league("conductor_told_first", **FAST)
+    group = players(6)
+    ports = {player_id: port for port, player_id in group.register(lm_server, league.league_id).items()}
+    seen: list[tuple[str, bool, bool]] = []
+
+    def check(start: dict) -> None:
+        a, b = ports[start["player_A_id"]], ports[start["player_B_id"]]
+        seen.append((start["match_id"], told(group, a, start["round_id"]), told(group, b, start["round_id"])))
+
+    referees(on_start=check).register(league.league_id, capacity=3)
+    close_window(league)
+
+    conduct(league.league_id)
+
+    league.refresh_from_db()
+    assert league.status == League.Status.COMPLETED
+    assert len(seen) == 15
+    assert all(a and b for _, a, b in seen), [s for s in seen if not (s[1] and s[2])]
+    assert not Round.objects.filter(league=league, notices_owed=True).exists()
+
+
+class Stopped(Exception):
+    """A conductor stopped in the middle of a round's boundary."""
+
+
+def test_owed_notices_are_sent_again_before_the_round_goes_on(lm_server, players, referees, monkeypatch):
+    """A conductor stopped after completing round 1 and announcing round 2 in the database, but
+    before telling anyone: the notices stay owed, and the next pass sends the whole boundary
+    (standings, ROUND_COMPLETED, the announcement) before round 2's matches start."""
+    league = make_league("conductor_owed", **FAST)
+    group = players(4)
+    ports = {player_id: port for port, player_id in group.register(lm_server, league.league_id).items()}
+    unannounced: list[str] = []
+
+    def check(start: dict) -> None:
+        for player_id in (start["player_A_id"], start["player_B_id"]):
+            if not told(group, ports[player_id], start["round_id"]):
+                unannounced.append(start["match_id"])
+
+    referees(on_start=check).register(league.league_id, capacity=2)
+    close_window(league)
+    send, resend = Conductor.send_in_order, Conductor.resend_boundary
+    stopped: list[int] = []
+    owed_when_resent: list[tuple] = []
+
+    async def stop_at_first_boundary(self, league, batches, timeout, **kwargs):
+        if len(batches) == 3 and not stopped:  # standings, ROUND_COMPLETED, announcement
+            stopped.append(batches[2][0].message["round_id"])
+            raise Stopped
+        return await send(self, league, batches, timeout, **kwargs)
+
+    async def resend_and_look(self, league, rnd):
+        def state() -> tuple:
+            matches = Match.objects.filter(league_id=league.pk, round__number=2).values_list("status", flat=True)
+            return rnd.number, Round.objects.get(pk=rnd.pk).notices_owed, sorted(matches)
+
+        owed_when_resent.append(await sync_to_async(state)())
+        await resend(self, league, rnd)
+
+    monkeypatch.setattr(Conductor, "send_in_order", stop_at_first_boundary)
+    monkeypatch.setattr(Conductor, "resend_boundary", resend_and_look)
+
+    conduct(league.league_id)
+
+    league.refresh_from_db()
+    assert stopped == [2]
+    # Found owed once: round 1's notices, round 2's matches claimed and not yet started.
+    assert owed_when_resent == [(1, True, [Match.Status.ASSIGNED] * 2)]
+    assert league.status == League.Status.COMPLETED
+    assert MatchResult.objects.filter(league=league).count() == 6
+    assert not unannounced
+    assert not Round.objects.filter(league=league, notices_owed=True).exists()
+    for port in ports.values():
+        assert group.types(port) == ["ROUND_ANNOUNCEMENT", "LEAGUE_STANDINGS_UPDATE", "ROUND_COMPLETED"] * 3 + [
+            "LEAGUE_COMPLETED"
+        ]
+    assert Event.objects.filter(league=league, direction="OUT", kind="ROUND_COMPLETED").count() == 3 * 4
