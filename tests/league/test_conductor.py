@@ -411,11 +411,11 @@ def test_owed_notices_are_sent_again_before_the_round_goes_on(lm_server, players
     stopped: list[int] = []
     owed_when_resent: list[tuple] = []
 
-    async def stop_at_first_boundary(self, league, batches, timeout, **kwargs):
+    async def stop_at_first_boundary(self, league, batches, timeout):
         if len(batches) == 3 and not stopped:  # standings, ROUND_COMPLETED, announcement
             stopped.append(batches[2][0].message["round_id"])
             raise Stopped
-        return await send(self, league, batches, timeout, **kwargs)
+        return await send(self, league, batches, timeout)
 
     async def resend_and_look(self, league, rnd):
         def state() -> tuple:
