@@ -158,6 +158,10 @@ _NEXT_ROUND = Prepared(
     1_000_702,  # positive: ``number`` is a PositiveIntegerField, and the ORM drops ``> -702``
 )
 _ROUND = Prepared(lambda round_pk: Round.objects.filter(pk=round_pk).order_by()[:1], -701)
+# Read by every ``next_round`` (each tick of a round_pause among them).
+_OWED_ROUND = Prepared(
+    lambda league_pk: Round.objects.filter(league_id=league_pk, notices_owed=True).order_by("number")[:1], -701
+)
 # A round and its league, locked (PostgreSQL) until the transition commits: once a round.
 _LOCKED_ROUND = Prepared(
     lambda round_pk: Round.objects.select_for_update().select_related("league").filter(pk=round_pk).order_by()[:1],
@@ -958,6 +962,11 @@ class Boundary:
     announcements: list[Delivery] = field(default_factory=list)
     matches: list[dict[str, Any]] | None = None  # the next round's ``round_matches``
 
+    @property
+    def batches(self) -> list[list[Delivery]]:
+        """What each player gets, in order, for ``send_in_order`` (no announcements: left out)."""
+        return [self.updates, self.completed, self.announcements]
+
 
 def round_boundary(league: League, rnd: Round, *, again: bool = False) -> Boundary:
     """What the end of ``rnd`` sends. ``again``: the boundary is owed (``owed_round``) and sent
@@ -1055,7 +1064,7 @@ def notices_sent(
 def owed_round(league: League) -> Round | None:
     """The league's round whose boundary notices are owed (a conductor stopped between
     ``advance_round`` and ``notices_sent``), if any."""
-    return league.rounds.filter(notices_owed=True).order_by("number").first()
+    return _OWED_ROUND.first(league.pk)
 
 
 def league_end_messages(league: League) -> tuple[list[Delivery], dict[str, Any] | None, list[dict[str, Any]]]:
@@ -1350,6 +1359,12 @@ class Conductor:
     def _round_started(self, league_pk: int) -> None:
         self._began[league_pk] = time.monotonic()
 
+    def _start_round(self, league: League, claimed: list[Dispatch]) -> None:
+        """start_match for the matches claimed as the round was announced; its clock starts."""
+        if claimed:
+            self.send_starts(league, claimed)
+            self._round_started(league.pk)
+
     def _round_ended(self, league_pk: int) -> None:
         """Keep how long the round took, from its matches sent to its end noticed (``quiet_until``)."""
         began = self._began.pop(league_pk, None)
@@ -1442,9 +1457,7 @@ class Conductor:
                     if upcoming.claimed or upcoming.started:
                         # Claimed as the round was announced: the rest (supervision, more claims
                         # as referees free up) is the next tick's.
-                        if upcoming.claimed:
-                            self.send_starts(league, upcoming.claimed)
-                            self._round_started(league.pk)
+                        self._start_round(league, upcoming.claimed)
                         return
             elif survey is not None:
                 counts = survey.counts.get(rnd.pk)
@@ -1724,9 +1737,7 @@ class Conductor:
                 mark_round_completed(rnd.pk, boundary.table)
                 return next_round(league)
 
-            return await self.deliver_in_order(
-                league, [boundary.updates, boundary.completed], league.default_timeout, then=complete
-            )
+            return await self.deliver_in_order(league, boundary.batches, league.default_timeout, then=complete)
         # The matches start all at once (each referee's batch in one call), not as each pair of
         # players has been told: starting them as chains ended kept more of the cores busy but
         # cost every process more CPU a call (fewer calls per wake-up), 12-15 % in all (measured).
@@ -1734,14 +1745,10 @@ class Conductor:
             sync_to_async(advance_round)(league, rnd.pk, boundary.table, upcoming.pk, boundary.matches, self._cooling())
         )
         try:
-            outcomes = await self.send_in_order(
-                league, [boundary.updates, boundary.completed, boundary.announcements], league.default_timeout
-            )
+            outcomes = await self.send_in_order(league, boundary.batches, league.default_timeout)
         finally:
             nxt = await transition
-        if nxt.claimed:
-            self.send_starts(league, nxt.claimed)
-            self._round_started(league.pk)
+        self._start_round(league, nxt.claimed)
         await sync_to_async(notices_sent)(league, rnd.pk, outcomes)
         return NextRound(nxt.rnd, started=bool(nxt.claimed))
 
@@ -1751,9 +1758,7 @@ class Conductor:
         at least once, then record them and clear the debt."""
         log.info("league %s: sending the notices of round %s again", league.league_id, rnd.number)
         boundary = await sync_to_async(round_boundary)(league, rnd, again=True)
-        outcomes = await self.send_in_order(
-            league, [boundary.updates, boundary.completed, boundary.announcements], league.default_timeout
-        )
+        outcomes = await self.send_in_order(league, boundary.batches, league.default_timeout)
         await sync_to_async(notices_sent)(league, rnd.pk, outcomes)
 
     async def finish_league(self, league: League) -> None:

@@ -184,6 +184,19 @@ def test_the_compiled_tick_reads_equal_the_orm():
     assert row.deadline_at == now and row.assigned_at == now
 
 
+def test_the_owed_round_is_the_earliest_of_its_own_league():
+    league, other = make_league("log_owed"), make_league("log_owed_other")
+    assert conductor.owed_round(league) is None
+    Round.objects.create(league=other, number=1, status=Round.Status.COMPLETED, notices_owed=True)
+    for number, owed in ((1, False), (2, True), (3, True)):
+        Round.objects.create(league=league, number=number, status=Round.Status.COMPLETED, notices_owed=owed)
+
+    found = conductor.owed_round(league)
+
+    assert (found.league_id, found.number, found.notices_owed) == (league.pk, 2, True)
+    assert conductor.owed_round(other).league_id == other.pk
+
+
 def test_settling_starts_moves_only_accepted_matches_still_in_their_assignment():
     league = make_league("log_settle")
     a, b, c, d = add_players(league, 4)
