@@ -168,7 +168,7 @@ def send_now(league_id: str, event: str, data: dict[str, Any]) -> None:
     from channels.layers import get_channel_layer
 
     layer = get_channel_layer()
-    if layer is None:
+    if layer is None or not heard(layer, league_id):
         return
     message = {"type": "league.event", "event": event, "data": data}
     loop = _serving_loop()
@@ -196,6 +196,9 @@ def send_all(messages: list[tuple[str, str, dict[str, Any]]]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
+    messages = [m for m in messages if heard(layer, m[0])]
+    if not messages:
+        return
     loop = _serving_loop()
     if loop is None:
         for league_id, event, data in messages:
@@ -210,6 +213,23 @@ def send_all(messages: list[tuple[str, str, dict[str, Any]]]) -> None:
                 log.error("broadcast of %s to league %s failed: %r", event, league_id, exc)
 
     asyncio.run_coroutine_threadsafe(send_in_order(), loop)
+
+
+def heard(layer: Any, league_id: str) -> bool:
+    """Whether a send to the league's group can reach anyone.
+
+    The in-memory layer's groups live in this process, so a group none of this process's
+    dashboards has joined hears nothing: a conductor on the embedded default, or an LM nobody
+    is watching. Its sends were work for no one: a task and a hand-off per message, for 4,950
+    match_started in a 100-player league (2.3 % of the conductor's samples in a league;
+    0.05-0.07 CPU-s alone, 0.008 with this check). The pages of other processes read their
+    snapshots again instead (league.js). Other layers reach other processes: they always send.
+    """
+    from channels.layers import InMemoryChannelLayer
+
+    if isinstance(layer, InMemoryChannelLayer):
+        return bool(layer.groups.get(group_name(league_id)))
+    return True
 
 
 def _serving_loop() -> asyncio.AbstractEventLoop | None:

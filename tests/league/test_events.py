@@ -1,11 +1,14 @@
-"""The Event log's secret stripping (league/events.py)."""
+"""The Event log's secret stripping and the live broadcasts (league/events.py)."""
 
 from __future__ import annotations
 
+import channels.layers
 import orjson
 import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import BaseChannelLayer, InMemoryChannelLayer
 
-from league.events import strip_secrets, without_secrets
+from league.events import send_all, send_now, strip_secrets, without_secrets
 from league.fields import FastJSONField
 from league.models import MatchResult
 
@@ -46,3 +49,57 @@ def test_the_json_field_writes_an_encoded_value_as_it_is():
     plain = _text(field.get_db_prep_value(LOG, connection))
     assert _text(field.get_db_prep_value(without_secrets(LOG), connection)) == plain
     assert [_text(v) for v in field.db_values([without_secrets(LOG), LOG], connection)] == [plain, plain]
+
+
+class Recording:
+    """Wraps a channel layer's ``group_send`` to list what was handed to it."""
+
+    def __init__(self, layer: BaseChannelLayer, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.layer = layer
+        self.sent: list[tuple[str, str]] = []
+        real = layer.group_send
+
+        async def group_send(group: str, message: dict) -> None:
+            self.sent.append((group, message["event"]))
+            await real(group, message)
+
+        monkeypatch.setattr(layer, "group_send", group_send)
+        monkeypatch.setattr(channels.layers, "get_channel_layer", lambda alias="default": layer)
+
+
+def test_on_the_in_memory_layer_only_groups_someone_joined_are_sent_to(monkeypatch):
+    layer = Recording(InMemoryChannelLayer(), monkeypatch)
+    send_now("one", "league_status", {})
+    send_all([("one", "match_started", {"match_id": "R1M1"}), ("two", "match_started", {"match_id": "R1M2"})])
+    assert layer.sent == []  # no dashboard of this process watches either league
+
+    async_to_sync(layer.layer.group_add)("league_two", "viewer")
+    send_now("one", "league_status", {})
+    send_all([("one", "match_started", {"match_id": "R1M1"}), ("two", "match_started", {"match_id": "R1M2"})])
+    send_now("two", "league_status", {"status": "COMPLETED"})
+    assert layer.sent == [("league_two", "match_started"), ("league_two", "league_status")]
+    received = [async_to_sync(layer.layer.receive)("viewer") for _ in range(2)]
+    assert [(m["event"], m["data"]) for m in received] == [
+        ("match_started", {"match_id": "R1M2"}),
+        ("league_status", {"status": "COMPLETED"}),
+    ]
+
+
+class OtherProcesses(BaseChannelLayer):
+    """A layer whose groups live elsewhere (as Redis's do): who listens is not known here."""
+
+    extensions = ["groups"]
+
+    async def group_send(self, group: str, message: dict) -> None:
+        pass
+
+
+def test_other_layers_are_always_sent_to(monkeypatch):
+    layer = Recording(OtherProcesses(), monkeypatch)
+    send_now("one", "league_status", {})
+    send_all([("one", "match_started", {}), ("two", "match_started", {})])
+    assert layer.sent == [
+        ("league_one", "league_status"),
+        ("league_one", "match_started"),
+        ("league_two", "match_started"),
+    ]

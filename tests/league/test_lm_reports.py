@@ -154,6 +154,7 @@ def test_a_batch_of_reports_gets_one_answer_each_and_writes_exactly_its_rows(lm_
     """Reports recorded together (one transaction) are judged one by one, in order."""
     sent = []
     monkeypatch.setattr(events, "send_now", lambda league_id, event, data: sent.append((event, data)))
+    monkeypatch.setattr(events, "heard", lambda layer, league_id: True)  # as if a dashboard watched
     league, ref, _ = _setup(lm_server, players=4)
     other = register_referee(lm_server, "ref2")
     assigned_match(league, a="P01", b="P02", match_id="R1M1")
