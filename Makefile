@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BOOT_PY ?= $(shell for p in python3.12 python3.13 python3 /root/.pyenv/versions/3.12*/bin/python3 /root/.pyenv/versions/3.13*/bin/python3; do \
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$p; break; }; done)
 
-.PHONY: demo test setup lint fmt ci bench clean chromium
+.PHONY: demo test setup lint fmt ci bench clean chromium screenshots
 
 $(VENV)/.installed: requirements.txt
 	@test -x $(PY) || { test -n "$(BOOT_PY)" || { echo "Python 3.12+ is required"; exit 1; }; $(BOOT_PY) -m venv $(VENV); }
@@ -22,6 +22,11 @@ demo: setup
 
 test: setup lint chromium
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The dashboard's screenshots in docs/screenshots/, taken again by its browser test (a plain test
+# run writes them to a temporary directory).
+screenshots: setup chromium
+	UPDATE_SCREENSHOTS=1 $(PY) -m pytest -q tests/browser/test_live_dashboard.py -k screenshots
 
 # The browser tests drive Debian's Chromium (browser downloads are impossible here).
 chromium:

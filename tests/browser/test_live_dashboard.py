@@ -1,8 +1,9 @@
 """The league page in real headless Chromium: live standings and feed, reconnect and catch-up,
-and the screenshots in docs/screenshots/."""
+and its screenshots (into docs/screenshots/ with ``make screenshots``)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,15 @@ from tests.browser.league_data import complete, make_league, play, play_round, s
 # Static files come from FileResponse (a sync iterator) when the LM serves them itself.
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume")]
 
-SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+DOC_SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+@pytest.fixture
+def shots(tmp_path) -> Path:
+    """Where the screenshots go: the docs' own with UPDATE_SCREENSHOTS=1 (``make screenshots``),
+    else a temporary directory, so a test run leaves the checkout as it was (a rendering differs
+    by a few bytes from run to run, and every run rewrote the four files)."""
+    return DOC_SHOTS if os.environ.get("UPDATE_SCREENSHOTS") == "1" else tmp_path
 
 
 def on_commit(site):
@@ -79,7 +88,7 @@ def test_it_reconnects_after_a_drop_and_catches_up(site, page):
     wait_points(page, "P03", "3")
 
 
-def test_it_renders_mid_league_and_completed_screenshots(site, browser):
+def test_it_renders_mid_league_and_completed_screenshots(site, browser, shots):
     league = make_league("spring_cup", players=6, referees=2)
     play_round(league, 1, notify=lambda *a: None)
     play_round(league, 2, drawn=7, notify=lambda *a: None)
@@ -87,19 +96,22 @@ def test_it_renders_mid_league_and_completed_screenshots(site, browser):
     play(matches[0], "odd", "odd", 2, notify=lambda *a: None)
     play(matches[1], "even", "odd", 5, technical="B", notify=lambda *a: None)
     start(matches[2], notify=lambda *a: None)
-    _shoot(browser, site, "league-mid")
+    _shoot(browser, site, shots, "league-mid")
 
     play(Match.objects.get(pk=matches[2].pk), "even", "odd", 6, notify=lambda *a: None)
     for number, drawn in ((4, 1), (5, 10)):
         play_round(league, number, drawn=drawn, notify=lambda *a: None)
     complete(league, notify=lambda *a: None)
-    shots = _shoot(browser, site, "league-completed")
-    for shot in shots:
+    written = _shoot(browser, site, shots, "league-completed")
+    assert sorted(p.name for p in shots.glob("league-*.png")) == [
+        f"league-{when}-{label}.png" for when in ("completed", "mid") for label in ("desktop", "phone")
+    ]
+    for shot in written:
         assert shot.stat().st_size > 10_000
 
 
-def _shoot(browser, site, name: str) -> list[Path]:
-    SHOTS.mkdir(parents=True, exist_ok=True)
+def _shoot(browser, site, shots: Path, name: str) -> list[Path]:
+    shots.mkdir(parents=True, exist_ok=True)
     written = []
     for label, viewport, mobile in (("desktop", (1280, 800), False), ("phone", (390, 844), True)):
         context = browser.new_context(
@@ -112,7 +124,7 @@ def _shoot(browser, site, name: str) -> list[Path]:
         page.goto(f"{site.base}/leagues/spring_cup/")
         wait_live(page)
         page.wait_for_function("() => Number(document.getElementById('league-page').dataset.version) >= 2")
-        path = SHOTS / f"{name}-{label}.png"
+        path = shots / f"{name}-{label}.png"
         page.screenshot(path=str(path), full_page=True)
         written.append(path)
         context.close()
