@@ -4,6 +4,8 @@ query counts of the LM's hot paths are pinned so that an N+1 cannot creep in unn
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -243,6 +245,44 @@ def test_bench_soak_keeps_the_lm_and_conductor_up_across_leagues_and_checks_each
     assert len({league["league_id"] for league in report["per_league"]}) == 2
     assert set(report["growth_first_to_last_league"]) == {"lm", "conductor"}
     assert all(league["long_lived"]["lm"]["fds"] > 0 for league in report["per_league"])
+
+
+def _league_ids(path: Path) -> set[str]:
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        return {row[0] for row in db.execute("SELECT league_id FROM league_league")}
+
+
+def test_on_the_embedded_default_a_bench_plays_in_a_database_of_its_own(tmp_path, manage_py):
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env.update(TMPDIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    out = tmp_path / "league.json"
+    args = [*manage_py, "bench", "league", "--quick", "--keep-db", "--json", str(out)]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    report = json.loads(out.read_text())
+    assert report["valid"] is True
+    kept = Path(report["database"]["path"])
+    assert report["database"]["scratch"] and kept.parent.parent == tmp_path
+    assert _league_ids(kept) == {report["league_id"]}  # all it played, in a file of its own
+    default = ROOT / "db.sqlite3"  # the site's own database, which the bench left alone
+    assert not default.exists() or report["league_id"] not in _league_ids(default)
+
+    # Without --keep-db the file goes once the bench is done.
+    args = [*manage_py, "bench", "api", "--quick", "--json", str(out)]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    assert json.loads(out.read_text())["database"] == {"engine": "sqlite", "scratch": True, "path": None}
+    assert list(tmp_path.glob("league-bench-db-*")) == [kept.parent]
+
+
+def test_with_database_url_set_a_bench_plays_in_that_database(agent_env, tmp_path, manage_py):
+    out = tmp_path / "api.json"
+    args = [*manage_py, "bench", "api", "--quick", "--json", str(out)]
+    done = subprocess.run(args, env=agent_env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    database = json.loads(out.read_text())["database"]
+    assert database == {"engine": connection.vendor, "scratch": False, "path": None}
+    assert League.objects.exists()  # the league it queried is in the test database
 
 
 def _league_with_results(results: int) -> tuple[League, dict, dict]:

@@ -19,6 +19,7 @@ from typing import Any
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from league.bench.database import configured_database, scratch_database
 from league.bench.machine import machine_info
 
 
@@ -80,11 +81,37 @@ class Command(BaseCommand):
         soak.add_argument("--referees", type=int, default=2)
         soak.add_argument("--max-leagues", type=int, default=1000)
         soak.add_argument("--json", dest="json_path")
+        for played in (league, api, scale, soak):
+            played.add_argument(
+                "--keep-db",
+                action="store_true",
+                help="keep the bench's own SQLite database (made when DATABASE_URL is unset) and report its path",
+            )
 
     def handle(self, *args: Any, **options: Any) -> None:
         what = options["what"]
+        scratch = None
         if what != "ceiling":
+            scratch = scratch_database()
             call_command("migrate", interactive=False, verbosity=0)
+        report: dict[str, Any] | None = None
+        try:
+            report = self.run(what, options)
+        finally:
+            # A failed bench keeps its database, for a look at what happened.
+            bad = report is None or report.get("valid") is False or bool(report.get("errors"))
+            keep = bool(options.get("keep_db")) or bad
+            if scratch is not None and not keep:
+                scratch.remove()
+            elif scratch is not None:
+                self.stderr.write(f"the bench's database is kept: {scratch.path}")
+        if what != "ceiling":
+            report["database"] = scratch.describe(kept=keep) if scratch is not None else configured_database()
+        self._emit(report, options.get("json_path"))
+        if bad:
+            raise CommandError(f"bench {what}: the results do not add up (see the report)")
+
+    def run(self, what: str, options: dict[str, Any]) -> dict[str, Any]:
         if what == "ceiling":
             from league.bench.ceiling import run_ceiling
 
@@ -127,9 +154,7 @@ class Command(BaseCommand):
                 max_leagues=options["max_leagues"],
                 out=self.stderr,
             ).run()
-        self._emit(report, options.get("json_path"))
-        if report.get("valid") is False or report.get("errors"):
-            raise CommandError(f"bench {what}: the results do not add up (see the report)")
+        return report
 
     def league(self, options: dict[str, Any]) -> dict[str, Any]:
         from league.bench.league_run import BenchFailed, LeagueBench
