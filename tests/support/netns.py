@@ -1,0 +1,177 @@
+"""Hosts on one machine: network namespaces joined by a bridge, for tests of what crosses a network.
+
+A :class:`Network` is a Linux bridge in the root namespace (the tests' own host, which keeps the
+database and can serve the League Manager on the bridge's address) and one namespace per extra
+host, each joined to the bridge by a veth pair. Agents started with :meth:`Host.popen` run inside
+their host: they reach the others only by the addresses below, as on a real network.
+
+Needs root, ``ip`` (iproute2) and, for :meth:`Host.block_inbound`, ``nft`` (nftables);
+:func:`unsupported` says why a machine cannot, so a test can skip with that reason.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+_counter = itertools.count(1)
+
+
+class Unsupported(RuntimeError):
+    """This machine (its kernel, its tools or our rights) cannot build what was asked."""
+
+
+def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(args), check=check, capture_output=True, text=True, timeout=30)
+
+
+def unsupported() -> str | None:
+    """Why network namespaces cannot be used here, or None when they can."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    if shutil.which("ip") is None:
+        return "the 'ip' command (iproute2) is not installed"
+    probe = f"lgprobe{os.getpid()}"
+    done = _run("ip", "netns", "add", probe, check=False)
+    if done.returncode != 0:
+        return f"the kernel refused a network namespace: {done.stderr.strip()}"
+    _run("ip", "netns", "del", probe, check=False)
+    return None
+
+
+def netem_unsupported() -> str | None:
+    """Why ``tc ... netem`` (delay and loss) cannot be used here, or None when it can."""
+    if (reason := unsupported()) is not None:
+        return reason
+    if shutil.which("tc") is None:
+        return "the 'tc' command (iproute2) is not installed"
+    probe = f"lgq{os.getpid() % 100000}"
+    _run("ip", "link", "add", probe, "type", "dummy", check=False)
+    try:
+        done = _run("tc", "qdisc", "add", "dev", probe, "root", "netem", "delay", "1ms", check=False)
+        if done.returncode != 0:
+            return f"the kernel has no netem queueing discipline (CONFIG_NET_SCH_NETEM): {done.stderr.strip()}"
+    finally:
+        _run("ip", "link", "del", probe, check=False)
+    return None
+
+
+@dataclass
+class Host:
+    """One machine of the network: a namespace with one address on the bridge."""
+
+    name: str
+    namespace: str
+    address: str
+    outside_link: str  # the veth end on the bridge (root namespace)
+    inside_link: str  # the veth end in the namespace
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    def command(self, args: Sequence[str]) -> list[str]:
+        """``args`` as run inside this host."""
+        return ["ip", "netns", "exec", self.namespace, *args]
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return _run(*self.command(args), check=check)
+
+    def popen(self, args: Sequence[str], env: dict[str, str], log: IO[Any] | None = None) -> subprocess.Popen:
+        """Start a process inside this host (killed by :meth:`Network.close`)."""
+        out: Any = log if log is not None else subprocess.DEVNULL
+        proc = subprocess.Popen(self.command(args), env=env, stdout=out, stderr=subprocess.STDOUT)
+        self.processes.append(proc)
+        return proc
+
+    def block_inbound(self) -> None:
+        """Refuse every connection opened towards this host (as behind NAT or client isolation):
+        its own outgoing connections, and their replies, still pass."""
+        if shutil.which("nft") is None:
+            raise Unsupported("the 'nft' command (nftables) is not installed")
+        rules = (
+            "add table inet lg_guard\n"
+            "add chain inet lg_guard input { type filter hook input priority 0; policy accept; }\n"
+            "add rule inet lg_guard input iif lo accept\n"
+            "add rule inet lg_guard input ct state established,related accept\n"
+            "add rule inet lg_guard input ct state new drop\n"
+        )
+        done = subprocess.run(
+            self.command(["nft", "-f", "-"]), input=rules, capture_output=True, text=True, timeout=30, check=False
+        )
+        if done.returncode != 0:
+            raise Unsupported(f"nftables refused the rules: {done.stderr.strip()}")
+
+    def impair(self, *, delay_ms: int, jitter_ms: int, loss_percent: float) -> None:
+        """Delay and lose packets on this host's link, both ways (``tc netem``)."""
+        if (reason := netem_unsupported()) is not None:
+            raise Unsupported(reason)
+        netem = ["netem", "delay", f"{delay_ms}ms", f"{jitter_ms}ms", "loss", f"{loss_percent}%"]
+        _run("tc", "qdisc", "add", "dev", self.outside_link, "root", *netem)
+        self.run("tc", "qdisc", "add", "dev", self.inside_link, "root", *netem)
+
+
+class Network:
+    """A bridge and its hosts; use as a context manager so everything is removed afterwards."""
+
+    def __init__(self, subnet: str = "10.213.0.0/24") -> None:
+        if (reason := unsupported()) is not None:
+            raise Unsupported(reason)
+        self.tag = f"lg{os.getpid() % 10000}n{next(_counter)}"  # short: link names have 15 characters
+        self.subnet = ipaddress.ip_network(subnet)
+        self._addresses = self.subnet.hosts()
+        self.bridge = f"{self.tag}br"
+        self.address = str(next(self._addresses))  # the root namespace's address on the bridge
+        self.hosts: list[Host] = []
+        self.processes: list[subprocess.Popen] = []  # started in the root namespace
+        _run("ip", "link", "add", self.bridge, "type", "bridge")
+        _run("ip", "addr", "add", f"{self.address}/{self.subnet.prefixlen}", "dev", self.bridge)
+        _run("ip", "link", "set", self.bridge, "up")
+
+    def popen(self, args: Sequence[str], env: dict[str, str], log: IO[Any] | None = None) -> subprocess.Popen:
+        """Start a process in the root namespace (the host at :attr:`address`), killed by :meth:`close`."""
+        out: Any = log if log is not None else subprocess.DEVNULL
+        proc = subprocess.Popen(list(args), env=env, stdout=out, stderr=subprocess.STDOUT)
+        self.processes.append(proc)
+        return proc
+
+    def add_host(self, name: str) -> Host:
+        number = len(self.hosts) + 1
+        host = Host(
+            name=name,
+            namespace=f"{self.tag}-{name}",
+            address=str(next(self._addresses)),
+            outside_link=f"{self.tag}h{number}",
+            inside_link="eth0",
+        )
+        self.hosts.append(host)  # before it is complete: close() removes what was made
+        _run("ip", "netns", "add", host.namespace)
+        _run("ip", "link", "add", host.outside_link, "type", "veth", "peer", "name", f"{self.tag}p{number}")
+        _run("ip", "link", "set", f"{self.tag}p{number}", "netns", host.namespace)
+        _run("ip", "link", "set", host.outside_link, "master", self.bridge)
+        _run("ip", "link", "set", host.outside_link, "up")
+        host.run("ip", "link", "set", f"{self.tag}p{number}", "name", host.inside_link)
+        host.run("ip", "addr", "add", f"{host.address}/{self.subnet.prefixlen}", "dev", host.inside_link)
+        host.run("ip", "link", "set", host.inside_link, "up")
+        host.run("ip", "link", "set", "lo", "up")
+        host.run("ip", "route", "add", "default", "via", self.address)
+        return host
+
+    def close(self) -> None:
+        for proc in [*self.processes, *(p for host in self.hosts for p in host.processes)]:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        for host in self.hosts:
+            _run("ip", "link", "del", host.outside_link, check=False)
+            _run("ip", "netns", "del", host.namespace, check=False)
+        _run("ip", "link", "del", self.bridge, check=False)
+
+    def __enter__(self) -> Network:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
