@@ -527,10 +527,12 @@ def registration(
         return _registration_reply(msg, "LEAGUE_REGISTER_RESPONSE", "player_id", reg), reg.league_pk
     kind = msg.sender.partition(":")[0]
     if kind != "referee":
-        raise LeagueError(
+        raise refusal(
             ErrorCode.AUTH_TOKEN_INVALID,
-            "only a referee can register as a referee (sender must be 'referee:<name>')",
-            context={"sender": msg.sender},
+            "sender",
+            "'referee:<name>': only a referee can register as a referee",
+            msg.sender,
+            see("registering"),
         )
     reg = actions.register_referee(msg.league_id, msg.referee_meta.model_dump(), token)
     return _registration_reply(msg, "REFEREE_REGISTER_RESPONSE", "referee_id", reg), reg.league_pk
