@@ -1,11 +1,11 @@
 """The outgoing side: one pooled async HTTP client per process, with the retry policy.
 
-aiohttp, not httpx, on this hot path: MEASUREMENTS.md measured httpx's async client 10-20×
+aiohttp, not httpx, on this hot path: httpx's async client measured 10-20×
 slower on this machine. Everything outside this module sees only :class:`AgentClient`.
 
 We send dialect A (``method`` = tool name, flat message in ``params``). An endpoint that
 answers -32601 but speaks MCP gets ``tools/call`` instead, remembered per endpoint
-(PROTOCOL.md §2); a stateful MCP server that wants a session gets an ``initialize`` first.
+(docs/protocol.md, "Wire format"); a stateful MCP server that wants a session gets an ``initialize`` first.
 """
 
 from __future__ import annotations

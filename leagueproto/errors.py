@@ -42,7 +42,8 @@ class ErrorCode(StrEnum):
         return self.name
 
 
-# Only transport-level failures are worth retrying (PROTOCOL.md §5); a rate limit clears by itself.
+# Only transport-level failures are worth retrying (docs/protocol.md, "Error codes"); a rate limit clears
+# by itself.
 RETRYABLE = frozenset({ErrorCode.TIMEOUT_ERROR, ErrorCode.CONNECTION_ERROR, ErrorCode.RATE_LIMIT_EXCEEDED})
 
 

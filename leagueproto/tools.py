@@ -137,11 +137,10 @@ def _expected(model: type[BaseModel], loc: tuple[Any, ...], error: dict[str, Any
     message = str(error["msg"])
     problem = message.removeprefix("Input should be ") if message.startswith("Input should be ") else message
     info = _described(model, loc)
+    described = (info.description or "").rstrip(".") if info is not None else ""
     if error["type"] == "missing":
-        return info.description if info is not None and info.description else "a value (the field is required)"
-    if info is not None and info.description:
-        return f"{problem} ({info.description})"
-    return problem
+        return described or "a value (the field is required)"
+    return f"{problem} ({described})" if described else problem
 
 
 def _validation_error(exc: ValidationError, model: type[BaseModel], see: str) -> LeagueError:

@@ -1,9 +1,9 @@
 """The player agent: a :class:`Player` (tools, registration, memory) and a :class:`PlayerHost`
 that serves one or many players from one process and one uvicorn server (one socket each).
 
-Lifecycle (seed 001): INIT → REGISTERED → ACTIVE → SHUTDOWN; SUSPENDED after repeated
+Lifecycle: INIT → REGISTERED → ACTIVE → SHUTDOWN; SUSPENDED after repeated
 failures (registration attempts, or matches lost on time), back to ACTIVE on recovery.
-Per match (PDR §6.1.3): INVITED → PLAYING → AWAITING_RESULT → (GAME_OVER) done.
+Per match: INVITED → PLAYING → AWAITING_RESULT → (GAME_OVER) done.
 
 The player never imports league/ or referee/: everything crosses HTTP.
 """

@@ -79,14 +79,14 @@ class RefereeConfig:
 class StartMatch(LeagueMessage):
     """START_MATCH: the LM assigns one match to this referee."""
 
-    league_id: str
-    round_id: RoundNumber
-    match_id: str
+    league_id: str = Field(description="The league the match belongs to.")
+    round_id: RoundNumber = Field(description="The round number, e.g. 1.")
+    match_id: str = Field(description="The match, e.g. 'R1M1'.")
     game_type: str = "even_odd"
-    player_A_id: str
-    player_B_id: str
-    player_A_endpoint: str
-    player_B_endpoint: str
+    player_A_id: str = Field(description="Player A's id, e.g. 'P01'.")
+    player_B_id: str = Field(description="Player B's id, e.g. 'P02'.")
+    player_A_endpoint: str = Field(description="Player A's /mcp URL.")
+    player_B_endpoint: str = Field(description="Player B's /mcp URL.")
     match_token: str | None = Field(None, description="Bearer the referee sends to both players.")
     timeouts: dict[str, float] = Field(default_factory=dict)
     retry: dict[str, float] = Field(default_factory=dict)
@@ -97,7 +97,7 @@ class StartMatch(LeagueMessage):
 
 
 class RunMatch(BaseModel):
-    """run_match: a START_MATCH message, or seed 002's {match_id, player1, player2} (synchronous)."""
+    """run_match: a START_MATCH message, or the short form {match_id, player1, player2} (synchronous)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -344,7 +344,7 @@ class Referee:
 
         @tool("run_match", RunMatch, envelope=False)
         async def run_match(msg: RunMatch, ctx: CallContext) -> dict[str, Any]:
-            """start_match, or seed 002's synchronous form {match_id, player1, player2} (replies with the result)."""
+            """start_match, or the short synchronous form {match_id, player1, player2} (replies with the result)."""
             raw = dict(msg.model_extra or {})
             if "message_type" in raw or "player1" not in raw:
                 reply, _ = await toolset.call(toolset.tools["start_match"], raw, ctx)
@@ -617,7 +617,7 @@ class Referee:
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.config.backoff_max)
 
-    # -- seed 002: synchronous run_match ------------------------------------------------------------
+    # -- the short form: synchronous run_match ------------------------------------------------------------
     async def _run_seed_match(self, raw: dict[str, Any]) -> dict[str, Any]:
         match_id = str(raw.get("match_id") or new_conversation_id("match"))
         game_type = raw.get("game_type") or "even_odd"
@@ -658,7 +658,7 @@ class Referee:
 
 
 def seed_result(runner: MatchRunner) -> dict[str, Any]:
-    """Seed 002's run_match reply (player names, choices, dice roll, winner), plus our result."""
+    """The short form's run_match reply (player names, choices, dice roll, winner), plus our result."""
     assert runner.result is not None
     a, b = runner.seats
     details = runner.result.details

@@ -33,7 +33,7 @@ _OUTCOME_OF_CODE = {
     ErrorCode.CONNECTION_ERROR: "connection_error",
 }
 _DECLINED = (False, "false", "False", "no", 0)
-# The reply each request must be answered with (PROTOCOL.md §4); another message_type is an invalid answer.
+# The reply each request must be answered with (docs/protocol.md); another message_type is an invalid answer.
 RESPONSE_TYPES = {
     "GAME_INVITATION": "GAME_JOIN_ACK",
     "CHOOSE_PARITY_CALL": "CHOOSE_PARITY_RESPONSE",
@@ -54,7 +54,7 @@ _AGENT_ID = re.compile(r"^P\d+$")
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Seconds to wait for each kind of reply (PROTOCOL.md §5); the LM sends its league's values."""
+    """Seconds to wait for each kind of reply (docs/protocol.md); the LM sends its league's values."""
 
     join: float = 5.0
     move: float = 30.0
@@ -152,7 +152,7 @@ def redact(message: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class MatchLog:
-    """The ordered record of every message of a match, with timing (contract 2's match_log)."""
+    """The ordered record of every message of a match, with timing (a report's match_log)."""
 
     def __init__(self) -> None:
         self._started = time.perf_counter()
