@@ -116,7 +116,7 @@ def _output_schema(model: type[BaseModel]) -> dict[str, Any]:
             "anyOf": [refs[(model, "serialization")], refs[(ErrorReply, "serialization")]],
             "$defs": top["$defs"],
         }
-        schema = _output_schemas[model] = schema
+        _output_schemas[model] = schema
     return schema
 
 
