@@ -319,6 +319,8 @@ def exchange_rows(
         if isinstance(league_id, str) and league_id:
             league = queries.find_league(league_id)
     sender = request.get("sender") if isinstance(request.get("sender"), str) else ""
+    if identity is not None:  # the token decides who called, whatever the sender's spelling
+        sender = f"{identity.kind}:{identity.agent_id}"
     recipient = sender
     if reply.get("player_id") and reply.get("message_type") == "LEAGUE_REGISTER_RESPONSE":
         recipient = f"player:{reply['player_id']}"
