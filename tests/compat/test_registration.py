@@ -1,5 +1,6 @@
 """The course's registration, exactly as chapter 8 prints it, over real HTTP: accepted, and what
-it left out is recorded as such (protocol_version unknown, the league's game)."""
+it left out is recorded as such (protocol_version unknown, the league's game); later calls are
+recorded under the agent the token proves, whatever the sender's spelling."""
 
 from __future__ import annotations
 
@@ -43,3 +44,19 @@ def test_a_registration_without_game_types_plays_the_league_s_game(lm_server):
     assert httpx.post(lm_server, json=request, timeout=10).json()["result"]["status"] == "ACCEPTED"
     player = Player.objects.get()
     assert (player.game_types, player.protocol_version) == (["even_odd"], "2.1.0")
+
+
+def test_a_call_is_logged_under_the_agent_its_token_proves(lm_server):
+    agent = league_manager(lm_server, {"players": ["alpha", "beta"]})
+    query = {
+        "protocol": "league.v2",
+        "message_type": "LEAGUE_QUERY",
+        "sender": "player:alpha",  # its name, kept after registration
+        "conversation_id": "conv-logged",
+        "auth_token": agent.tokens["P01"],
+        "query_type": "GET_STANDINGS",
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "league_query", "params": query}
+    assert httpx.post(lm_server, json=body, timeout=10).json()["result"]["success"] is True
+    logged = Event.objects.filter(kind="LEAGUE_QUERY", direction="IN").get()
+    assert logged.agent == "player:P01" and logged.payload["sender"] == "player:alpha"
