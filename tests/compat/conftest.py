@@ -14,9 +14,15 @@ from typing import Any
 
 import pytest
 
+from leagueproto.asgi import make_asgi_app
+from leagueproto.serve import ThreadedServer
+from leagueproto.server import McpServer
 from players.agent import Lifecycle, Player, PlayerConfig, PlayerHost
 from tests.league.lm_support import assigned_match, make_league, register_player, register_referee
+from tests.players.conftest import ScriptedLM as ScriptedPlayerLM
 from tests.referee.conftest import RunningReferee, run_referee
+from tests.referee.scripted import ScriptedLM as ScriptedRefereeLM
+from tests.referee.scripted import serving
 
 CASES = Path(__file__).resolve().parent / "cases"
 LEAGUE_ID = "compat_league"
@@ -81,20 +87,26 @@ def league_manager(lm_url: str, setup: dict[str, Any]) -> LiveAgent:
     return agent
 
 
-@pytest.fixture
-def live_referee(lm_server) -> Iterator[tuple[LiveAgent, RunningReferee]]:
-    """A referee registered with the live LM (so it checks the LM's token)."""
-    make_league(LEAGUE_ID)
-    with run_referee(league_url=lm_server, name="Referee", max_concurrent=32) as running:
+@pytest.fixture(scope="module")
+def live_referee() -> Iterator[tuple[LiveAgent, RunningReferee]]:
+    """A referee registered with a League Manager (so it checks the LM's token). The LM is a
+    scripted one: the referee is under test here, and one referee serves all its cases."""
+    lm = ScriptedRefereeLM()
+    with (
+        serving(lm.app()) as lm_server,
+        run_referee(league_url=lm_server.url, league_id=LEAGUE_ID, name="Referee", max_concurrent=32) as running,
+    ):
         running.wait_registered()
         yield LiveAgent(running.url, lm_token=running.referee.league_manager_token), running
 
 
-@pytest.fixture
-def live_player(lm_server) -> Iterator[tuple[LiveAgent, Player]]:
-    """Our player (runplayer's agent) registered with the live LM as P01."""
-    make_league(LEAGUE_ID)
-    player = Player(PlayerConfig(name="Alpha", league_url=lm_server, register_backoff=0.01))
+@pytest.fixture(scope="module")
+def live_player() -> Iterator[tuple[LiveAgent, Player]]:
+    """Our player (runplayer's agent) registered as P01 with a League Manager that gives it a
+    league_manager_token (a scripted one: the player is under test, one serves all its cases)."""
+    lm = ScriptedPlayerLM()
+    lm_server = ThreadedServer(make_asgi_app(McpServer(lm.toolset()))).start()
+    player = Player(PlayerConfig(name="Alpha", league_url=lm_server.url, register_backoff=0.01))
     host = PlayerHost([player], register=True, stay=True)
     server = host.start_in_thread()
     try:
@@ -102,3 +114,4 @@ def live_player(lm_server) -> Iterator[tuple[LiveAgent, Player]]:
         yield LiveAgent(player.endpoint, lm_token=player.lm_token), player
     finally:
         server.stop()
+        lm_server.stop()
