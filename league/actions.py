@@ -345,7 +345,9 @@ def _register(
                 return rejected(REGISTRATION_CLOSED)
         elif league.status not in (*queries.ACTIVE_STATUSES, League.Status.INITIALIZING):
             return rejected(REGISTRATION_CLOSED)
-        if league.game_type not in (meta.get("game_types") or []):
+        if meta.get("game_types") is None:  # left out: the agent plays the league's game
+            meta = {**meta, "game_types": [league.game_type]}
+        if league.game_type not in meta["game_types"]:
             return rejected(GAME_TYPE_NOT_SUPPORTED)
         count, taken, top = _agents_summary(model, league.pk, endpoint)
         limit = league.max_players if kind == "player" else league.max_referees
@@ -375,7 +377,7 @@ def _register(
         }
         if kind == "player":
             fields["player_id"] = agent_id
-            fields["protocol_version"] = meta.get("protocol_version") or "2.0.0"
+            fields["protocol_version"] = meta.get("protocol_version") or UNKNOWN_PROTOCOL_VERSION
         else:
             fields["referee_id"] = agent_id
             fields["max_concurrent_matches"] = meta.get("max_concurrent_matches") or 2
@@ -407,8 +409,13 @@ def _register(
         )
 
 
+# What a player that declared no protocol_version is recorded with (the course's registration has none).
+UNKNOWN_PROTOCOL_VERSION = "unknown"
+
+
 def register_player(league_id: str | None, player_meta: dict[str, Any], presented_token: str | None) -> Registration:
-    """PROTOCOL.md §8: E018 below 2.0.0; REJECTED when closed, full, game type or endpoint refused."""
+    """E018 when protocol_version is given and below 2.0.0 (absent is fine: recorded as unknown);
+    REJECTED when closed, full, game type or endpoint refused (docs/protocol.md, "Registering")."""
     check_agent_protocol_version(player_meta.get("protocol_version"))
     return _register(kind="player", league_id=league_id, meta=player_meta, presented_token=presented_token)
 

@@ -2,8 +2,10 @@
 
 A token is shown to its agent once, at registration, and stored only as a SHA-256 hash
 (``Agent.token_hash``). Calls are authenticated by looking the hash up and then comparing in
-constant time; a token is bound to one agent of one league, so it is valid only together with
-that agent's ``sender`` (and that league, when the message names one).
+constant time. A token is bound to one agent of one league, and it decides who the caller is:
+the ``sender`` may spell the agent as its id (``player:P01``) or as a name (``player:alpha``,
+``player:None``), but a sender naming *another* registered agent, or another kind of agent (a
+player's token with ``referee:…``), is refused; so is another league's id in ``league_id``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from django.conf import settings
 from league.models import League, Player, Referee, hash_token
 from league.prepared import Prepared
 from leagueproto.envelope import parse_sender
-from leagueproto.errors import ErrorCode, LeagueError
+from leagueproto.errors import MISSING, ErrorCode, LeagueError, refusal, see
+
+SEE_TOKENS = see("registering")
+EXPECTED_TOKEN = "the auth_token of your latest registration reply (or an 'Authorization: Bearer' header)"
 
 TOKEN_BYTES = 32  # 256 bits from the OS CSPRNG; PROTOCOL.md §8 asks for at least 128
 
@@ -143,15 +148,22 @@ def authenticate_many(role: str, calls: list[tuple[dict[str, Any], str | None]])
             if (
                 agent is not None
                 and hmac.compare_digest(agent.token_hash, digest)
-                and getattr(agent, id_field) == agent_id
                 and (not league_id or agent.league.league_id == league_id)
             ):
+                own_id = getattr(agent, id_field)
                 try:
-                    outcomes[n] = _checked(kind, agent_id, agent, message)
+                    # The token decides who calls; a sender spelling its own name or id is fine,
+                    # one naming another agent of the league is not (one query, only then).
+                    if (
+                        agent_id != own_id
+                        and model.objects.filter(league_id=agent.league_id, **{id_field: agent_id}).exists()
+                    ):
+                        raise _impersonation(kind, own_id, message)
+                    outcomes[n] = _checked(kind, own_id, agent, message)
                 except LeagueError as err:
                     outcomes[n] = err
             else:
-                outcomes[n] = _refusal(kind, agent_id, league_id, message)
+                outcomes[n] = _refusal(kind, agent_id, league_id, message, calls[n][1])
     return outcomes  # type: ignore[return-value]  # every slot is filled above
 
 
@@ -160,25 +172,65 @@ def _claim(role: str, message: dict[str, Any], bearer: str | None) -> tuple[str,
     it cannot be right whatever the database says."""
     token = presented_token(message, bearer)
     if not token:
-        raise LeagueError(
+        raise refusal(
             ErrorCode.AUTH_TOKEN_MISSING,
-            "auth_token is required: send the token you got at registration (or an Authorization: Bearer header)",
+            "auth_token",
+            EXPECTED_TOKEN,
+            message.get("auth_token", MISSING),
+            SEE_TOKENS,
+            problem="auth_token is required: send the token you got at registration",
         )
-    kind, agent_id = parse_sender(message.get("sender", ""))
+    sender = message.get("sender", "")
+    kind, agent_id = parse_sender(sender)
     league_id = message.get("league_id") if isinstance(message.get("league_id"), str) else None
     if kind == "league_manager":
-        raise LeagueError(ErrorCode.AUTH_TOKEN_INVALID, "only players and referees call the League Manager")
-    if role == "referee" and kind != "referee":
-        raise LeagueError(
+        raise refusal(
             ErrorCode.AUTH_TOKEN_INVALID,
-            "only the referee assigned to a match may call this tool; players may not",
-            context={"sender": message.get("sender")},
+            "sender",
+            "'player:<your id or name>' or 'referee:<your id or name>'",
+            sender,
+            SEE_TOKENS,
+            problem="only players and referees call the League Manager",
         )
-    return kind, agent_id, league_id, token
+    if role == "referee" and kind != "referee":
+        raise refusal(
+            ErrorCode.AUTH_TOKEN_INVALID,
+            "sender",
+            "'referee:<your id>': only the referee assigned to a match may call this tool; players may not",
+            sender,
+            see("reporting-a-result-referees"),
+        )
+    return kind, agent_id or "", league_id, token
 
 
-def _refusal(kind: str, agent_id: str, league_id: str | None, message: dict[str, Any]) -> LeagueError:
-    """Why a token was not accepted for its sender: E005/E013 unknown sender, else E012."""
+def _impersonation(kind: str, own_id: str, message: dict[str, Any]) -> LeagueError:
+    return refusal(
+        ErrorCode.AUTH_TOKEN_INVALID,
+        "sender",
+        f"'{kind}:{own_id}' (the agent this token belongs to) or your own name",
+        message.get("sender"),
+        SEE_TOKENS,
+        problem=f"the sender names another registered {kind}; this token is {own_id}'s",
+    )
+
+
+def _refusal(
+    kind: str, agent_id: str, league_id: str | None, message: dict[str, Any], bearer: str | None
+) -> LeagueError:
+    """Why a token was not accepted for its sender: E012 when it is another kind of agent's token
+    or it belongs elsewhere; E005/E013 when it is unknown and the sender names no registered agent."""
+    sender = message["sender"]
+    other_kind = "referee" if kind == "player" else "player"
+    other = find_by_token(presented_token(message, bearer) or "", other_kind)
+    if other is not None:
+        other_id = other.player_id if isinstance(other, Player) else other.referee_id
+        return refusal(
+            ErrorCode.AUTH_TOKEN_INVALID,
+            "sender",
+            f"'{other_kind}:{other_id}': this token belongs to a {other_kind}, not a {kind}",
+            sender,
+            SEE_TOKENS,
+        )
     model = Player if kind == "player" else Referee
     id_field = "player_id" if kind == "player" else "referee_id"
     known = model.objects.filter(**{id_field: agent_id})
@@ -187,11 +239,23 @@ def _refusal(kind: str, agent_id: str, league_id: str | None, message: dict[str,
     if not known.exists():
         code = ErrorCode.PLAYER_NOT_REGISTERED if kind == "player" else ErrorCode.REFEREE_NOT_REGISTERED
         where = f" in league {league_id}" if league_id else ""
-        return LeagueError(code, f"{kind} {agent_id} is not registered{where}", context={"sender": message["sender"]})
-    return LeagueError(
+        return refusal(
+            code,
+            "auth_token",
+            EXPECTED_TOKEN,
+            "a token this league does not know",
+            SEE_TOKENS,
+            problem=f"{kind} {agent_id} is not registered{where} (register again)",
+            sender=sender,
+        )
+    return refusal(
         ErrorCode.AUTH_TOKEN_INVALID,
-        f"auth_token is not valid for sender {message['sender']}" + (f" in league {league_id}" if league_id else ""),
-        context={"sender": message["sender"]},
+        "auth_token",
+        EXPECTED_TOKEN,
+        "a token that is not valid here",
+        SEE_TOKENS,
+        problem=f"auth_token is not valid for sender {sender}" + (f" in league {league_id}" if league_id else ""),
+        sender=sender,
     )
 
 
@@ -200,6 +264,6 @@ def _checked(kind: str, agent_id: str, agent: Player | Referee, message: dict[st
         raise LeagueError(
             ErrorCode.AUTH_TOKEN_INVALID,
             f"{kind} {agent_id} is {agent.status.lower()} in league {agent.league.league_id}",
-            context={"sender": message["sender"], "status": agent.status},
+            context={"sender": message["sender"], "status": agent.status, "see": SEE_TOKENS},
         )
     return Identity(kind=kind, agent=agent, league=agent.league)

@@ -23,9 +23,9 @@ from league.auth import Identity, authenticate, authenticate_many, presented_tok
 from league.events import EventValues, append_events, event_values
 from league.models import League
 from league.ratelimit import limiter
-from leagueproto.errors import ErrorCode, LeagueError
+from leagueproto.errors import ErrorCode, LeagueError, refusal, see
 from leagueproto.jsonutil import dumps
-from leagueproto.messages import JsonObjects, LeagueMessage
+from leagueproto.messages import JsonObjects, LeagueMessage, LeagueReply, RoundNumber
 from leagueproto.tools import CallContext, Tool, Toolset
 
 QUERY_TYPES = ("GET_STANDINGS", "GET_SCHEDULE", "GET_NEXT_MATCH", "GET_PLAYER_STATS")
@@ -43,8 +43,12 @@ class PlayerMeta(BaseModel):
 
     display_name: str = Field(min_length=1, max_length=100, description="Shown in standings.")
     version: str = Field("", max_length=32, description="Your agent's version.")
-    protocol_version: str = Field(description="league protocol version you speak; at least 2.0.0 (e.g. '2.1.0').")
-    game_types: list[GameType] = Field(max_length=16, description="Games you can play, e.g. ['even_odd'].")
+    protocol_version: str | None = Field(
+        None, description="Optional: the league protocol version you speak; when given, at least 2.0.0 (e.g. '2.1.0')."
+    )
+    game_types: list[GameType] | None = Field(
+        None, max_length=16, description="Games you can play, e.g. ['even_odd'] (left out: the league's game)."
+    )
     contact_endpoint: str = Field(max_length=500, description="Your POST /mcp URL, e.g. http://127.0.0.1:8101/mcp.")
 
 
@@ -95,7 +99,7 @@ class MatchResultReport(LeagueMessage):
     model_config = STRICT
 
     league_id: LeagueId | None = None
-    round_id: int | None = None
+    round_id: RoundNumber | None = None
     match_id: str = Field(min_length=1, max_length=16)
     game_type: GameType | None = None
     result: ReportedResult
@@ -133,6 +137,60 @@ class GetStandings(BaseModel):
     conversation_id: str | None = None
 
 
+# -- reply models (each tool's outputSchema) ----------------------------------------------------
+class RegisterPlayerReply(LeagueReply):
+    """LEAGUE_REGISTER_RESPONSE."""
+
+    message_type: Literal["LEAGUE_REGISTER_RESPONSE"]
+    league_id: str | None
+    player_id: str | None = Field(description="P01, P02, … when ACCEPTED; null when REJECTED.")
+    status: Literal["ACCEPTED", "REJECTED"]
+    reason: str | None
+    auth_token: str | None = Field(description="Shown once: send it in every later message.")
+    league_manager_token: str | None = Field(description="What the LM sends as auth_token when it calls you.")
+
+
+class RegisterRefereeReply(LeagueReply):
+    """REFEREE_REGISTER_RESPONSE."""
+
+    message_type: Literal["REFEREE_REGISTER_RESPONSE"]
+    league_id: str | None
+    referee_id: str | None = Field(description="REF01, REF02, … when ACCEPTED; null when REJECTED.")
+    status: Literal["ACCEPTED", "REJECTED"]
+    reason: str | None
+    auth_token: str | None
+    league_manager_token: str | None
+
+
+class MatchResultAck(LeagueReply):
+    """MATCH_RESULT_ACK."""
+
+    message_type: Literal["MATCH_RESULT_ACK"]
+    league_id: str
+    match_id: str
+    status: Literal["RECORDED", "DUPLICATE"]
+
+
+class LeagueQueryReply(LeagueReply):
+    """LEAGUE_QUERY_RESPONSE."""
+
+    message_type: Literal["LEAGUE_QUERY_RESPONSE"]
+    league_id: str
+    query_type: str
+    success: bool
+    data: dict[str, Any]
+
+
+class StandingsReply(LeagueReply):
+    """LEAGUE_STANDINGS (get_standings)."""
+
+    message_type: Literal["LEAGUE_STANDINGS"]
+    league_id: str
+    status: str
+    round_id: int
+    standings: list[dict[str, Any]]
+
+
 # -- the toolset --------------------------------------------------------------------------------
 class LeagueManagerToolset(Toolset):
     """A Toolset that writes every call to the Event log: what came in and what went out."""
@@ -161,7 +219,7 @@ class LeagueManagerToolset(Toolset):
         return reply, is_error
 
     async def _refused(self, tool: Tool, arguments: dict[str, Any], err: LeagueError) -> tuple[dict[str, Any], bool]:
-        reply = self.error_reply(err, arguments)
+        reply = self.error_reply(err, arguments, tool)
         await sync_to_async(log_exchange)(tool, arguments, reply, None)
         return reply, True
 
@@ -261,6 +319,8 @@ def exchange_rows(
         if isinstance(league_id, str) and league_id:
             league = queries.find_league(league_id)
     sender = request.get("sender") if isinstance(request.get("sender"), str) else ""
+    if identity is not None:  # the token decides who called, whatever the sender's spelling
+        sender = f"{identity.kind}:{identity.agent_id}"
     recipient = sender
     if reply.get("player_id") and reply.get("message_type") == "LEAGUE_REGISTER_RESPONSE":
         recipient = f"player:{reply['player_id']}"
@@ -411,7 +471,7 @@ def _record_reports(reports: list[PendingReport]) -> list[tuple[dict[str, Any], 
         for report, identity, outcome in zip(reports, identities, outcomes, strict=True):
             msg = report.message
             if isinstance(outcome, LeagueError):
-                reply, is_error = toolset.error_reply(outcome, report.arguments), True
+                reply, is_error = toolset.error_reply(outcome, report.arguments, report.tool), True
             else:
                 league_id = identity.league.league_id
                 reply = toolset.reply(
@@ -469,10 +529,12 @@ def registration(
         return _registration_reply(msg, "LEAGUE_REGISTER_RESPONSE", "player_id", reg), reg.league_pk
     kind = msg.sender.partition(":")[0]
     if kind != "referee":
-        raise LeagueError(
+        raise refusal(
             ErrorCode.AUTH_TOKEN_INVALID,
-            "only a referee can register as a referee (sender must be 'referee:<name>')",
-            context={"sender": msg.sender},
+            "sender",
+            "'referee:<name>': only a referee can register as a referee",
+            msg.sender,
+            see("registering"),
         )
     reg = actions.register_referee(msg.league_id, msg.referee_meta.model_dump(), token)
     return _registration_reply(msg, "REFEREE_REGISTER_RESPONSE", "referee_id", reg), reg.league_pk
@@ -491,6 +553,8 @@ def register_logged(tool: Tool, arguments: dict[str, Any], msg: BaseModel, beare
     RegisterPlayerRequest,
     message_types=("LEAGUE_REGISTER_REQUEST",),
     description="Join a league as a player; returns your player_id and auth_token (shown once).",
+    output=RegisterPlayerReply,
+    see=see("registering"),
 )
 async def register_player(msg: RegisterPlayerRequest, ctx: CallContext) -> dict[str, Any]:
     # Through /mcp, LeagueManagerToolset.call runs registrations with their logging (register_logged).
@@ -502,6 +566,8 @@ async def register_player(msg: RegisterPlayerRequest, ctx: CallContext) -> dict[
     RegisterRefereeRequest,
     message_types=("REFEREE_REGISTER_REQUEST",),
     description="Join a league as a referee; returns your referee_id and auth_token (shown once).",
+    output=RegisterRefereeReply,
+    see=see("registering"),
 )
 async def register_referee(msg: RegisterRefereeRequest, ctx: CallContext) -> dict[str, Any]:
     return (await sync_to_async(registration)("register_referee", msg, ctx.bearer_token))[0]
@@ -516,6 +582,8 @@ REPORT_ROLE = "referee"
     message_types=("MATCH_RESULT_REPORT",),
     auth=REPORT_ROLE,
     description="The assigned referee reports a match result (idempotent: a repeat is DUPLICATE).",
+    output=MatchResultAck,
+    see=see("reporting-a-result-referees"),
 )
 async def report_match_result(msg: MatchResultReport, ctx: CallContext) -> dict[str, Any]:
     """One report on its own (``toolset.call`` batches them through ``ReportQueue`` instead)."""
@@ -534,8 +602,16 @@ def _run_query(identity: Identity, query_type: str, params: dict[str, Any]) -> d
         return {"round_id": league.current_round, "standings": queries.standings(league)}
     if query_type == "GET_SCHEDULE":
         round_id = params.get("round_id")
-        if round_id is not None and not isinstance(round_id, int):
-            raise LeagueError(ErrorCode.INVALID_MESSAGE_FORMAT, "query_params.round_id must be an integer")
+        if isinstance(round_id, str) and round_id.strip().isdigit():
+            round_id = int(round_id)  # "1" or 1, as agents write it
+        if round_id is not None and (not isinstance(round_id, int) or isinstance(round_id, bool)):
+            raise refusal(
+                ErrorCode.INVALID_MESSAGE_FORMAT,
+                "query_params.round_id",
+                "a round number, e.g. 1 (or leave it out for every round)",
+                round_id,
+                see("asking-the-league"),
+            )
         player_id = params.get("player_id")
         return {"rounds": queries.schedule(league, round_id=round_id, player_id=player_id)}
     player_id = params.get("player_id")
@@ -567,6 +643,8 @@ def _run_query(identity: Identity, query_type: str, params: dict[str, Any]) -> d
     message_types=("LEAGUE_QUERY",),
     auth="agent",
     description="Ask the league: GET_STANDINGS, GET_SCHEDULE, GET_NEXT_MATCH or GET_PLAYER_STATS.",
+    output=LeagueQueryReply,
+    see=see("asking-the-league"),
 )
 async def league_query(msg: LeagueQuery, ctx: CallContext) -> dict[str, Any]:
     # Through /mcp, LeagueManagerToolset.call runs reads with their authentication and logging.
@@ -604,6 +682,8 @@ def _standings_of(league: League) -> dict[str, Any]:
     GetStandings,
     envelope=False,
     description="Current standings of a league (public; league_id optional).",
+    output=StandingsReply,
+    see=see("asking-the-league"),
 )
 async def get_standings(msg: GetStandings, ctx: CallContext) -> dict[str, Any]:
     return (await sync_to_async(standings_reply)(msg, None))[0]
@@ -630,7 +710,7 @@ def read_logged(tool: Tool, arguments: dict[str, Any], msg: BaseModel, bearer: s
             identity = authenticate(tool.auth, arguments, bearer)
         (reply, league), is_error = READ_JOBS[tool.name](msg, identity), False
     except LeagueError as err:
-        reply, is_error = toolset.error_reply(err, arguments), True
+        reply, is_error = toolset.error_reply(err, arguments, tool), True
     log_exchange(tool, arguments, reply, identity, league.pk if league else None)
     return reply, is_error
 

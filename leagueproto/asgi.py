@@ -1,6 +1,6 @@
 """A lean ASGI app serving ``POST /mcp`` for referee and player agents.
 
-Measured ~7× cheaper per request than Django's request stack (MEASUREMENTS.md), which
+Measured ~7× cheaper per request than Django's request stack, which
 matters on the referee → player hot path. One app can serve several agents, one per
 listening port (``runplayer --count N``): the server is picked by the local port.
 """

@@ -1,11 +1,11 @@
 """The outgoing side: one pooled async HTTP client per process, with the retry policy.
 
-aiohttp, not httpx, on this hot path: MEASUREMENTS.md measured httpx's async client 10-20×
+aiohttp, not httpx, on this hot path: httpx's async client measured 10-20×
 slower on this machine. Everything outside this module sees only :class:`AgentClient`.
 
 We send dialect A (``method`` = tool name, flat message in ``params``). An endpoint that
 answers -32601 but speaks MCP gets ``tools/call`` instead, remembered per endpoint
-(PROTOCOL.md §2); a stateful MCP server that wants a session gets an ``initialize`` first.
+(docs/protocol.md, "Wire format"); a stateful MCP server that wants a session gets an ``initialize`` first.
 """
 
 from __future__ import annotations
@@ -317,10 +317,21 @@ class AgentClient:
                     return resp.status, body, resp.headers.get("Content-Type", "")
         except TimeoutError as exc:
             raise CallFailed(ErrorCode.TIMEOUT_ERROR, f"no reply within {timeout:g} s") from exc
+        except aiohttp.ClientConnectorDNSError as exc:
+            raise CallFailed(ErrorCode.CONNECTION_ERROR, f"DNS: host {exc.host!r} does not resolve") from exc
+        except aiohttp.ClientConnectorError as exc:
+            if isinstance(exc.os_error, ConnectionRefusedError):
+                detail = f"connection refused by {exc.host}:{exc.port} (nothing listens there)"
+            else:
+                detail = f"cannot connect to {exc.host}:{exc.port}: {exc.os_error}"
+            raise CallFailed(ErrorCode.CONNECTION_ERROR, detail) from exc
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError) as exc:
             raise CallFailed(ErrorCode.CONNECTION_ERROR, f"connection failed: {exc.__class__.__name__}: {exc}") from exc
-        except aiohttp.InvalidURL as exc:
-            raise CallFailed(ErrorCode.CONNECTION_ERROR, f"invalid endpoint URL: {endpoint}") from exc
+        except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError) as exc:
+            # (aiohttp raises the second for a URL without http:// or https://, e.g. "127.0.0.1:8000/mcp")
+            raise CallFailed(
+                ErrorCode.CONNECTION_ERROR, f"invalid endpoint URL {endpoint!r}: expected http://host:port/mcp"
+            ) from exc
         except aiohttp.ClientResponseError as exc:
             raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, f"bad HTTP reply: {exc}") from exc
 

@@ -9,13 +9,25 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from leagueproto.errors import ErrorCode, LeagueError
+from leagueproto.errors import MISSING, SEE_ENVELOPE, ErrorCode, refusal, see
 
 PROTOCOL_VERSION = "league.v2"
 MIN_AGENT_PROTOCOL_VERSION = (2, 0, 0)
 ENVELOPE_FIELDS = ("protocol", "message_type", "sender", "timestamp", "conversation_id")
+# What a received message must carry. ``protocol`` may be left out (it is read as league.v2) and so
+# may ``timestamp``: real agents omit both, and neither changes what the message means.
+REQUIRED_ENVELOPE_FIELDS = ("message_type", "sender", "conversation_id")
+_EXPECTED_FIELD = {
+    "message_type": "the league message type, e.g. 'LEAGUE_REGISTER_REQUEST'",
+    "sender": "'player:<name or id>', 'referee:<name or id>' or 'league_manager'",
+    "conversation_id": "any non-empty string (the reply carries the same one)",
+}
+EXPECTED_SENDER = "'player:<name or id>', 'referee:<name or id>', 'league_manager' or 'league_manager:<id>'"
+EXPECTED_TIMESTAMP = "an ISO-8601 time in UTC ending in 'Z' or '+00:00', e.g. '2025-01-15T10:30:00Z'"
 
-_SENDER_RE = re.compile(r"^(league_manager|(player|referee):[A-Za-z0-9_.\-]{1,64})$")
+# ``league_manager`` alone or with an id (``league_manager:LM01``); players and referees by name
+# before registration, by id after.
+_SENDER_RE = re.compile(r"^(league_manager(:[A-Za-z0-9_.\-]{1,64})?|(player|referee):[A-Za-z0-9_.\-]{1,64})$")
 # ISO-8601 date-time; the zone is checked separately so that we can tell E021 from garbage.
 _TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(?P<zone>Z|z|[+-]\d{2}:?\d{2})?$")
 
@@ -86,37 +98,30 @@ _parsed_timestamps: dict[str, datetime] = {}
 
 
 def parse_timestamp(value: Any) -> datetime:
-    """Parse a UTC timestamp; anything with another zone, or none, is E021."""
+    """Parse a UTC timestamp (``Z`` or ``+00:00``, fractions allowed); anything else is E021."""
     # Every received message is checked, and most carry one of a few recent seconds.
     if isinstance(value, str):
         known = _parsed_timestamps.get(value)
         if known is not None:
             return known
-    if not isinstance(value, str):
-        raise LeagueError(
-            ErrorCode.INVALID_TIMESTAMP,
-            "timestamp must be an ISO-8601 string in UTC",
-            context={"timestamp": value},
-        )
-    match = _TS_RE.match(value)
+    match = _TS_RE.match(value) if isinstance(value, str) else None
     if not match:
-        raise LeagueError(
-            ErrorCode.INVALID_TIMESTAMP,
-            "timestamp is not ISO-8601 (expected e.g. 2025-01-15T10:30:00Z)",
-            context={"timestamp": value},
-        )
+        raise refusal(ErrorCode.INVALID_TIMESTAMP, "timestamp", EXPECTED_TIMESTAMP, value, SEE_ENVELOPE)
     zone = match.group("zone")
     if zone is None or zone.upper() != "Z" and zone.replace(":", "") not in ("+0000", "-0000"):
-        raise LeagueError(
+        raise refusal(
             ErrorCode.INVALID_TIMESTAMP,
-            "timestamp must be UTC: end it with 'Z' or '+00:00'",
-            context={"timestamp": value},
+            "timestamp",
+            EXPECTED_TIMESTAMP,
+            value,
+            SEE_ENVELOPE,
+            problem="timestamp must be UTC" if zone else "timestamp names no time zone",
         )
     try:
         parsed = datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00"))
     except ValueError as exc:
-        raise LeagueError(
-            ErrorCode.INVALID_TIMESTAMP, f"timestamp is not a valid date: {exc}", context={"timestamp": value}
+        raise refusal(
+            ErrorCode.INVALID_TIMESTAMP, "timestamp", EXPECTED_TIMESTAMP, value, SEE_ENVELOPE, problem=str(exc)
         ) from exc
     if len(_parsed_timestamps) >= 256:
         _parsed_timestamps.clear()
@@ -124,13 +129,16 @@ def parse_timestamp(value: Any) -> datetime:
     return parsed
 
 
-def parse_sender(sender: str) -> tuple[str, str | None]:
-    """``"player:P01"`` → ``("player", "P01")``; ``"league_manager"`` → ``("league_manager", None)``."""
+def parse_sender(sender: Any) -> tuple[str, str | None]:
+    """``"player:P01"`` → ``("player", "P01")``; ``"league_manager"`` → ``("league_manager", None)``;
+    ``"league_manager:LM01"`` → ``("league_manager", "LM01")``."""
     if not isinstance(sender, str) or not _SENDER_RE.match(sender):
-        raise LeagueError(
+        raise refusal(
             ErrorCode.INVALID_MESSAGE_FORMAT,
-            "sender must be 'league_manager', 'player:<id>' or 'referee:<id>'",
-            context={"sender": sender},
+            "sender",
+            EXPECTED_SENDER,
+            MISSING if sender is None else sender,
+            SEE_ENVELOPE,
         )
     if sender == "league_manager":
         return "league_manager", None
@@ -146,44 +154,65 @@ def parse_version(text: Any) -> tuple[int, ...] | None:
 
 
 def check_agent_protocol_version(version: Any) -> None:
-    """E018 unless the agent declares protocol_version 2.0.0 or later."""
+    """E018 when the agent declares a protocol_version below 2.0.0 (or one that is no version
+    number); an agent that declares none is welcome (the course's registration has none)."""
+    if version is None:
+        return
+    expected = "a version number of at least 2.0.0, e.g. '2.1.0' (or leave the field out)"
+    where = "player_meta.protocol_version"
     parsed = parse_version(version)
     if parsed is None:
-        raise LeagueError(
-            ErrorCode.MISSING_REQUIRED_FIELD if version is None else ErrorCode.PROTOCOL_VERSION_MISMATCH,
-            "protocol_version is required (e.g. '2.1.0')"
-            if version is None
-            else f"protocol_version {version!r} is not a version number",
-            context={"field": "protocol_version", "minimum": "2.0.0"},
-        )
+        raise refusal(ErrorCode.PROTOCOL_VERSION_MISMATCH, where, expected, version, see("registering"))
     if parsed + (0,) * (3 - len(parsed)) < MIN_AGENT_PROTOCOL_VERSION:
-        raise LeagueError(
+        raise refusal(
             ErrorCode.PROTOCOL_VERSION_MISMATCH,
-            f"protocol_version {version} is below the minimum 2.0.0",
-            context={"protocol_version": version, "minimum": "2.0.0"},
+            where,
+            expected,
+            version,
+            see("registering"),
+            problem=f"protocol_version {version} is below the minimum 2.0.0",
+            protocol_version=version,
+            minimum="2.0.0",
         )
 
 
 def validate_envelope(message: Any) -> dict[str, Any]:
     """Check the league.v2 envelope of a received message (E003, E018, E021, E002).
 
-    Returns the message unchanged; the tool's own model validates the rest.
+    Returns the message unchanged; the tool's own model validates the rest. A message without
+    ``protocol`` is read as league.v2; one without ``timestamp`` is taken as sent now.
     """
     if not isinstance(message, dict):
-        raise LeagueError(ErrorCode.INVALID_MESSAGE_FORMAT, "a league message must be a JSON object")
-    missing = [f for f in ENVELOPE_FIELDS if message.get(f) in (None, "")]
+        raise refusal(
+            ErrorCode.INVALID_MESSAGE_FORMAT,
+            "params",
+            "a JSON object: the league message",
+            message,
+            see("wire-format"),
+        )
+    missing = [f for f in REQUIRED_ENVELOPE_FIELDS if message.get(f) in (None, "")]
     if missing:
-        raise LeagueError(
+        first = missing[0]
+        raise refusal(
             ErrorCode.MISSING_REQUIRED_FIELD,
-            f"missing required envelope field(s): {', '.join(missing)}",
-            context={"missing_fields": missing},
+            first,
+            _EXPECTED_FIELD[first],
+            message.get(first, MISSING),
+            SEE_ENVELOPE,
+            problem=f"missing required envelope field(s): {', '.join(missing)}",
+            missing_fields=missing,
         )
-    if message["protocol"] != PROTOCOL_VERSION:
-        raise LeagueError(
+    protocol = message.get("protocol")
+    if protocol is not None and protocol != PROTOCOL_VERSION:
+        raise refusal(
             ErrorCode.PROTOCOL_VERSION_MISMATCH,
-            f"protocol must be '{PROTOCOL_VERSION}', got {message['protocol']!r}",
-            context={"protocol": message["protocol"], "expected": PROTOCOL_VERSION},
+            "protocol",
+            f"'{PROTOCOL_VERSION}' (or leave the field out)",
+            protocol,
+            SEE_ENVELOPE,
+            protocol=protocol,
         )
-    parse_timestamp(message["timestamp"])
+    if message.get("timestamp") not in (None, ""):
+        parse_timestamp(message["timestamp"])
     parse_sender(message["sender"])
     return message

@@ -1,14 +1,17 @@
 """The league.v2 error catalog and the LEAGUE_ERROR / GAME_ERROR reply builders.
 
-PROTOCOL.md §3 names the codes the seeds use; the remaining numbers follow the course's
-full league.v2 catalog so that every error we answer has a specific code (docs/protocol.md
-lists them all).
+The codes follow the course's league.v2 catalog, so that every error we answer has a specific
+code (docs/protocol.md, "Error codes", lists them all). A refusal of something an agent sent
+says what to fix: :func:`refusal` names the field, what we expected, what we got and the section
+of docs/protocol.md to read, in ``context`` and in the description text alike.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 from typing import Any
+
+from leagueproto.jsonutil import dumps_str
 
 
 class ErrorCode(StrEnum):
@@ -39,8 +42,59 @@ class ErrorCode(StrEnum):
         return self.name
 
 
-# Only transport-level failures are worth retrying (PROTOCOL.md §5); a rate limit clears by itself.
+# Only transport-level failures are worth retrying (docs/protocol.md, "Error codes"); a rate limit clears
+# by itself.
 RETRYABLE = frozenset({ErrorCode.TIMEOUT_ERROR, ErrorCode.CONNECTION_ERROR, ErrorCode.RATE_LIMIT_EXCEEDED})
+
+
+def see(anchor: str) -> str:
+    """A section of the protocol reference, as refusals cite it."""
+    return f"docs/protocol.md#{anchor}"
+
+
+# The sections refusals point to (their anchors are the headings of docs/protocol.md).
+SEE_ENVELOPE = see("the-envelope")
+SEE_WIRE = see("wire-format")
+SEE_COMPATIBILITY = see("compatibility")
+SEE_ERRORS = see("error-codes")
+
+MISSING: Any = object()  # ``got`` of a field that is not there at all
+_SHOWN_MAX = 120
+
+
+def shown(value: Any) -> Any:
+    """``value`` as a refusal's context repeats it: small values as they are, others cut short."""
+    if value is MISSING:
+        return None
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    text = value if isinstance(value, str) else dumps_str(value)
+    return text if len(text) <= _SHOWN_MAX else text[: _SHOWN_MAX - 1] + "…"
+
+
+def _quoted(value: Any) -> str:
+    if value is MISSING:
+        return "nothing (the field is missing)"
+    small = shown(value)
+    return repr(small) if isinstance(small, str) else dumps_str(small)
+
+
+def refusal(
+    code: ErrorCode | str,
+    field: str,
+    expected: str,
+    got: Any,
+    see: str,
+    *,
+    problem: str | None = None,
+    **context: Any,
+) -> LeagueError:
+    """A LeagueError for a field an agent got wrong: ``context`` holds ``field``, ``expected``,
+    ``got`` and ``see`` (plus anything given), and the description says the same in words."""
+    text = f"{field}: expected {expected}, got {_quoted(got)}; see {see}"
+    description = f"{problem} ({text})" if problem else text
+    fields = {"field": field, "expected": expected, "got": shown(got), "see": see, **context}
+    return LeagueError(code, description, context=fields)
 
 
 class LeagueError(Exception):

@@ -1,14 +1,25 @@
-"""Pydantic models of league messages. Tool argument models subclass :class:`LeagueMessage`.
+"""Pydantic models of league messages. Tool argument models subclass :class:`LeagueMessage`,
+reply models :class:`LeagueReply`.
 
-The models validate what we receive and generate each tool's ``inputSchema``. Extra fields
-are tolerated (students add their own) but never trusted: handlers read only declared fields.
+The models validate what we receive and generate each tool's ``inputSchema`` and
+``outputSchema``. Extra fields are tolerated (students add their own) but never trusted:
+handlers read only declared fields.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, ValidatorFunctionWrapHandler, WrapValidator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
 
 
 def _objects_as_parsed(value: Any, validate: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
@@ -41,19 +52,72 @@ FROM_JSON: dict[str, bool] = {"parsed_json": True}
 JsonObjects = Annotated[list[dict[str, Any]], WrapValidator(_objects_as_parsed)]
 
 
+def _digits_as_int(value: Any) -> Any:
+    """``"1"`` → ``1``: agents write round ids both ways (the course prints numbers)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return value
+
+
+# A round number as a number or a string of digits (``1`` or ``"1"``), read as an int; strict
+# otherwise (``true`` or ``1.5`` are no round). Usable in strict models too.
+RoundNumber = Annotated[int, Strict(), BeforeValidator(_digits_as_int)]
+
+
 class LeagueMessage(BaseModel):
-    """The league.v2 envelope (PROTOCOL.md §3). ``validate_envelope`` checks it first."""
+    """The league.v2 envelope (docs/protocol.md, "The envelope"). ``validate_envelope`` checks it first."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
-    protocol: str = Field("league.v2", description="Always 'league.v2'.")
+    protocol: str = Field("league.v2", description="'league.v2' (the default when left out).")
     message_type: str = Field(description="The league message type, e.g. LEAGUE_REGISTER_REQUEST.")
-    sender: str = Field(description="'league_manager', 'player:<id>' or 'referee:<id>'.")
-    timestamp: str = Field(description="UTC ISO-8601, ending in 'Z' or '+00:00'.")
+    sender: str = Field(
+        description="'player:<name or id>', 'referee:<name or id>', 'league_manager' or 'league_manager:<id>'."
+    )
+    timestamp: str | None = Field(None, description="UTC ISO-8601, ending in 'Z' or '+00:00' (may be left out).")
     conversation_id: str = Field(description="Correlates a request with its reply.")
     auth_token: str | None = Field(
         None, description="The token issued at registration (or an 'Authorization: Bearer' header)."
     )
+
+
+class LeagueReply(BaseModel):
+    """What every reply carries: the league.v2 envelope (a tool's ``outputSchema`` starts here)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    protocol: Literal["league.v2"]
+    message_type: str
+    sender: str
+    timestamp: str
+    conversation_id: str
+
+
+class ErrorReply(LeagueReply):
+    """LEAGUE_ERROR (the LM) or GAME_ERROR (a referee or player): the reply to a refused call."""
+
+    message_type: Literal["LEAGUE_ERROR", "GAME_ERROR"]
+    error_code: str = Field(description="E001 … E021, see docs/protocol.md#error-codes.")
+    error_name: str
+    error_description: str = Field(description="What was wrong, in words.")
+    context: dict[str, Any] = Field(
+        description="What was wrong: field, expected, got, and see (the section of docs/protocol.md to read)."
+    )
+    retryable: bool
+
+
+class Ack(LeagueReply):
+    """ACK: a notification was received."""
+
+    message_type: Literal["ACK"]
+    status: str = Field(description="'received'.")
+
+
+class Pong(LeagueReply):
+    """PONG: the answer of the ``ping`` tool (the JSON-RPC method ``ping`` answers ``{}``)."""
+
+    message_type: Literal["PONG"]
+    status: Literal["ok"]
 
 
 class Empty(BaseModel):

@@ -1,7 +1,7 @@
 """Running ASGI apps with uvicorn (uvloop + httptools): in the foreground or in a thread.
 
-uvicorn is chosen over daphne for the agents by measurement (MEASUREMENTS.md: ~3× the
-calls/s on this machine); the LM keeps daphne/Channels for its websockets.
+uvicorn is chosen over daphne for the agents by measurement (~3× the calls/s on the
+development machine); the LM keeps daphne/Channels for its websockets.
 """
 
 from __future__ import annotations

@@ -1,10 +1,14 @@
 """JSON-RPC 2.0 + MCP dispatch over a :class:`~leagueproto.tools.Toolset`.
 
 Pure request → response logic, shared by the LM's Django view and the referee/player ASGI
-apps. Both dialects of PROTOCOL.md §2 are accepted on the same endpoint:
+apps. Both dialects of docs/protocol.md ("Wire format") are accepted on the same endpoint:
 
 * direct: ``{"method": "choose_parity", "params": {<message>}}`` → ``{"result": {<reply>}}``
 * MCP: ``tools/call`` → ``{"content": [...], "structuredContent": {...}, "isError": ...}``
+
+MCP's own rules are kept to the letter, so that official clients work unchanged: ``ping``
+answers ``{}``, an unsupported ``MCP-Protocol-Version`` header is a 400, and every tool declares
+an ``outputSchema`` that its ``structuredContent`` matches.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from leagueproto import jsonrpc
-from leagueproto.errors import LeagueError
+from leagueproto.errors import SEE_COMPATIBILITY, SEE_WIRE, LeagueError
 from leagueproto.jsonrpc import JsonRpcError
 from leagueproto.jsonutil import body_depth_exceeds, dumps, dumps_str, loads
 from leagueproto.tools import CallContext, Tool, Toolset
@@ -96,10 +100,13 @@ class McpServer:
             return _json_response(403, jsonrpc.error_response(None, jsonrpc.INVALID_REQUEST, "Origin not allowed"))
         if len(body) > self.max_body_bytes:
             return body_too_large(self.max_body_bytes)
+        version = headers.get("mcp-protocol-version")
+        if version is not None and version not in SUPPORTED_MCP_VERSIONS:
+            return _json_response(400, unsupported_mcp_version(version))
         try:
             payload = loads(body)
         except ValueError as exc:
-            return _json_response(400, jsonrpc.error_response(None, jsonrpc.PARSE_ERROR, f"Parse error: {exc}"))
+            return _json_response(400, _parse_error(exc, headers.get("content-type")))
         if body_depth_exceeds(body, self.max_json_depth):
             return _json_response(
                 400,
@@ -183,7 +190,7 @@ class McpServer:
         if method == "initialize":
             return self._initialize(_object_params(params)), 200
         if method == "ping":
-            return {"ok": True, "message": "pong"}, 200
+            return {}, 200  # MCP's ping: an empty result (the league-level ping is the tool "ping")
         if method == "tools/list":
             return {"tools": self.toolset.tools_list()}, 200
         if method == "tools/call":
@@ -223,6 +230,9 @@ class McpServer:
         arguments = params.get("arguments") or {}
         if not isinstance(arguments, dict):
             raise JsonRpcError(jsonrpc.INVALID_PARAMS, "tools/call arguments must be an object")
+        inner = arguments.get("message")
+        if isinstance(inner, dict) and "message_type" in inner and "message_type" not in arguments:
+            arguments = inner  # {"message": {…}}, as some agents wrap a league message
         ctx.dialect = "mcp"
         reply, is_error, status = await self._call(tool, arguments, ctx)
         return {
@@ -236,7 +246,7 @@ class McpServer:
         tool: Tool | None = self.toolset.find_tool(method)
         if isinstance(params, list):
             if tool is None and method not in GENERIC_METHODS:
-                raise JsonRpcError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")
+                raise self._method_not_found(method)
             raise JsonRpcError(jsonrpc.INVALID_PARAMS, "params must be an object (the league message)")
         # Liberal input: {"message": {...}} wrappers and generic methods routed by message_type.
         inner = params.get("message")
@@ -244,7 +254,7 @@ class McpServer:
             message = inner
         if tool is None:
             if method not in GENERIC_METHODS:
-                raise JsonRpcError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")
+                raise self._method_not_found(method)
             message_type = message.get("message_type")
             tool = self.toolset.find_tool(message_type) if isinstance(message_type, str) else None
             if tool is None:
@@ -256,11 +266,25 @@ class McpServer:
         reply, _, status = await self._call(tool, message, ctx)
         return reply, status
 
+    def _method_not_found(self, method: str) -> JsonRpcError:
+        """-32601, naming what this agent does serve (its tools, or their message types)."""
+        return JsonRpcError(
+            jsonrpc.METHOD_NOT_FOUND,
+            f"Method not found: {method}",
+            {
+                "field": "method",
+                "expected": "a tool of this agent, its message type, tools/call or an MCP method",
+                "got": method,
+                "tools": sorted(self.toolset.tools),
+                "see": SEE_WIRE,
+            },
+        )
+
     async def _call(self, tool: Tool, arguments: dict, ctx: CallContext) -> tuple[dict, bool, int]:
         try:
             reply, is_error = await self.toolset.call(tool, arguments, ctx)
         except LeagueError as err:  # raised outside the handler (e.g. by a rate limiter)
-            return self.toolset.error_reply(err, arguments), True, err.http_status
+            return self.toolset.error_reply(err, arguments, tool), True, err.http_status
         status = 200
         if is_error and reply.get("error_code") == "E017":
             status = 429
@@ -279,6 +303,38 @@ class McpServer:
         except LookupError as exc:
             raise JsonRpcError(jsonrpc.RESOURCE_NOT_FOUND, f"Resource not found: {uri}", {"uri": uri}) from exc
         return {"contents": [{"uri": uri, "mimeType": resource.mime_type, "text": dumps_str(data)}]}
+
+
+def unsupported_mcp_version(version: str) -> dict:
+    """The JSON-RPC error of a request whose MCP-Protocol-Version header we do not speak (HTTP 400)."""
+    return jsonrpc.error_response(
+        None,
+        jsonrpc.INVALID_REQUEST,
+        f"Unsupported MCP-Protocol-Version: {version} (supported: {', '.join(SUPPORTED_MCP_VERSIONS)})",
+        {
+            "field": "MCP-Protocol-Version",
+            "expected": f"one of {', '.join(SUPPORTED_MCP_VERSIONS)} (or no such header)",
+            "got": version,
+            "supported": list(SUPPORTED_MCP_VERSIONS),
+            "see": SEE_WIRE,
+        },
+    )
+
+
+def _parse_error(exc: ValueError, content_type: str | None) -> dict:
+    """-32700 for a body that is not JSON; a body sent as a form (or any type but JSON) says so."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media and media != "application/json" and not media.endswith("+json"):
+        message = (
+            f"Parse error: the body is not JSON (it was sent as {media}); send the JSON-RPC request itself "
+            "as the body, with Content-Type: application/json"
+        )
+    else:
+        message = f"Parse error: the body is not JSON ({exc})"
+    data = {"field": "body", "expected": "a JSON-RPC 2.0 request as JSON", "got": media or None, "see": SEE_WIRE}
+    if media.startswith("multipart/") or media == "application/x-www-form-urlencoded":
+        data["see"] = SEE_COMPATIBILITY
+    return jsonrpc.error_response(None, jsonrpc.PARSE_ERROR, message, data)
 
 
 def body_too_large(limit: int) -> HttpResponse:

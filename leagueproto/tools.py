@@ -9,10 +9,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic.json_schema import models_json_schema
 
 from leagueproto.envelope import make_message, validate_envelope
-from leagueproto.errors import ErrorCode, LeagueError, game_error_message, league_error_message
-from leagueproto.messages import FROM_JSON, Empty
+from leagueproto.errors import (
+    MISSING,
+    SEE_WIRE,
+    ErrorCode,
+    LeagueError,
+    game_error_message,
+    league_error_message,
+    refusal,
+)
+from leagueproto.messages import FROM_JSON, Empty, ErrorReply, LeagueReply, Pong
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +66,19 @@ class Tool:
     message_types: tuple[str, ...] = ()
     envelope: bool = True  # arguments are a league message whose envelope is validated
     auth: str | None = None  # role the authenticator must confirm, e.g. "player", "referee"
+    output: type[BaseModel] = LeagueReply  # the reply on success (a refusal is an ErrorReply)
+    see: str = SEE_WIRE  # the section of docs/protocol.md that documents the tool
 
     def input_schema(self) -> dict[str, Any]:
         schema = self.model.model_json_schema()
         schema.setdefault("type", "object")
         schema.setdefault("properties", {})
         return schema
+
+    def output_schema(self) -> dict[str, Any]:
+        """The tool's reply, or the error reply that refuses the call: ``structuredContent`` is
+        one of the two whether ``isError`` is false or true, so it always matches the schema."""
+        return _output_schema(self.output)
 
 
 @dataclass(frozen=True)
@@ -85,19 +102,77 @@ class Resource:
         return found.groupdict() if found else None
 
 
-def _validation_error(exc: ValidationError) -> LeagueError:
-    """Map pydantic's errors to the catalog: a missing field is E003, anything else E002."""
-    errors = exc.errors(include_url=False, include_input=False)
+_output_schemas: dict[type[BaseModel], dict[str, Any]] = {}
+
+
+def _output_schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = _output_schemas.get(model)
+    if schema is None:
+        refs, top = models_json_schema(
+            [(model, "serialization"), (ErrorReply, "serialization")], ref_template="#/$defs/{model}"
+        )
+        schema = {
+            "type": "object",
+            "anyOf": [refs[(model, "serialization")], refs[(ErrorReply, "serialization")]],
+            "$defs": top["$defs"],
+        }
+        _output_schemas[model] = schema
+    return schema
+
+
+def _described(model: type[BaseModel], loc: tuple[Any, ...]) -> FieldInfo | None:
+    """The declaration of the field at ``loc`` in ``model`` (nested models followed), if any."""
+    info: FieldInfo | None = None
+    current: Any = model
+    for part in loc:
+        fields = getattr(current, "model_fields", None)
+        if not isinstance(fields, dict) or part not in fields:
+            return None
+        info = fields[part]
+        current = info.annotation
+    return info
+
+
+def _expected(model: type[BaseModel], loc: tuple[Any, ...], error: dict[str, Any]) -> str:
+    message = str(error["msg"])
+    problem = message.removeprefix("Input should be ") if message.startswith("Input should be ") else message
+    info = _described(model, loc)
+    described = (info.description or "").rstrip(".") if info is not None else ""
+    if error["type"] == "missing":
+        return described or "a value (the field is required)"
+    return f"{problem} ({described})" if described else problem
+
+
+def _validation_error(exc: ValidationError, model: type[BaseModel], see: str) -> LeagueError:
+    """Map pydantic's errors to the catalog (a missing field is E003, anything else E002), naming
+    the first field at fault, what it should be, what came and where the docs say more."""
+    errors = exc.errors(include_url=False)
     missing = [".".join(str(p) for p in e["loc"]) for e in errors if e["type"] == "missing"]
+    first = next((e for e in errors if e["type"] == "missing"), None) if missing else errors[0]
+    assert first is not None
+    field = ".".join(str(p) for p in first["loc"])
+    expected = _expected(model, tuple(first["loc"]), first)
     if missing:
-        return LeagueError(
+        return refusal(
             ErrorCode.MISSING_REQUIRED_FIELD,
-            f"missing required field(s): {', '.join(missing)}",
-            context={"missing_fields": missing},
+            field,
+            expected,
+            MISSING,
+            see,
+            problem=f"missing required field(s): {', '.join(missing)}",
+            missing_fields=missing,
         )
     details = [{"field": ".".join(str(p) for p in e["loc"]), "problem": e["msg"]} for e in errors]
     summary = "; ".join(f"{d['field']}: {d['problem']}" for d in details)
-    return LeagueError(ErrorCode.INVALID_MESSAGE_FORMAT, f"invalid field(s): {summary}", context={"errors": details})
+    return refusal(
+        ErrorCode.INVALID_MESSAGE_FORMAT,
+        field,
+        expected,
+        first.get("input", MISSING),
+        see,
+        problem=f"invalid field(s): {summary}",
+        errors=details,
+    )
 
 
 class Toolset:
@@ -127,6 +202,22 @@ class Toolset:
         self.tools: dict[str, Tool] = {}
         self._routes: dict[str, Tool] = {}
         self.resources: list[Resource] = []
+        # Every agent answers the league-level ping (the JSON-RPC method ``ping`` answers ``{}``,
+        # as MCP requires; this tool is what ``tools/call`` with name ``ping`` reaches).
+        self.add_tool(
+            Tool(
+                name="ping",
+                handler=self._pong,
+                model=Empty,
+                description="Is this agent up? Answers PONG.",
+                message_types=("PING",),
+                envelope=False,
+                output=Pong,
+            )
+        )
+
+    async def _pong(self, msg: Any, ctx: CallContext) -> dict[str, Any]:
+        return self.reply(msg.model_extra or {}, "PONG", status="ok")
 
     @property
     def sender(self) -> str:
@@ -151,6 +242,8 @@ class Toolset:
         message_types: tuple[str, ...] = (),
         envelope: bool = True,
         auth: str | None = None,
+        output: type[BaseModel] = LeagueReply,
+        see: str = SEE_WIRE,
     ) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
             self.add_tool(
@@ -163,6 +256,8 @@ class Toolset:
                     message_types=message_types,
                     envelope=envelope,
                     auth=auth,
+                    output=output,
+                    see=see,
                 )
             )
             return handler
@@ -191,7 +286,13 @@ class Toolset:
 
     def tools_list(self) -> list[dict[str, Any]]:
         return [
-            {"name": t.name, "description": t.description, "inputSchema": t.input_schema()} for t in self.tools.values()
+            {
+                "name": t.name,
+                "description": t.description,
+                "inputSchema": t.input_schema(),
+                "outputSchema": t.output_schema(),
+            }
+            for t in self.tools.values()
         ]
 
     # -- calling ------------------------------------------------------------------------
@@ -206,7 +307,7 @@ class Toolset:
                 ctx.identity = await self.authenticator(tool, arguments, ctx)
             return await tool.handler(message, ctx), False
         except LeagueError as err:
-            return self.error_reply(err, arguments), True
+            return self.error_reply(err, arguments, tool), True
 
     def checked(self, tool: Tool, arguments: dict[str, Any], *, from_json: bool = False) -> BaseModel:
         """The tool's message from ``arguments``: envelope and model checks (E003/E018/E021/E002).
@@ -218,9 +319,16 @@ class Toolset:
         try:
             return tool.model.model_validate(arguments, context=FROM_JSON if from_json else None)
         except ValidationError as exc:
-            raise _validation_error(exc) from None
+            raise _validation_error(exc, tool.model, tool.see) from None
 
-    def error_reply(self, err: LeagueError, arguments: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def error_reply(
+        self, err: LeagueError, arguments: Mapping[str, Any] | None = None, tool: Tool | None = None
+    ) -> dict[str, Any]:
+        """The LEAGUE_ERROR / GAME_ERROR answering ``err``; its context names the docs section to
+        read (the tool's own, when the error did not name a more precise one)."""
+        if "see" not in err.context:
+            err.context["see"] = tool.see if tool is not None else SEE_WIRE
+            err.description = f"{err.description} (see {err.context['see']})"
         args = arguments if isinstance(arguments, Mapping) else {}
         conversation_id = args.get("conversation_id") if isinstance(args.get("conversation_id"), str) else None
         if self.error_message_type == "GAME_ERROR":

@@ -1,9 +1,9 @@
 """The player agent: a :class:`Player` (tools, registration, memory) and a :class:`PlayerHost`
 that serves one or many players from one process and one uvicorn server (one socket each).
 
-Lifecycle (seed 001): INIT → REGISTERED → ACTIVE → SHUTDOWN; SUSPENDED after repeated
+Lifecycle: INIT → REGISTERED → ACTIVE → SHUTDOWN; SUSPENDED after repeated
 failures (registration attempts, or matches lost on time), back to ACTIVE on recovery.
-Per match (PDR §6.1.3): INVITED → PLAYING → AWAITING_RESULT → (GAME_OVER) done.
+Per match: INVITED → PLAYING → AWAITING_RESULT → (GAME_OVER) done.
 
 The player never imports league/ or referee/: everything crosses HTTP.
 """
@@ -11,6 +11,7 @@ The player never imports league/ or referee/: everything crosses HTTP.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import inspect
 import logging
@@ -27,7 +28,8 @@ from typing import Any
 from leagueproto.asgi import make_asgi_app
 from leagueproto.client import AgentClient, CallFailed
 from leagueproto.envelope import make_message, parse_sender, parse_timestamp, utc_now
-from leagueproto.errors import ErrorCode, LeagueError
+from leagueproto.errors import MISSING, ErrorCode, LeagueError, refusal, see
+from leagueproto.messages import Ack
 from leagueproto.serve import ThreadedServer, bind_sockets, make_server, tune_gc
 from leagueproto.server import McpServer
 from leagueproto.tools import CallContext, Tool, Toolset
@@ -40,6 +42,11 @@ log = logging.getLogger("players")
 
 PROTOCOL_VERSION = "2.1.0"
 GAME_TYPES = ("even_odd", "even_odd_bo5")
+SEE_PLAYER_TOOLS = see("tools-a-player-serves")
+# How League Managers spell a registration's outcome (ours: ACCEPTED / REJECTED).
+ACCEPTED_STATUSES = frozenset({"ACCEPTED", "REGISTERED", "OK", "SUCCESS"})
+REFUSED_STATUSES = frozenset({"REJECTED", "REFUSED", "DENIED", "FAILED", "ERROR"})
+_ID_KEYS = ("player_id", "assigned_player_id", "id", "agent_id")
 MIN_BUDGET = 0.05  # even a past deadline gives a fast strategy this long (deadlines are whole seconds)
 FAILURES_TO_SUSPEND = 3
 RETRYABLE_REGISTRATION_CODES = {"E001", "E008", "E009", "E010", "E017"}
@@ -89,6 +96,29 @@ def time_budget(
     return max(MIN_BUDGET, min(remaining - margin, remaining * 0.8))
 
 
+def _text(value: Any) -> str | None:
+    """A non-empty string (ids written as numbers included), else None."""
+    if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
+        return None
+    return str(value)
+
+
+def registered_id(reply: dict[str, Any]) -> str | None:
+    """Our player id in a registration reply: ``player_id`` as ours writes it, else the other
+    spellings League Managers use (``assigned_player_id``, ``id``, an object ``player``)."""
+    for key in _ID_KEYS:
+        found = _text(reply.get(key))
+        if found:
+            return found
+    for key in ("player", "data", "result"):
+        nested = reply.get(key)
+        if isinstance(nested, dict):
+            found = next((_text(nested.get(k)) for k in _ID_KEYS if _text(nested.get(k))), None)
+            if found:
+                return found
+    return None
+
+
 def sender_name(name: str) -> str:
     """A display name made safe for ``player:<name>`` before we have an id."""
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", name)[:64] or "player"
@@ -105,12 +135,18 @@ class Player:
         rng: random.Random | None = None,
         executor: Executor | None = None,
         echo: Callable[[str], None] | None = None,
+        warn: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.rng = rng or random.Random()
         self.strategy = strategy or make_strategy(config.strategy, rng=self.rng, **config.strategy_options)
         self.executor = executor
         self.echo = echo or (lambda line: log.info("%s", line))
+        # What goes wrong (a failed registration attempt, unverified callers): said even when
+        # the per-match lines are not.
+        self.warn = warn or (lambda line: log.warning("%s", line))
+        self.outcome: str | None = None  # how registration ended: "registered", "refused", "gave_up"
+        self._unverified: set[str] = set()  # kinds of caller already reported as unverified
         self.port = config.port
         self.lifecycle = Lifecycle.INIT
         self.player_id: str | None = None
@@ -206,32 +242,42 @@ class Player:
         """Register with the LM (retrying transport errors and "no league open yet" with backoff).
 
         A player that kept its identity in --state-dir sends its token, so the LM updates its
-        endpoint instead of rejecting a duplicate. Returns True once ACCEPTED.
+        endpoint instead of rejecting a duplicate. Every failed attempt says why. Returns True
+        once accepted; ``outcome`` tells a refusal ("refused") from giving up ("gave_up").
         """
         if not self.config.league_url or self.client is None:
             raise RuntimeError("register() needs config.league_url and a client")
         delay = self.config.register_backoff
-        for attempt in range(1, self.config.register_attempts + 1):
-            reason = await self._register_once()
+        attempts = self.config.register_attempts
+        for attempt in range(1, attempts + 1):
+            reason, cause = await self._register_once()
             if reason is None:
+                self.outcome = "registered"
                 if self.on_registered is not None:
                     await self.on_registered(self)
                 return True
             if reason == "rejected":
+                self.outcome = "refused"
+                self.warn(f"{self.name}: registration refused by {self.config.league_url}: {cause}")
                 self.shutdown()
                 return False
             self.failures += 1
             if self.failures >= FAILURES_TO_SUSPEND:
                 self._set_lifecycle(Lifecycle.SUSPENDED)
-            if attempt < self.config.register_attempts:
-                await asyncio.sleep(delay * self.rng.uniform(0.8, 1.2))
+            pause = delay * self.rng.uniform(0.8, 1.2)
+            then = f"; retrying in {pause:.1f} s" if attempt < attempts else ""
+            self.warn(f"{self.name}: registration attempt {attempt}/{attempts} failed: {cause}{then}")
+            if attempt < attempts:
+                await asyncio.sleep(pause)
                 delay = min(delay * 2, 10.0)
-        self.echo(f"{self.name}: giving up registration after {self.config.register_attempts} attempts")
+        self.outcome = "gave_up"
+        self.warn(f"{self.name}: giving up registration with {self.config.league_url} after {attempts} attempts")
         self.shutdown()
         return False
 
-    async def _register_once(self) -> str | None:
-        """None when accepted, "rejected" when final, else the retryable reason."""
+    async def _register_once(self) -> tuple[str | None, str]:
+        """``(None, "")`` when accepted; ``("rejected", why)`` when final; else a retryable
+        reason and its cause in words (connection refused, DNS, HTTP status, LEAGUE_ERROR)."""
         assert self.client is not None and self.config.league_url
         try:
             result = await self.client.call(
@@ -241,32 +287,39 @@ class Player:
                 timeout=self.config.register_timeout,
             )
         except CallFailed as exc:
-            log.info("%s: registration attempt failed: %s", self.name, exc)
-            return exc.code.value
+            return exc.code.value, f"{exc.detail} ({self.config.league_url})"
         reply = result.reply
         self.registration = reply
-        if reply.get("status") == "ACCEPTED" and reply.get("player_id"):
-            self.player_id = reply["player_id"]
-            self.token = reply.get("auth_token") or self.token
-            self.lm_token = reply.get("league_manager_token") or self.lm_token
-            self.league_id = reply.get("league_id") or self.league_id
-            self.failures = 0
-            self._set_lifecycle(Lifecycle.REGISTERED)
-            self.save()
-            self.echo(f"{self.name}: registered as {self.player_id} in {self.league_id} ({self.endpoint})")
-            return None
         code = reply.get("error_code")
-        if self.token and (code in ("E005", "E012") or reply.get("status") == "REJECTED"):
+        status = str(reply.get("status") or "").upper()
+        assigned = registered_id(reply)
+        if not result.is_error and status not in REFUSED_STATUSES and (status in ACCEPTED_STATUSES or assigned):
+            self._adopt_registration(reply, assigned)
+            return None, ""
+        why = reply.get("reason") or reply.get("error_description") or reply
+        if self.token and (code in ("E005", "E012") or status in REFUSED_STATUSES):
             # Our saved identity belongs to another league (or was removed): join as new.
-            log.info("%s: saved identity refused (%s), registering afresh", self.name, code or reply.get("reason"))
+            self.warn(f"{self.name}: saved identity refused ({code or why}), registering afresh")
             self.player_id = self.token = self.lm_token = None
-            return "identity"
+            return "identity", f"saved identity refused: {code or why}"
         if code in RETRYABLE_REGISTRATION_CODES:
-            return code
-        self.echo(
-            f"{self.name}: registration refused: {reply.get('reason') or reply.get('error_description') or reply}"
-        )
-        return "rejected"
+            return code, f"LEAGUE_ERROR {code}: {reply.get('error_description')}"
+        return "rejected", f"{code}: {why}" if code else str(why)
+
+    def _adopt_registration(self, reply: dict[str, Any], assigned: str | None) -> None:
+        """Take our identity from an accepted registration, however the LM spells it."""
+        if assigned is None:
+            # Accepted, but no id given: we go by our name (the LM knows us by our endpoint).
+            assigned = sender_name(self.name)
+            self.warn(f"{self.name}: the registration reply names no player id; using {assigned!r}")
+        self.player_id = assigned
+        self.token = _text(reply.get("auth_token")) or _text(reply.get("token")) or self.token
+        self.lm_token = _text(reply.get("league_manager_token")) or self.lm_token
+        self.league_id = _text(reply.get("league_id")) or self.league_id
+        self.failures = 0
+        self._set_lifecycle(Lifecycle.REGISTERED)
+        self.save()
+        self.echo(f"{self.name}: registered as {self.player_id} in {self.league_id} ({self.endpoint})")
 
     async def query(self, query_type: str, query_params: dict[str, Any] | None = None) -> dict[str, Any]:
         """Ask the LM ``league_query`` (GET_STANDINGS, GET_SCHEDULE, GET_NEXT_MATCH, GET_PLAYER_STATS)."""
@@ -288,41 +341,74 @@ class Player:
         token = arguments.get("auth_token") or ctx.bearer_token
         if tool.auth == "referee":
             if kind != "referee":
-                raise LeagueError(
+                raise refusal(
                     ErrorCode.AUTH_TOKEN_INVALID,
-                    f"{tool.name} is a referee call; sender {arguments['sender']!r} is not a referee",
-                    context={"sender": arguments["sender"], "expected": "referee:<id>"},
+                    "sender",
+                    "'referee:<id>': this tool is called by a referee",
+                    arguments["sender"],
+                    SEE_PLAYER_TOOLS,
                 )
             if not token:
-                raise LeagueError(
+                if self.lm_token is None and self.config.league_url:
+                    # A league without league tokens (not ours): its referees may send none either.
+                    self._note_unverified("referee", tool.name)
+                    return f"referee:{ident}"
+                raise refusal(
                     ErrorCode.AUTH_TOKEN_MISSING,
-                    "referee calls must carry the match token as auth_token (or Authorization: Bearer)",
-                    context={"tool": tool.name},
+                    "auth_token",
+                    "the match token the referee's GAME_INVITATION carried (or an Authorization: Bearer header)",
+                    arguments.get("auth_token", MISSING),
+                    SEE_PLAYER_TOOLS,
+                    problem="referee calls must carry the match token as auth_token (or Authorization: Bearer)",
+                    tool=tool.name,
                 )
             self._check_match_token(tool, arguments, token)
             return f"referee:{ident}"
         if tool.auth == "league_manager":
             if kind != "league_manager":
-                raise LeagueError(
+                raise refusal(
                     ErrorCode.AUTH_TOKEN_INVALID,
-                    f"{tool.name} comes from the League Manager only, not {arguments['sender']!r}",
-                    context={"sender": arguments["sender"], "expected": "league_manager"},
+                    "sender",
+                    "'league_manager' or 'league_manager:<id>': this tool is called by the League Manager",
+                    arguments["sender"],
+                    SEE_PLAYER_TOOLS,
                 )
-            if self.lm_token is not None:
-                if not token:
-                    raise LeagueError(
-                        ErrorCode.AUTH_TOKEN_MISSING,
-                        "League Manager calls must carry the league_manager_token given at registration",
-                        context={"tool": tool.name},
-                    )
-                if not hmac.compare_digest(str(token), self.lm_token):
-                    raise LeagueError(
-                        ErrorCode.AUTH_TOKEN_INVALID,
-                        "auth_token is not the league_manager_token this player received at registration",
-                        context={"tool": tool.name},
-                    )
+            if self.lm_token is None:
+                # The LM gave us no league_manager_token: its notifications cannot be checked, and
+                # refusing them would only keep us from learning how the league goes.
+                self._note_unverified("league_manager", tool.name)
+                return "league_manager"
+            if not token:
+                raise refusal(
+                    ErrorCode.AUTH_TOKEN_MISSING,
+                    "auth_token",
+                    "the league_manager_token this player received at registration",
+                    arguments.get("auth_token", MISSING),
+                    SEE_PLAYER_TOOLS,
+                    problem="League Manager calls must carry the league_manager_token given at registration",
+                    tool=tool.name,
+                )
+            if not hmac.compare_digest(str(token), self.lm_token):
+                raise refusal(
+                    ErrorCode.AUTH_TOKEN_INVALID,
+                    "auth_token",
+                    "the league_manager_token this player received at registration",
+                    "another token",
+                    SEE_PLAYER_TOOLS,
+                    tool=tool.name,
+                )
             return "league_manager"
         return kind
+
+    def _note_unverified(self, kind: str, tool: str) -> None:
+        """Say once per kind of caller that its calls are taken without a token to check."""
+        if kind not in self._unverified:
+            self._unverified.add(kind)
+            who = "League Manager" if kind == "league_manager" else "referee"
+            self.warn(
+                f"{self.name}: the League Manager gave no league_manager_token, so {who} calls "
+                f"(first: {tool}) are accepted unverified"
+            )
 
     def _check_match_token(self, tool: Tool, arguments: dict[str, Any], token: str) -> None:
         """The invitation binds a match to its token; later calls for that match must reuse it."""
@@ -333,19 +419,25 @@ class Player:
             return  # (re)binds: a reassigned match comes with a new referee and token
         bound = self.in_play.get(match_id, {}).get("token")
         if bound is not None and not hmac.compare_digest(str(token), bound):
-            raise LeagueError(
+            raise refusal(
                 ErrorCode.AUTH_TOKEN_INVALID,
-                f"auth_token differs from the match token of the invitation to {match_id}",
-                context={"match_id": match_id},
+                "auth_token",
+                f"the match token of the invitation to {match_id}",
+                "another token",
+                SEE_PLAYER_TOOLS,
+                match_id=match_id,
             )
 
     def _check_addressee(self, msg: Any) -> None:
         wanted = getattr(msg, "player_id", None)
-        if wanted and self.player_id and wanted != self.player_id:
-            raise LeagueError(
+        if wanted and self.player_id and str(wanted) != self.player_id:
+            raise refusal(
                 ErrorCode.PLAYER_NOT_REGISTERED,
-                f"this endpoint serves {self.player_id}, not {wanted}",
-                context={"player_id": wanted, "served": self.player_id},
+                "player_id",
+                f"{self.player_id!r}, the player this endpoint serves",
+                wanted,
+                SEE_PLAYER_TOOLS,
+                served=self.player_id,
             )
 
     # -- replies --------------------------------------------------------------------------------
@@ -433,13 +525,16 @@ class Player:
             authenticator=self._authenticate,
             instructions="An Even/Odd league player (league.v2). Referees invite it and ask for choices.",
         )
+        # Every tool is documented under "Tools a player serves"; most answer an ACK.
+        tool = functools.partial(ts.tool, see=SEE_PLAYER_TOOLS, output=Ack)
 
-        @ts.tool(
+        @tool(
             "handle_game_invitation",
             m.GameInvitation,
             aliases=("game_invitation",),
             message_types=("GAME_INVITATION",),
             auth="referee",
+            output=m.GameJoinAck,
         )
         async def handle_game_invitation(msg: m.GameInvitation, ctx: CallContext) -> dict:
             """Accept a referee's invitation to a match (GAME_INVITATION → GAME_JOIN_ACK, within 5 s)."""
@@ -462,7 +557,13 @@ class Player:
                 fields["reason"] = f"game type {msg.game_type!r} is not supported (supported: {', '.join(GAME_TYPES)})"
             return self._reply(msg, "GAME_JOIN_ACK", fields)
 
-        @ts.tool("choose_parity", m.ChooseParityCall, message_types=("CHOOSE_PARITY_CALL",), auth="referee")
+        @tool(
+            "choose_parity",
+            m.ChooseParityCall,
+            message_types=("CHOOSE_PARITY_CALL",),
+            auth="referee",
+            output=m.ChooseParityResponse,
+        )
         async def choose_parity(msg: m.ChooseParityCall, ctx: CallContext) -> dict:
             """Choose "even" or "odd" (CHOOSE_PARITY_CALL → CHOOSE_PARITY_RESPONSE, before the deadline)."""
             self._check_addressee(msg)
@@ -491,7 +592,7 @@ class Player:
             fields["parity_choice"] = choice
             return self._reply(msg, "CHOOSE_PARITY_RESPONSE", fields)
 
-        @ts.tool("notify_game_start", m.GameStart, message_types=("GAME_START",), auth="referee")
+        @tool("notify_game_start", m.GameStart, message_types=("GAME_START",), auth="referee")
         async def notify_game_start(msg: m.GameStart, ctx: CallContext) -> dict:
             """A best-of-5 match starts: learn our role (GAME_START → ACK)."""
             record = self._match(msg)
@@ -503,7 +604,14 @@ class Player:
             record["game_type"] = msg.game_config.get("game_type") or record.get("game_type") or "even_odd_bo5"
             return self._ack(msg)
 
-        @ts.tool("make_move", m.MoveRequest, aliases=("move_request",), message_types=("MOVE_REQUEST",), auth="referee")
+        @tool(
+            "make_move",
+            m.MoveRequest,
+            aliases=("move_request",),
+            message_types=("MOVE_REQUEST",),
+            auth="referee",
+            output=m.MoveResponse,
+        )
         async def make_move(msg: m.MoveRequest, ctx: CallContext) -> dict:
             """Pick a number 1-5 for a best-of-5 round (MOVE_REQUEST → MOVE_RESPONSE)."""
             self._check_addressee(msg)
@@ -538,7 +646,7 @@ class Player:
             fields.update(game_round=msg.game_round, move={"number": number})
             return self._reply(msg, "MOVE_RESPONSE", fields)
 
-        @ts.tool("notify_round_result", m.RoundResult, message_types=("ROUND_RESULT",), auth="referee")
+        @tool("notify_round_result", m.RoundResult, message_types=("ROUND_RESULT",), auth="referee")
         async def notify_round_result(msg: m.RoundResult, ctx: CallContext) -> dict:
             """The outcome of one best-of-5 round (ROUND_RESULT → ACK)."""
             record = self._match(msg)
@@ -549,7 +657,7 @@ class Player:
             record["scores"] = msg.scores
             return self._ack(msg)
 
-        @ts.tool(
+        @tool(
             "notify_match_result",
             m.GameOver,
             aliases=("notify_game_over",),
@@ -561,7 +669,7 @@ class Player:
             self._finish_match(msg)
             return self._ack(msg)
 
-        @ts.tool("notify_game_error", m.GameErrorNotice, message_types=("GAME_ERROR",), auth="referee")
+        @tool("notify_game_error", m.GameErrorNotice, message_types=("GAME_ERROR",), auth="referee")
         async def notify_game_error(msg: m.GameErrorNotice, ctx: CallContext) -> dict:
             """A referee tells us we did something wrong (GAME_ERROR → ACK)."""
             self.memory.record_error(
@@ -576,7 +684,7 @@ class Player:
             self.echo(f"{self.name}: GAME_ERROR {msg.error_code} in {msg.match_id}: {msg.error_description}")
             return self._ack(msg)
 
-        @ts.tool(
+        @tool(
             "notify_round",
             m.RoundAnnouncement,
             message_types=("ROUND_ANNOUNCEMENT",),
@@ -590,7 +698,7 @@ class Player:
             self._activate()
             return self._ack(msg)
 
-        @ts.tool(
+        @tool(
             "update_standings",
             m.StandingsUpdate,
             message_types=("LEAGUE_STANDINGS_UPDATE",),
@@ -602,7 +710,7 @@ class Player:
             self.save()
             return self._ack(msg)
 
-        @ts.tool(
+        @tool(
             "notify_round_completed",
             m.RoundCompleted,
             message_types=("ROUND_COMPLETED",),
@@ -614,7 +722,7 @@ class Player:
             self.memory.league["next_round_id"] = msg.next_round_id
             return self._ack(msg)
 
-        @ts.tool(
+        @tool(
             "notify_league_completed",
             m.LeagueCompleted,
             message_types=("LEAGUE_COMPLETED",),
@@ -635,7 +743,13 @@ class Player:
             self.shutdown()
             return self._ack(msg)
 
-        @ts.tool("get_player_state", envelope=False, aliases=("get_my_state",), message_types=("GET_PLAYER_STATE",))
+        @tool(
+            "get_player_state",
+            envelope=False,
+            aliases=("get_my_state",),
+            message_types=("GET_PLAYER_STATE",),
+            output=m.PlayerState,
+        )
         async def get_player_state(msg: Any, ctx: CallContext) -> dict:
             """This player's identity, lifecycle, strategy, statistics and history."""
             return self.toolset.message("PLAYER_STATE", **self.state())
@@ -804,6 +918,7 @@ class PlayerHost:
         register: bool = True,
         stay: bool = False,
         echo: Callable[[str], None] | None = None,
+        warn: Callable[[str], None] | None = None,
         strategies: Sequence[str] = (),
     ) -> PlayerHost:
         """``count`` players from one config: names Alpha-1 … and ports port … port+count-1.
@@ -820,7 +935,11 @@ class PlayerHost:
             # Options (an LLM's model, say) are config.strategy's, not the rest of the mix's.
             options = config.strategy_options if strategy == config.strategy else {}
             players.append(
-                Player(replace(config, name=name, port=port, strategy=strategy, strategy_options=options), echo=echo)
+                Player(
+                    replace(config, name=name, port=port, strategy=strategy, strategy_options=options),
+                    echo=echo,
+                    warn=warn,
+                )
             )
         return cls(players, register=register, stay=stay)
 

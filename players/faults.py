@@ -1,4 +1,4 @@
-"""Fault-injection players (issue 8): ``runplayer --strategy late`` and friends.
+"""Fault-injection players: ``runplayer --strategy late`` and friends.
 
 Each one plays like ``random`` and accepts invitations, but misbehaves on the decision calls
 (``choose_parity`` / ``make_move``) in one specific way, so the league can be tested against

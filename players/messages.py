@@ -6,20 +6,21 @@ allowed (league.v2 agents add their own), and ids accept int or str where the se
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from leagueproto.messages import JsonObjects, LeagueMessage
+from leagueproto.messages import JsonObjects, LeagueMessage, LeagueReply
 
 RoundId = int | str | None
+AgentId = str | int | None
 
 
 class RefereeMessage(LeagueMessage):
     league_id: str | None = None
     round_id: RoundId = None
     match_id: str = Field(description="The match, e.g. R1M1.")
-    player_id: str | None = Field(None, description="The addressee (this player's id).")
+    player_id: AgentId = Field(None, description="The addressee (this player's id).")
 
 
 class GameInvitation(RefereeMessage):
@@ -100,3 +101,52 @@ class LeagueCompleted(LmMessage):
     final_standings: JsonObjects = Field(default_factory=list)
     total_rounds: int | None = None
     total_matches: int | None = None
+
+
+# -- replies (each tool's outputSchema) ---------------------------------------------------------
+class GameJoinAck(LeagueReply):
+    """GAME_JOIN_ACK."""
+
+    message_type: Literal["GAME_JOIN_ACK"]
+    match_id: str
+    player_id: str | None
+    arrival_timestamp: str
+    accept: bool
+    reason: str | None = Field(None, description="Why the invitation was declined.")
+
+
+class ChooseParityResponse(LeagueReply):
+    """CHOOSE_PARITY_RESPONSE."""
+
+    message_type: Literal["CHOOSE_PARITY_RESPONSE"]
+    match_id: str
+    player_id: str | None
+    parity_choice: Literal["even", "odd"]
+
+
+class Move(BaseModel):
+    number: int = Field(ge=1, le=5)
+
+
+class MoveResponse(LeagueReply):
+    """MOVE_RESPONSE (best of five)."""
+
+    message_type: Literal["MOVE_RESPONSE"]
+    match_id: str
+    player_id: str | None
+    game_round: int
+    move: Move
+
+
+class PlayerState(LeagueReply):
+    """PLAYER_STATE: identity, lifecycle, strategy, statistics and history (no secrets)."""
+
+    message_type: Literal["PLAYER_STATE"]
+    player_id: str | None
+    display_name: str
+    league_id: str | None
+    lifecycle: str
+    endpoint: str
+    strategy: str
+    stats: dict[str, Any]
+    matches: list[dict[str, Any]]

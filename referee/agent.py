@@ -8,23 +8,24 @@ the LM with ``report_match_result`` and are re-sent until acknowledged.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from leagueproto.asgi import make_asgi_app
 from leagueproto.client import AgentClient, CallFailed, RetryPolicy
 from leagueproto.envelope import make_message, new_conversation_id
-from leagueproto.errors import RETRYABLE, ErrorCode, LeagueError
-from leagueproto.messages import LeagueMessage
+from leagueproto.errors import MISSING, RETRYABLE, ErrorCode, LeagueError, refusal, see
+from leagueproto.messages import Ack, LeagueMessage, LeagueReply, RoundNumber
 from leagueproto.server import McpServer
 from leagueproto.tools import CallContext, Toolset
 from referee.games import GAMES, get_game
@@ -35,6 +36,11 @@ log = logging.getLogger(__name__)
 
 VERSION = "1.0.0"
 AGENT_PROTOCOL_VERSION = "2.1.0"
+SEE_REFEREE_TOOLS = see("tools-a-referee-serves")
+SEE_MATCH = see("how-a-match-runs")
+SEE_REFEREE_SIDE = see("referee-side")
+# A player's answer sent to the referee as a call of its own instead of in the HTTP reply.
+ANSWER_TYPES = ("CHOOSE_PARITY_RESPONSE", "MOVE_RESPONSE", "GAME_JOIN_ACK")
 FINISHED_KEPT = 1000  # finished matches kept in memory for get_match_state and idempotency
 # The LM's acknowledgements kept for get_match_state's report_status: those of the matches still
 # kept, with room for reports re-sent after a restart (their matches are not in memory).
@@ -71,16 +77,16 @@ class RefereeConfig:
 
 
 class StartMatch(LeagueMessage):
-    """START_MATCH (contract 1): the LM assigns one match to this referee."""
+    """START_MATCH: the LM assigns one match to this referee."""
 
-    league_id: str
-    round_id: int
-    match_id: str
+    league_id: str = Field(description="The league the match belongs to.")
+    round_id: RoundNumber = Field(description="The round number, e.g. 1.")
+    match_id: str = Field(description="The match, e.g. 'R1M1'.")
     game_type: str = "even_odd"
-    player_A_id: str
-    player_B_id: str
-    player_A_endpoint: str
-    player_B_endpoint: str
+    player_A_id: str = Field(description="Player A's id, e.g. 'P01'.")
+    player_B_id: str = Field(description="Player B's id, e.g. 'P02'.")
+    player_A_endpoint: str = Field(description="Player A's /mcp URL.")
+    player_B_endpoint: str = Field(description="Player B's /mcp URL.")
     match_token: str | None = Field(None, description="Bearer the referee sends to both players.")
     timeouts: dict[str, float] = Field(default_factory=dict)
     retry: dict[str, float] = Field(default_factory=dict)
@@ -91,7 +97,7 @@ class StartMatch(LeagueMessage):
 
 
 class RunMatch(BaseModel):
-    """run_match: a START_MATCH message, or seed 002's {match_id, player1, player2} (synchronous)."""
+    """run_match: a START_MATCH message, or the short form {match_id, player1, player2} (synchronous)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -105,7 +111,7 @@ class MatchQuery(BaseModel):
 
 
 class RoundAnnouncement(LeagueMessage):
-    round_id: int | None = None
+    round_id: RoundNumber | None = None
     matches: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -114,13 +120,50 @@ class LeagueCompleted(LeagueMessage):
     final_standings: list[dict[str, Any]] = Field(default_factory=list)
 
 
+class StrayAnswer(BaseModel):
+    """A player's answer sent as a call to the referee (refused: answers go in the HTTP reply)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    message_type: str | None = None
+    match_id: str | None = None
+    league_id: str | None = None
+    sender: str | None = None
+
+
+class StartMatchResponse(LeagueReply):
+    """START_MATCH_RESPONSE."""
+
+    message_type: Literal["START_MATCH_RESPONSE"]
+    league_id: str
+    match_id: str
+    status: Literal["ACCEPTED", "REJECTED"]
+    reason: str | None
+    active_matches: int
+    capacity: int
+
+
+class MatchState(LeagueReply):
+    """MATCH_STATE: a match this referee runs or ran, with its full message log."""
+
+    message_type: Literal["MATCH_STATE"]
+    match_id: str
+    state: str
+    players: list[dict[str, Any]]
+    result: dict[str, Any] | None
+    match_log: list[dict[str, Any]]
+
+
 def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", name)[:64] or "referee"
 
 
 class Referee:
-    def __init__(self, config: RefereeConfig) -> None:
+    def __init__(self, config: RefereeConfig, *, echo: Callable[[str], None] | None = None) -> None:
         self.config = config
+        # What an operator should see (registration, its failures, stopping); a log line by default.
+        self.echo = echo or (lambda line: log.info("%s", line))
+        self.matches_run = 0
         self.store = StateStore(config.state_dir)
         self.referee_id: str | None = None
         self._sender: tuple[str | None, str, str] | None = None  # (referee_id, name, sender)
@@ -141,6 +184,7 @@ class Referee:
         self._report_tasks: dict[str, asyncio.Task] = {}
         self._register_task: asyncio.Task | None = None
         self._registered: asyncio.Event | None = None
+        self._last_refusal: str | None = None
         self.client: AgentClient | None = None
         self.toolset = self._build_toolset()
         self.server = McpServer(self.toolset)
@@ -226,7 +270,7 @@ class Referee:
         )
 
     async def register_once(self) -> bool:
-        """One REFEREE_REGISTER_REQUEST; True when the LM accepted it."""
+        """One REFEREE_REGISTER_REQUEST; True when the LM accepted it (else it says why)."""
         assert self.client is not None and self.config.league_url
         result = await self.client.call(
             self.config.league_url,
@@ -236,7 +280,8 @@ class Referee:
         )
         reply = result.reply
         if result.is_error or reply.get("status") != "ACCEPTED" or not reply.get("referee_id"):
-            log.warning("registration not accepted: %s", reply.get("reason") or reply.get("error_description") or reply)
+            why = reply.get("reason") or reply.get("error_description") or reply
+            self._last_refusal = f"{reply.get('error_code') or reply.get('status') or 'not accepted'}: {why}"
             return False
         identity = {
             "league_url": self.config.league_url,
@@ -247,17 +292,25 @@ class Referee:
         }
         self.store.save_identity(identity)
         self._adopt(identity)
-        log.info("registered as %s with %s", self.referee_id, self.config.league_url)
+        self.echo(
+            f"referee {self.config.name} registered as {self.referee_id} in league {self.league_id} "
+            f"({self.config.league_url}); waiting for matches"
+        )
         return True
 
     async def _register_loop(self) -> None:
         delay = self.config.backoff_initial
+        attempt = 0
         while True:
+            attempt += 1
+            self._last_refusal = None
             try:
                 if await self.register_once():
                     return
+                cause = f"the League Manager answered {self._last_refusal}"
             except CallFailed as exc:
-                log.info("registration failed (%s), retrying in %.1f s", exc, delay)
+                cause = f"{exc.detail} ({self.config.league_url})"
+            self.echo(f"registration attempt {attempt} failed: {cause}; retrying in {delay:.1f} s")
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.config.backoff_max)
 
@@ -281,15 +334,17 @@ class Referee:
             instructions="An Even/Odd league referee: the LM assigns matches with start_match.",
         )
 
-        @toolset.tool("start_match", StartMatch, message_types=("START_MATCH",))
+        tool = functools.partial(toolset.tool, see=SEE_REFEREE_TOOLS)
+
+        @tool("start_match", StartMatch, message_types=("START_MATCH",), output=StartMatchResponse)
         async def start_match(msg: StartMatch, ctx: CallContext) -> dict[str, Any]:
             """Assign a match to this referee; answers at once, the match runs in the background."""
             self._check_lm_token(msg.auth_token or ctx.bearer_token)
             return self._start(msg)
 
-        @toolset.tool("run_match", RunMatch, envelope=False)
+        @tool("run_match", RunMatch, envelope=False)
         async def run_match(msg: RunMatch, ctx: CallContext) -> dict[str, Any]:
-            """start_match, or seed 002's synchronous form {match_id, player1, player2} (replies with the result)."""
+            """start_match, or the short synchronous form {match_id, player1, player2} (replies with the result)."""
             raw = dict(msg.model_extra or {})
             if "message_type" in raw or "player1" not in raw:
                 reply, _ = await toolset.call(toolset.tools["start_match"], raw, ctx)
@@ -297,7 +352,7 @@ class Referee:
             self._check_lm_token(raw.get("auth_token") or ctx.bearer_token)
             return await self._run_seed_match(raw)
 
-        @toolset.tool("get_match_state", MatchQuery, message_types=("GET_MATCH_STATE",), envelope=False)
+        @tool("get_match_state", MatchQuery, message_types=("GET_MATCH_STATE",), envelope=False, output=MatchState)
         async def get_match_state(msg: MatchQuery, ctx: CallContext) -> dict[str, Any]:
             """The state and the full message log of a match this referee runs or ran."""
             runner = self._find(msg.match_id, msg.league_id)
@@ -315,31 +370,79 @@ class Referee:
                 report_status=(self.reports.get(key) or {}).get("status") or ("PENDING" if runner.result else None),
             )
 
-        @toolset.tool("notify_round", RoundAnnouncement, message_types=("ROUND_ANNOUNCEMENT",))
+        @tool("notify_round", RoundAnnouncement, message_types=("ROUND_ANNOUNCEMENT",), output=Ack)
         async def notify_round(msg: RoundAnnouncement, ctx: CallContext) -> dict[str, Any]:
             """ROUND_ANNOUNCEMENT from the LM (informational)."""
             self._check_lm_token(msg.auth_token or ctx.bearer_token)
             self.last_round = {"round_id": msg.round_id, "matches": msg.matches}
             return toolset.reply(msg, "ACK", status="received", round_id=msg.round_id)
 
-        @toolset.tool("notify_league_completed", LeagueCompleted, message_types=("LEAGUE_COMPLETED",))
+        @tool("notify_league_completed", LeagueCompleted, message_types=("LEAGUE_COMPLETED",), output=Ack)
         async def notify_league_completed(msg: LeagueCompleted, ctx: CallContext) -> dict[str, Any]:
             """LEAGUE_COMPLETED from the LM."""
             self._check_lm_token(msg.auth_token or ctx.bearer_token)
             self.league_completed = {"champion": msg.champion, "final_standings": msg.final_standings}
             return toolset.reply(msg, "ACK", status="received")
 
+        @tool(
+            "answer_callback",
+            StrayAnswer,
+            aliases=("choose_parity", "make_move", "choose_parity_response", "move_response"),
+            message_types=ANSWER_TYPES,
+            envelope=False,
+            see=SEE_MATCH,
+        )
+        async def answer_callback(msg: StrayAnswer, ctx: CallContext) -> dict[str, Any]:
+            """Refuses a player's answer sent as a call to the referee: answers belong in the HTTP reply."""
+            raise self._stray_answer(msg, ctx.method)
+
         return toolset
+
+    def _stray_answer(self, msg: StrayAnswer, method: str) -> LeagueError:
+        """The refusal of an answer a player sent as a call of its own, noted in its match's log."""
+        what = msg.message_type or method
+        sender = msg.sender or "a player"
+        rule = (
+            "answers must be in the HTTP reply to the referee's call (e.g. CHOOSE_PARITY_RESPONSE as the "
+            "result of choose_parity), not a later call to the referee"
+        )
+        runner = self._find(msg.match_id, msg.league_id) if msg.match_id else None
+        if runner is not None:
+            problem = f"{sender} sent {what} as a call to the referee; {rule}"
+            runner.log.event("STRAY_ANSWER", sender=sender, message_type=what, problem=problem)
+        return refusal(
+            ErrorCode.INVALID_MESSAGE_FORMAT,
+            "method",
+            rule,
+            what,
+            SEE_MATCH,
+            problem=f"{what} sent to the referee as a call of its own is not an answer",
+        )
 
     def _check_lm_token(self, token: str | None) -> None:
         """Once registered we know the LM's token for us: only the LM may assign matches."""
         expected = self.league_manager_token
         if not expected:
             return
+        wanted = "the league_manager_token this referee received at registration"
         if not token:
-            raise LeagueError(ErrorCode.AUTH_TOKEN_MISSING, "auth_token is required: the LM's token for this referee")
+            raise refusal(
+                ErrorCode.AUTH_TOKEN_MISSING,
+                "auth_token",
+                wanted,
+                MISSING,
+                SEE_REFEREE_SIDE,
+                problem="auth_token is required: the LM's token for this referee",
+            )
         if not hmac.compare_digest(token.encode(), expected.encode()):
-            raise LeagueError(ErrorCode.AUTH_TOKEN_INVALID, "auth_token is not the League Manager's token for us")
+            raise refusal(
+                ErrorCode.AUTH_TOKEN_INVALID,
+                "auth_token",
+                wanted,
+                "another token",
+                SEE_REFEREE_SIDE,
+                problem="auth_token is not the League Manager's token for us",
+            )
 
     def _find(self, match_id: str, league_id: str | None) -> MatchRunner | None:
         if league_id is not None:
@@ -428,6 +531,7 @@ class Referee:
         except Exception:
             log.exception("match %s crashed; it is left for the LM to reassign", runner.spec.key)
             return
+        self.matches_run += 1
         spec = runner.spec
         if not self.config.league_url or spec.league_id is None:
             return
@@ -513,7 +617,7 @@ class Referee:
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.config.backoff_max)
 
-    # -- seed 002: synchronous run_match ------------------------------------------------------------
+    # -- the short form: synchronous run_match ------------------------------------------------------------
     async def _run_seed_match(self, raw: dict[str, Any]) -> dict[str, Any]:
         match_id = str(raw.get("match_id") or new_conversation_id("match"))
         game_type = raw.get("game_type") or "even_odd"
@@ -554,7 +658,7 @@ class Referee:
 
 
 def seed_result(runner: MatchRunner) -> dict[str, Any]:
-    """Seed 002's run_match reply (player names, choices, dice roll, winner), plus our result."""
+    """The short form's run_match reply (player names, choices, dice roll, winner), plus our result."""
     assert runner.result is not None
     a, b = runner.seats
     details = runner.result.details

@@ -33,12 +33,20 @@ _OUTCOME_OF_CODE = {
     ErrorCode.CONNECTION_ERROR: "connection_error",
 }
 _DECLINED = (False, "false", "False", "no", 0)
-# The reply each request must be answered with (PROTOCOL.md §4); another message_type is an invalid answer.
+# The reply each request must be answered with (docs/protocol.md); another message_type is an invalid answer.
 RESPONSE_TYPES = {
     "GAME_INVITATION": "GAME_JOIN_ACK",
     "CHOOSE_PARITY_CALL": "CHOOSE_PARITY_RESPONSE",
     "MOVE_REQUEST": "MOVE_RESPONSE",
 }
+# The field that carries the answer to each request: a reply without it is only an acknowledgement.
+ANSWER_FIELDS = {"CHOOSE_PARITY_CALL": "parity_choice", "MOVE_REQUEST": "move"}
+_ACK_TYPES = frozenset({"ACK", "ACKNOWLEDGEMENT", "RECEIVED"})
+# What an acknowledgement holds besides the envelope and the match's ids.
+_ACK_FIELDS = frozenset(
+    {"protocol", "message_type", "sender", "timestamp", "conversation_id", "auth_token", "league_id", "round_id"}
+    | {"match_id", "player_id", "status", "message", "ok", "accepted", "received", "detail"}
+)
 # The LM's player ids (P01 … P100). A ``player:<name>`` sender (the pre-registration form) names
 # no one else; ``player:P07`` from P03, ``referee:…`` or ``league_manager`` does.
 _AGENT_ID = re.compile(r"^P\d+$")
@@ -46,7 +54,7 @@ _AGENT_ID = re.compile(r"^P\d+$")
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Seconds to wait for each kind of reply (PROTOCOL.md §5); the LM sends its league's values."""
+    """Seconds to wait for each kind of reply (docs/protocol.md); the LM sends its league's values."""
 
     join: float = 5.0
     move: float = 30.0
@@ -144,7 +152,7 @@ def redact(message: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class MatchLog:
-    """The ordered record of every message of a match, with timing (contract 2's match_log)."""
+    """The ordered record of every message of a match, with timing (a report's match_log)."""
 
     def __init__(self) -> None:
         self._started = time.perf_counter()
@@ -340,7 +348,9 @@ class MatchRunner:
             if result.is_error:
                 problem = InvalidMove(f"answered {request.message_type} with {_error_summary(result.reply)}")
             else:
-                problem = reply_problem(seat.player_id, request.message_type, result.reply)
+                problem = deferred_answer(seat.player_id, request, result.reply) or reply_problem(
+                    seat.player_id, request.message_type, result.reply
+                )
                 if problem is None:
                     try:
                         moves[seat.player_id] = self.rules.validate_move(self.state, seat.player_id, result.reply)
@@ -357,6 +367,7 @@ class MatchRunner:
             e for e in reversed(self.log.entries) if e["direction"] == "IN" and e["peer"] == seat.player_id
         )
         reply_entry["outcome"] = "invalid"
+        reply_entry["problem"] = problem.description  # what the log (and the match page) says was wrong
         last = invalid > self.spec.max_invalid_moves
         await self._send_game_error(seat, problem, invalid, last)
         if last:
@@ -480,6 +491,22 @@ class MatchRunner:
             "result": self.result.to_dict() if self.result else None,
             "match_log": list(self.log.entries),
         }
+
+
+def deferred_answer(player_id: str, request: Request, reply: Mapping[str, Any]) -> InvalidMove | None:
+    """A reply that only acknowledges the request (empty, an ACK, a status) instead of answering
+    it: the player means to answer later, by a call of its own, which the protocol has no room for."""
+    answer = ANSWER_FIELDS.get(request.message_type)
+    if answer is None or answer in reply:
+        return None
+    if reply.get("message_type") not in _ACK_TYPES and not set(reply) <= _ACK_FIELDS:
+        return None  # an attempt at an answer, however wrong: the game's rules say what is wrong
+    return InvalidMove(
+        f"player {player_id} answered {request.tool} with no {answer} in its HTTP reply; "
+        "answers must be in the reply, not a later call",
+        code=ErrorCode.INVALID_MESSAGE_FORMAT,
+        expected=f"a {RESPONSE_TYPES[request.message_type]} with {answer} in the reply itself",
+    )
 
 
 def reply_problem(player_id: str, asked: str, reply: Mapping[str, Any]) -> InvalidMove | None:

@@ -203,6 +203,8 @@ def post(url: str, method: str, params: dict, timeout: float = 10.0) -> dict:
 
 
 def register(league_url: str, endpoint: str, league_id: str | None, attempts: int = 10) -> bool:
+    # The course's registration, field for field. Without league_id it joins the one league whose
+    # registration is open; protocol_version may be added ("2.1.0"), it is not required.
     message = {
         "protocol": "league.v2",
         "message_type": "LEAGUE_REGISTER_REQUEST",
@@ -212,7 +214,6 @@ def register(league_url: str, endpoint: str, league_id: str | None, attempts: in
         "player_meta": {
             "display_name": ME["name"],
             "version": "1.0.0",
-            "protocol_version": "2.1.0",
             "game_types": ["even_odd", "even_odd_bo5"],
             "contact_endpoint": endpoint,
         },

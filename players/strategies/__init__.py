@@ -18,7 +18,7 @@ def _llm(**kwargs: Any) -> Strategy:
 
 def _fault(fault: str) -> Any:
     def make(**kwargs: Any) -> Strategy:
-        from players.faults import FaultStrategy  # fault injection (issue 8); imported on demand
+        from players.faults import FaultStrategy  # fault injection; imported on demand
 
         return FaultStrategy(fault, **kwargs)
 

@@ -1,4 +1,4 @@
-"""The fixed strategies: the PDR's deterministic test agents and the random baseline."""
+"""The fixed strategies: the deterministic test agents and the random baseline."""
 
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ def test_it_answers_405_to_get_and_delete(lm_server, method):
 
 def test_it_does_not_redirect_mcp(lm_server):
     response = post(lm_server + "/", {"jsonrpc": "2.0", "id": 1, "method": "ping"})
-    assert response.status_code == 200 and response.json()["result"]["message"] == "pong"
+    assert response.status_code == 200 and response.json()["result"] == {}
 
 
 def test_it_refuses_bodies_over_the_limit_with_413(lm_server):
@@ -107,11 +107,18 @@ def test_it_negotiates_the_mcp_version_and_lists_tools_with_schemas(lm_server):
     assert init["protocolVersion"] == "2025-03-26" and init["serverInfo"]["name"] == "league-manager"
     assert rpc(lm_server, "initialize", {"protocolVersion": "1999-01-01"})["result"]["protocolVersion"] == "2025-11-25"
     tools = {t["name"]: t for t in rpc(lm_server, "tools/list", {})["result"]["tools"]}
-    assert set(tools) == {"register_player", "register_referee", "report_match_result", "league_query", "get_standings"}
+    assert set(tools) == {
+        "register_player",
+        "register_referee",
+        "report_match_result",
+        "league_query",
+        "get_standings",
+        "ping",
+    }
     schema = tools["register_player"]["inputSchema"]
     assert "player_meta" in schema["required"]
     meta = schema["$defs"]["PlayerMeta"]
-    assert set(meta["required"]) == {"display_name", "protocol_version", "game_types", "contact_endpoint"}
+    assert set(meta["required"]) == {"display_name", "contact_endpoint"}
     assert tools["league_query"]["inputSchema"]["properties"]["query_type"]["enum"] == [
         "GET_STANDINGS",
         "GET_SCHEDULE",

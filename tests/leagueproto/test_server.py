@@ -175,7 +175,7 @@ def test_a_batch_gets_one_reply_per_request(agent_url):
     ]
     replies = call(agent_url, batch).json()
     assert [r["id"] for r in replies] == [1, 2]
-    assert replies[0]["result"]["message"] == "pong"
+    assert replies[0]["result"] == {}
     assert replies[1]["error"]["code"] == -32601
 
 
@@ -196,13 +196,16 @@ def test_initialize_negotiates_the_version(agent_url, requested, answered):
     assert "tools" in result["capabilities"]
 
 
-def test_tools_list_has_an_input_schema_per_tool(agent_url):
+def test_tools_list_has_an_input_and_an_output_schema_per_tool(agent_url):
     tools = call(agent_url, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).json()["result"]["tools"]
     by_name = {t["name"]: t for t in tools}
     schema = by_name["choose_parity"]["inputSchema"]
     assert schema["type"] == "object"
-    assert {"match_id", "player_id", "sender", "timestamp"} <= set(schema["required"])
+    assert {"match_id", "player_id", "sender", "conversation_id"} <= set(schema["required"])
+    assert "timestamp" not in schema["required"] and "protocol" not in schema["required"]
     assert by_name["choose_parity"]["description"] == "Choose even or odd."
+    assert {"choose_parity", "explode", "ping"} == set(by_name)
+    assert all(tool["outputSchema"]["type"] == "object" for tool in tools)
 
 
 def test_resources_list_read_and_templates(agent_url):

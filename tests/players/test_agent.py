@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from leagueproto.envelope import make_message
-from players.agent import Lifecycle, Player, PlayerConfig, PlayerHost, time_budget
+from players.agent import Lifecycle, Player, PlayerConfig, PlayerHost, registered_id, time_budget
 from players.strategies import make_strategy
 from players.strategies.base import Strategy
 from tests.players.conftest import ScriptedReferee, player, wait_until
@@ -482,3 +482,19 @@ def test_senders_are_parsed_once_and_bad_ones_always_refused():
             with pytest.raises(LeagueError):
                 agent._parse_sender(bad)
     assert set(agent._SENDERS) == {"referee:REF01", "league_manager"}
+
+
+@pytest.mark.parametrize(
+    ("reply", "player_id"),
+    [
+        ({"status": "ACCEPTED", "player_id": "P01"}, "P01"),
+        ({"status": "registered", "id": "S-1"}, "S-1"),
+        ({"status": "success", "assigned_player_id": 7}, "7"),
+        ({"player": {"id": "alpha-1"}}, "alpha-1"),
+        ({"data": {"player_id": "P03"}}, "P03"),
+        ({"status": "ACCEPTED"}, None),
+        ({"player_id": True}, None),
+    ],
+)
+def test_it_reads_its_id_however_the_league_manager_writes_it(reply, player_id):
+    assert registered_id(reply) == player_id

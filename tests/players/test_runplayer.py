@@ -36,7 +36,7 @@ def test_runplayer_count_50_starts_50_players_that_register_and_answer(lm_server
         with httpx.Client() as http:
             for row in rows:
                 ping = http.post(row.endpoint, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=5)
-                assert ping.json()["result"]["message"] == "pong"
+                assert ping.json()["result"] == {}
                 state = http.post(row.endpoint, json={"jsonrpc": "2.0", "id": 2, "method": "get_player_state"})
                 assert state.json()["result"]["player_id"] == row.player_id  # each port is its own player
                 number = int(row.display_name.split("-")[1])  # the mix is dealt out in turn
@@ -90,3 +90,48 @@ def test_an_unknown_or_empty_strategy_is_refused_with_the_choices(value):
 def test_a_mix_needs_more_than_one_player():
     with pytest.raises(CommandError, match="needs --count 2"):
         call_command("runplayer", "--strategy", "random,always_even", "--no-register")
+
+
+def _run(manage_py, agent_env, tmp_path, *args: str, timeout: float = 30) -> tuple[int, str]:
+    """``runplayer`` as a process to its end: (exit status, everything it printed)."""
+    log = tmp_path / f"runplayer-{len(list(tmp_path.iterdir()))}.log"
+    process = Process([*manage_py, "runplayer", "--port", str(free_port()), *args], agent_env, str(log))
+    try:
+        status = process.proc.wait(timeout)
+    finally:
+        process.kill()
+    return status, log.read_text()
+
+
+@pytest.mark.processes
+def test_runplayer_says_why_each_attempt_failed_and_exits_1_when_it_gives_up(lm_server, agent_env, manage_py, tmp_path):
+    port = free_port()
+    nobody = f"http://127.0.0.1:{port}/mcp"
+    status, output = _run(manage_py, agent_env, tmp_path, "--league-url", nobody, "--register-attempts", "2")
+    assert status == 1
+    assert f"registration attempt 1/2 failed: connection refused by 127.0.0.1:{port}" in output
+    assert "attempt 2/2 failed: connection refused" in output
+    assert f"giving up registration with {nobody} after 2 attempts" in output
+
+    status, output = _run(
+        manage_py, agent_env, tmp_path, "--league-url", lm_server[:-4] + "/nope", "--register-attempts", "1"
+    )
+    assert status == 1 and "attempt 1/1 failed: reply is not JSON (HTTP 404)" in output
+
+    # The LM is up but no league is open: its LEAGUE_ERROR, code and text.
+    status, output = _run(manage_py, agent_env, tmp_path, "--league-url", lm_server, "--register-attempts", "1")
+    assert status == 1 and "attempt 1/1 failed: LEAGUE_ERROR E008: no league is open for registration" in output
+
+    status, output = _run(
+        manage_py, agent_env, tmp_path, "--league-url", "http://no-such-host.invalid/mcp", "--register-attempts", "1"
+    )
+    assert status == 1 and "attempt 1/1 failed: DNS: host 'no-such-host.invalid' does not resolve" in output
+
+
+@pytest.mark.processes
+def test_runplayer_refuses_a_league_url_without_http_at_once(agent_env, manage_py, tmp_path):
+    status, output = _run(manage_py, agent_env, tmp_path, "--league-url", "127.0.0.1:8000/mcp", timeout=15)
+    assert status == 2
+    assert "'127.0.0.1:8000/mcp' is not an http:// or https:// URL with a host" in output
+    assert "did you mean http://127.0.0.1:8000/mcp?" in output
+    assert "registration attempt" not in output

@@ -1,5 +1,6 @@
-"""The referee against the real League Manager: ``runreferee`` as a process registers, runs an
-assigned match and the LM stores the result; a best-of-5 match end to end; a clean SIGTERM."""
+"""The referee against the real League Manager: ``runreferee`` as a process registers (and says
+so), runs an assigned match and the LM stores the result; a best-of-5 match end to end; a clean
+SIGTERM whose last line says it stopped."""
 
 from __future__ import annotations
 
@@ -93,7 +94,11 @@ def test_it_registers_and_runs_an_assigned_match_as_a_process(lm_server, agent_e
         assert proc.terminate() == 0  # SIGTERM: a clean stop
     finally:
         proc.kill()
-    assert "Traceback" not in (tmp_path / "ref.log").read_text()
+    output = (tmp_path / "ref.log").read_text()
+    assert "Traceback" not in output
+    # It says when it registered, with its id and league, and its last line is a clean stop.
+    assert f"referee RefProc registered as REF01 in league league_ref_proc ({lm_server}); waiting for matches" in output
+    assert output.strip().splitlines()[-1] == "referee REF01 stopped after 1 match(es)"
 
 
 def test_it_runs_a_best_of_five_match_for_the_real_lm(lm_server, players, tmp_path):

@@ -23,7 +23,7 @@ from tests.league.lm_support import (
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"round_id": "1"}, "round_id"),
+        ({"round_id": "one"}, "round_id"),
         ({"round_id": True}, "round_id"),
         ({"match_id": 11}, "match_id"),
         ({"league_id": 7}, "league_id"),

@@ -139,4 +139,11 @@ def test_no_admin_operation_is_reachable_over_mcp(lm_server, method):
     params = message("LEAGUE_QUERY", "player:P01", auth_token=p1["auth_token"], league_id="test_league")
     assert rpc(lm_server, method, params)["error"]["code"] == -32601
     tools = {t["name"] for t in rpc(lm_server, "tools/list", {})["result"]["tools"]}
-    assert tools == {"register_player", "register_referee", "report_match_result", "league_query", "get_standings"}
+    assert tools == {
+        "register_player",
+        "register_referee",
+        "report_match_result",
+        "league_query",
+        "get_standings",
+        "ping",
+    }

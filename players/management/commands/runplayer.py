@@ -8,6 +8,7 @@ import json
 import logging
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -16,6 +17,16 @@ from players.agent import Player, PlayerConfig, PlayerHost
 from players.strategies import STRATEGIES
 
 QUERIES = ("GET_STANDINGS", "GET_SCHEDULE", "GET_NEXT_MATCH", "GET_PLAYER_STATS")
+
+
+def league_url(value: str) -> str:
+    """``--league-url``: an http(s) URL with a host, refused at once otherwise (a URL without
+    ``http://`` would fail every attempt to register, for a minute)."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        hint = f"; did you mean http://{value}?" if "://" not in value else ""
+        raise argparse.ArgumentTypeError(f"{value!r} is not an http:// or https:// URL with a host{hint}")
+    return value
 
 
 def strategy_mix(value: str) -> list[str]:
@@ -44,7 +55,9 @@ class Command(BaseCommand):
             type=strategy_mix,
             help=f"One of {', '.join(sorted(STRATEGIES))}; with --count, a comma-separated mix is dealt out in turn.",
         )
-        parser.add_argument("--league-url", default="http://127.0.0.1:8000/mcp", help="The LM's /mcp URL.")
+        parser.add_argument(
+            "--league-url", default="http://127.0.0.1:8000/mcp", type=league_url, help="The LM's /mcp URL."
+        )
         parser.add_argument("--league-id", help="League to join (default: the one open for registration).")
         parser.add_argument("--count", type=int, default=1, help="Host this many independent players.")
         parser.add_argument("--state-dir", type=Path, help="Keep identity and memory here (JSON per player).")
@@ -98,6 +111,7 @@ class Command(BaseCommand):
             register=not options["no_register"],
             stay=options["stay"],
             echo=self._echo,
+            warn=self._warn,
             strategies=mix,
         )
         if options["query"]:
@@ -107,6 +121,10 @@ class Command(BaseCommand):
             f"{options['port']}{'…' + str(options['port'] + options['count'] - 1) if options['count'] > 1 else ''}"
         )
         host.serve_forever(options["host"])
+        failed = [p for p in host.players if p.outcome in ("refused", "gave_up")]
+        if failed:
+            # Giving up is a failure: scripts and supervisors must see it in the exit status.
+            raise CommandError(f"{len(failed)} of {len(host.players)} player(s) could not join the league")
 
     def _query_after_registration(self, host: PlayerHost, query_type: str) -> None:
         async def print_query(player: Player) -> None:
@@ -134,3 +152,8 @@ class Command(BaseCommand):
             return
         self.stdout.write(line)
         self.stdout.flush()
+
+    def _warn(self, line: str) -> None:
+        """What went wrong, whatever --log-level says."""
+        self.stderr.write(line)
+        self.stderr.flush()

@@ -45,17 +45,27 @@ class Command(BaseCommand):
         sockets = bind_sockets(config.host, [config.port])
         config.port = sockets[0].getsockname()[1]  # --port 0 picks a free port
         config.name = config.name or f"Referee-{config.port}"
-        referee = Referee(config)
-        self.stdout.write(f"referee {config.name} serving {config.contact_endpoint}", ending="\n")
-        self.stdout.flush()
+        referee = Referee(config, echo=self._echo)
+        self._echo(f"referee {config.name} serving {config.contact_endpoint}")
+        if config.register and config.league_url:
+            self._echo(f"registering with the League Manager at {config.league_url}")
         # uvicorn turns SIGINT/SIGTERM into a graceful stop (which runs Referee.shutdown()) and
         # then re-raises the signal with the previous handlers back: make that a clean exit.
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, _exit_cleanly)
         server = make_server(referee.asgi_app(), log_level="warning")
         tune_gc()
-        server.run(sockets=sockets)
-        self.stdout.write("referee stopped")
+        try:
+            server.run(sockets=sockets)
+        finally:  # also when the signal handler below ends the process
+            pending = len(referee.store.pending_reports())
+            kept = f"; {pending} report(s) kept in --state-dir for the next start" if pending else ""
+            who = referee.referee_id or config.name
+            self._echo(f"referee {who} stopped after {referee.matches_run} match(es){kept}")
+
+    def _echo(self, line: str) -> None:
+        self.stdout.write(line)
+        self.stdout.flush()
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:
