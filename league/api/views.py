@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import csv
+
 from django.db.models import Count, IntegerField, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
-from django.shortcuts import get_object_or_404
+from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import viewsets
@@ -14,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from league.api import readmodel, serializers
-from league.models import League, Match, MatchResult, Player, Referee
+from league.models import AgentStatus, League, Match, MatchResult, Player, Referee, league_id_problem
 
 LEAGUE_PARAM = OpenApiParameter("league_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="e.g. league_2025")
 MATCH_PARAM = OpenApiParameter("match_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="e.g. R1M1")
@@ -34,10 +36,14 @@ def _count(model, **filters) -> Coalesce:
     return Coalesce(Subquery(rows, output_field=IntegerField()), 0)
 
 
+# Agents a league counts as its own: all but those removed (the league page counts the same).
+COUNTED_AGENTS = [s for s in AgentStatus.values if s != AgentStatus.REMOVED]
+
+
 def leagues_with_counts():
     return League.objects.select_related("champion").annotate(
-        player_count=_count(Player, status__in=("REGISTERED", "ACTIVE", "SUSPENDED")),
-        referee_count=_count(Referee, status__in=("REGISTERED", "ACTIVE", "SUSPENDED")),
+        player_count=_count(Player, status__in=COUNTED_AGENTS),
+        referee_count=_count(Referee, status__in=COUNTED_AGENTS),
         matches_total=_count(Match),
         matches_finished=_count(Match, status=Match.Status.FINISHED),
     )
@@ -48,7 +54,10 @@ class LeagueViewSet(viewsets.ReadOnlyModelViewSet):
 
     serializer_class = serializers.LeagueSerializer
     lookup_field = "league_id"
-    lookup_value_regex = r"[-\w]+"
+    lookup_value_regex = r"[^/]+"
+
+    def get_object(self) -> League:
+        return find_league(self.kwargs["league_id"], self.get_queryset())
 
     def get_queryset(self):
         qs = leagues_with_counts()
@@ -67,6 +76,24 @@ class LeagueViewSet(viewsets.ReadOnlyModelViewSet):
         """Ranked by points, wins, draws, head-to-head, player id (PROTOCOL.md §7)."""
         return Response(readmodel.standings(self.get_object()))
 
+    @extend_schema(responses={(200, "text/csv"): OpenApiTypes.STR})
+    @action(detail=True, pagination_class=None, url_path="standings.csv", url_name="standings-csv")
+    def standings_csv(self, request: Request, league_id: str) -> HttpResponse:
+        """The standings as CSV, for a spreadsheet (same rows as ``standings``)."""
+        league = self.get_object()
+        rows = [
+            [row[k] or "" if k == "decided_by" else row[k] for k in STANDINGS_CSV]
+            for row in readmodel.standings(league)
+        ]
+        return csv_response(f"{league.league_id}-standings.csv", STANDINGS_CSV, rows)
+
+    @extend_schema(responses={(200, "text/csv"): OpenApiTypes.STR})
+    @action(detail=True, pagination_class=None, url_path="results.csv", url_name="results-csv")
+    def results_csv(self, request: Request, league_id: str) -> HttpResponse:
+        """Every finished match as CSV: who played whom, the result, the choices, the referee."""
+        league = self.get_object()
+        return csv_response(f"{league.league_id}-results.csv", RESULTS_CSV, results_csv_rows(league))
+
     @extend_schema(responses=serializers.RoundSerializer(many=True))
     @action(detail=True, pagination_class=None)
     def schedule(self, request: Request, league_id: str) -> Response:
@@ -80,6 +107,95 @@ class LeagueViewSet(viewsets.ReadOnlyModelViewSet):
         return Response(readmodel.snapshot(self.get_object().league_id))
 
 
+def find_league(league_id: str, queryset=None) -> League:
+    """The league, or a 404 that says why: no such league, or an id that breaks the rule."""
+    league = (queryset if queryset is not None else League.objects).filter(league_id=league_id).first()
+    if league is None:
+        raise Http404(league_id_problem(league_id) or f"no league {league_id!r}")
+    return league
+
+
+# A cell that starts like a formula is run by spreadsheets: a display name is the agent's choice.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value) -> str:
+    text = "" if value is None else str(value)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+def csv_response(filename: str, header: list[str], rows: list[list]) -> HttpResponse:
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    writer = csv.writer(response)
+    writer.writerow(header)
+    writer.writerows([[_cell(v) for v in row] for row in rows])
+    return response
+
+
+STANDINGS_CSV = [
+    "rank",
+    "player_id",
+    "display_name",
+    "played",
+    "wins",
+    "draws",
+    "losses",
+    "technical_losses",
+    "points",
+    "decided_by",
+]
+RESULTS_CSV = [
+    "round",
+    "match_id",
+    "player_a_id",
+    "player_a_name",
+    "player_b_id",
+    "player_b_name",
+    "winner_id",
+    "points_a",
+    "points_b",
+    "score",
+    "technical_loss",
+    "choice_a",
+    "choice_b",
+    "drawn_number",
+    "referee_id",
+    "finished_at",
+]
+
+
+def results_csv_rows(league: League) -> list[list]:
+    rows = []
+    for match in readmodel.matches_queryset(league).filter(status=Match.Status.FINISHED):
+        m = readmodel.match_summary(match)
+        r = m["result"]
+        if r is None:
+            continue
+        a, b = m["player_a"]["player_id"], m["player_b"]["player_id"]
+        rows.append(
+            [
+                m["round"],
+                m["match_id"],
+                a,
+                m["player_a"]["display_name"],
+                b,
+                m["player_b"]["display_name"],
+                r["winner"] or "",
+                r["score"].get(a),
+                r["score"].get(b),
+                r["label"],
+                " ".join(r["technical_loss"]),
+                r["choices"].get(a, ""),
+                r["choices"].get(b, ""),
+                "" if r["drawn_number"] is None else r["drawn_number"],
+                m["referee_id"] or "",
+                m["finished_at"] or "",
+            ]
+        )
+    return rows
+
+
 class LeagueScopedMixin:
     """Views under /api/leagues/<league_id>/…"""
 
@@ -87,7 +203,7 @@ class LeagueScopedMixin:
 
     def get_league(self) -> League:
         if not hasattr(self, "_league"):
-            self._league = get_object_or_404(League, league_id=self.kwargs["league_id"])
+            self._league = find_league(self.kwargs["league_id"])
         return self._league
 
 

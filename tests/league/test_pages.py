@@ -27,8 +27,9 @@ def test_it_lists_leagues_and_says_when_there_are_none(client):
 def test_it_shows_registration_as_the_empty_state(client):
     league = make_league("open_cup", players=3, status="REGISTERING", scheduled=False)
     page = client.get("/leagues/open_cup/").content.decode()
-    closes = league.registration_closes_at.strftime("%H:%M")
-    assert f"Registration open until {closes} UTC, 3 players registered." in page
+    closes = league.registration_closes_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert "Registration open, 3 players registered." in page
+    assert f'<time class="local" datetime="{closes}" data-format="time"' in page  # in the join panel
     assert "No matches played yet." in page
     assert "The schedule is drawn when the league starts." in page
 
