@@ -91,6 +91,10 @@ def match_detail(request: HttpRequest, league_id: str, match_id: str) -> HttpRes
     )
 
 
+# The keys the match page shows of each log entry; a referee may leave any of them out.
+LOG_KEYS = ("seq", "at", "t_ms", "direction", "peer", "method", "message_type", "outcome", "attempt", "latency_ms")
+
+
 def _log_rows(log: list) -> list[dict]:
     """Log entries with a few display helpers; entries are whatever the referee reported."""
     rows = []
@@ -100,6 +104,7 @@ def _log_rows(log: list) -> list[dict]:
         message = entry.get("message")
         rows.append(
             {
+                **dict.fromkeys(LOG_KEYS),
                 **entry,
                 "failed": entry.get("outcome") not in (None, "ok"),
                 "retry": isinstance(entry.get("attempt"), int) and entry["attempt"] > 1,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from league.models import Match
+from league.models import Event, League, Match, MatchResult, Player
 from tests.browser.league_data import make_league, play, play_round
 
 pytestmark = pytest.mark.django_db
@@ -77,3 +77,64 @@ def test_it_serves_its_static_files(client):
     response = client.get("/static/league/league.js")
     assert response.status_code == 200
     assert client.get("/static/vendor/chart.umd.min.js").status_code == 200
+
+
+ODD_NAMES = ["<script>alert(1)</script>", "", "日本語リーグ", "x" * 200, "Ω & \"quotes\" 'too'", "🙂"]
+ODD_IDS = ["bad id!", "a/b", "ünï", "with space", "x" * 64, "dots.in.it", "%41", "-"]
+
+
+def _every_page(client, league_id: str, player_ids, match_ids, referee_ids) -> list[str]:
+    """The URL of every page of one league (and the home page), fetched: none may fail."""
+    from urllib.parse import quote
+
+    base = f"/leagues/{quote(league_id, safe='')}/"
+    urls = ["/", base, f"/api/leagues/{quote(league_id, safe='')}/live/"]
+    urls += [f"{base}players/{quote(p, safe='')}/" for p in player_ids]
+    urls += [f"{base}matches/{quote(m, safe='')}/" for m in match_ids]
+    urls += [f"{base}referees/{quote(r, safe='')}/" for r in referee_ids]
+    for url in urls:
+        response = client.get(url)
+        assert response.status_code in (200, 404), (url, response.status_code)
+    return urls
+
+
+@pytest.mark.parametrize("status", [s for s, _ in League.Status.choices])
+def test_no_stored_data_makes_a_page_fail_in_any_state(client, status):
+    """Leagues in every state, with odd names and ids stored before ids were checked, odd agent
+    names and junk in results and logs: every page answers (a league whose id holds "/" cannot
+    have a page: the home page says so instead of failing)."""
+    from tests.browser.league_data import make_league
+
+    for i, league_id in enumerate(ODD_IDS):
+        league = make_league(f"seed_{i}", players=3, status=status, scheduled=status not in ("INITIALIZING",))
+        League.objects.filter(pk=league.pk).update(league_id=league_id, name=ODD_NAMES[i % len(ODD_NAMES)])
+        Player.objects.filter(league=league, player_id="P02").update(display_name=ODD_NAMES[(i + 1) % len(ODD_NAMES)])
+        league.refresh_from_db()
+        matches = list(Match.objects.filter(league=league))
+        if matches:
+            result = play(matches[0], "even", "odd", 4)
+            # What a careless referee may report: not our shapes at all.
+            MatchResult.objects.filter(pk=result.pk).update(
+                details={
+                    "choices": ["even"],
+                    "scores": {"P01": "x"},
+                    "rounds": [1, {"moves": "no"}],
+                    "drawn_number": "?",
+                },
+                log=[1, "x", {"direction": "OUT", "peer": "P01", "latency_ms": "slow", "attempt": "2", "at": None}],
+            )
+        if status == League.Status.COMPLETED:
+            League.objects.filter(pk=league.pk).update(champion=league.players.first())
+        Event.objects.create(
+            league=league, direction="OUT", kind="ROUND_ANNOUNCEMENT", agent="P01", payload={"outcome": 5}
+        )
+        _every_page(
+            client,
+            league_id,
+            [*league.players.values_list("player_id", flat=True), "nope"],
+            [*(m.match_id for m in matches), "R9M9"],
+            [*league.referees.values_list("referee_id", flat=True)],
+        )
+    home = client.get("/").content.decode()
+    assert "This league's id cannot be part of an address" in home  # the "a/b" one
+    assert "<script>alert(1)</script>" not in home
