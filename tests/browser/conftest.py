@@ -49,8 +49,9 @@ def site(transactional_db) -> Iterator[Site]:
         server.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
+    """One Chromium for the whole run (each test gets a context of its own: a fresh profile)."""
     from playwright.sync_api import sync_playwright
 
     # Sync Playwright runs an event loop in the test's thread, so Django would refuse the test's
