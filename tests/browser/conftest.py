@@ -30,10 +30,14 @@ class Site:
 
     def broadcast(self, league_id: str, event: str, data: dict[str, Any]) -> None:
         """Send on the server's own loop: the in-memory layer's queues belong to it."""
+        self.send(f"league_{league_id}", event, data)
+
+    def send(self, group: str, event: str, data: dict[str, Any]) -> None:
+        """``broadcast`` to any group (``leagues``: the league list's)."""
         from channels.layers import get_channel_layer
 
         message = {"type": "league.event", "event": event, "data": data}
-        coro = get_channel_layer().group_send(f"league_{league_id}", message)
+        coro = get_channel_layer().group_send(group, message)
         asyncio.run_coroutine_threadsafe(coro, self.loop).result(5)
 
 
