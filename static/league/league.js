@@ -68,7 +68,7 @@
         ' since the latest round began">' + (up ? "▲" : "▼") + Math.abs(r.rank_change) + "</span>";
     }
     var tb = "";
-    if (r.decided_by && r.decided_by !== "points") {
+    if (r.decided_by && r.decided_by !== "points" && r.played) {
       tb = ' <span class="tb" data-rule="' + esc(r.decided_by) + '" title="Below the player above on the tie-break: ' +
         esc(r.decided_by_text) + '">tie-break: ' + esc(r.decided_by) + "</span>";
     }
@@ -127,7 +127,7 @@
   }
 
   function renderRounds(rounds) {
-    if (!rounds.length) { $("schedule").innerHTML = '<p class="muted">The schedule is drawn when the league starts.</p>'; return; }
+    if (!rounds.length) { $("schedule").innerHTML = '<p class="muted wide">The schedule is drawn when the league starts.</p>'; return; }
     $("schedule").innerHTML = rounds.map(function (r) {
       return '<div class="round round-' + r.status.toLowerCase() + '"><div class="round-head"><strong>Round ' + r.number +
         '</strong><span class="muted small">' + r.matches_finished + "/" + r.matches_total + " · " + r.status.toLowerCase() + '</span></div><ul>' +
@@ -215,6 +215,7 @@
   }
   function renderChart(c) {
     $("chart-empty").hidden = c.rounds.length > 0;
+    $("chart").parentNode.hidden = c.rounds.length === 0;
     if (typeof Chart === "undefined") return;
     if (!chart) {
       chart = new Chart($("chart"), {
