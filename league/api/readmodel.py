@@ -414,19 +414,23 @@ def referee_warning(league: League) -> str | None:
     )
 
 
-def agent_calls(league: League, agent_id: str) -> list[Call]:
-    """Every call the league made to one player: the referees' per-call log entries and the
-    conductor's deliveries (notifications) from the Event log, with how each ended."""
-    calls: list[Call] = []
-    logs = MatchResult.objects.filter(league=league).filter(
-        Q(match__player_a__player_id=agent_id) | Q(match__player_b__player_id=agent_id)
-    )
-    for log in logs.values_list("log", flat=True):
+def agent_calls(league: League, agent_id: str | None = None) -> dict[str, list[Call]]:
+    """Every call the league made to its players (or to one), by player id: the referees'
+    per-call log entries and the conductor's deliveries (notifications) from the Event log, with
+    how each ended. Two queries, whatever the number of players."""
+    calls: dict[str, list[Call]] = defaultdict(list)
+    results = MatchResult.objects.filter(league=league)
+    if agent_id is not None:
+        results = results.filter(Q(match__player_a__player_id=agent_id) | Q(match__player_b__player_id=agent_id))
+    for log in results.values_list("log", flat=True):
         for entry in log if isinstance(log, list) else []:
-            if not isinstance(entry, dict) or entry.get("direction") != "OUT" or entry.get("peer") != agent_id:
+            if not isinstance(entry, dict) or entry.get("direction") != "OUT":
+                continue
+            peer = entry.get("peer")
+            if not isinstance(peer, str) or (agent_id is not None and peer != agent_id):
                 continue
             latency = entry.get("latency_ms")
-            calls.append(
+            calls[peer].append(
                 Call(
                     at=str(entry.get("at") or "") or None,
                     what=str(entry.get("method") or entry.get("message_type") or "a call"),
@@ -435,15 +439,20 @@ def agent_calls(league: League, agent_id: str) -> list[Call]:
                     error=str(entry.get("error") or ""),
                 )
             )
-    deliveries = Event.objects.filter(league=league, direction=Event.Direction.OUT, agent=agent_id)
-    for at, kind, payload in deliveries.values_list("at", "kind", "payload"):
+    deliveries = Event.objects.filter(league=league, direction=Event.Direction.OUT)
+    if agent_id is not None:
+        deliveries = deliveries.filter(agent=agent_id)
+    for at, kind, agent, payload in deliveries.values_list("at", "kind", "agent", "payload"):
         if isinstance(payload, dict) and "outcome" in payload:  # a delivery, not a reply to the agent
-            calls.append(Call(at=_iso(at), what=str(payload.get("method") or kind), outcome=str(payload["outcome"])))
+            calls[agent].append(
+                Call(at=_iso(at), what=str(payload.get("method") or kind), outcome=str(payload["outcome"]))
+            )
     return calls
 
 
 def player_health(player: Player) -> dict[str, Any]:
-    return tournament.agent_health(agent_calls(player.league, player.player_id), _iso(player.last_seen_at))
+    calls = agent_calls(player.league, player.player_id)[player.player_id]
+    return tournament.agent_health(calls, _iso(player.last_seen_at))
 
 
 def join_info(league: League) -> dict[str, Any] | None:
@@ -451,9 +460,11 @@ def join_info(league: League) -> dict[str, Any] | None:
     each agent answered the league so far."""
     if not league.registration_open():
         return None
+    players = list(league.players.exclude(status=AgentStatus.REMOVED).order_by("id"))
+    calls = agent_calls(league) if players else {}
     agents = []
-    for player in league.players.exclude(status=AgentStatus.REMOVED).order_by("id"):
-        health = player_health(player)
+    for player in players:
+        health = tournament.agent_health(calls.get(player.player_id, []), _iso(player.last_seen_at))
         agents.append(
             {
                 "player_id": player.player_id,
