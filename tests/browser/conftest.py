@@ -53,9 +53,11 @@ def site(transactional_db) -> Iterator[Site]:
         server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """One Chromium for the whole run (each test gets a context of its own: a fresh profile)."""
+    """One Chromium per test module (each test gets a context of its own: a fresh profile). Not
+    one per session: sync Playwright keeps an event loop running in the main thread while it is
+    open, and the tests after the browser ones call asyncio.run() there."""
     from playwright.sync_api import sync_playwright
 
     # Sync Playwright runs an event loop in the test's thread, so Django would refuse the test's
