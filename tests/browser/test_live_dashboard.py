@@ -4,13 +4,11 @@ and its screenshots (into docs/screenshots/ with ``make screenshots``)."""
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.db import transaction
-
-from datetime import timedelta
-
 from django.utils import timezone
 
 from league.models import League, Match
