@@ -150,7 +150,7 @@ def match_summary(match: Match) -> dict[str, Any]:
         "result": None,
     }
     if result is not None:
-        details = result.details or {}
+        details = result.details if isinstance(result.details, dict) else {}  # whatever a referee sent
         choices = details.get("choices") or {}
         winner = result.winner.player_id if result.winner_id else None
         if winner is None and result.outcome in (MatchResult.Outcome.WIN_A, MatchResult.Outcome.WIN_B):
