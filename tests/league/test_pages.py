@@ -107,7 +107,7 @@ def test_no_stored_data_makes_a_page_fail_in_any_state(client):
     for i in range(len(ODD_IDS) * 2):
         status = statuses[i % len(statuses)]
         league_id = (ODD_IDS[i % len(ODD_IDS)] if i < len(ODD_IDS) else f"{i}{ODD_IDS[i % len(ODD_IDS)]}")[:64]
-        league = make_league(f"seed_{i}", players=2, status=status, scheduled=status != "INITIALIZING")
+        league = make_league(f"seed_{i}", players=3, status=status, scheduled=status != "INITIALIZING")
         League.objects.filter(pk=league.pk).update(league_id=league_id, name=ODD_NAMES[i % len(ODD_NAMES)])
         Player.objects.filter(league=league, player_id="P02").update(display_name=ODD_NAMES[(i + 1) % len(ODD_NAMES)])
         league.refresh_from_db()
