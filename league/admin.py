@@ -7,11 +7,18 @@ command line and the LM. ``LeagueAdmin.actions`` is a list other modules may ext
 
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.urls import NoReverseMatch, reverse
 
 from league import actions
+from league.consumers import announce_leagues
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 
 
@@ -28,9 +35,43 @@ def _each(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
         modeladmin.message_user(request, f"{done}: {ok}", messages.SUCCESS)
 
 
-@admin.action(description="Open registration (60 s window)")
+class RegistrationWindowForm(forms.Form):
+    minutes = forms.FloatField(
+        required=False,
+        min_value=0.1,
+        initial=10,
+        label="Keep registration open for (minutes)",
+        help_text="Leave empty to keep it open until you close it or start the league.",
+    )
+
+
+@admin.action(description="Open registration…")
 def open_registration(modeladmin, request, queryset):
-    _each(modeladmin, request, queryset, lambda league: actions.open_registration(league, 60), "Registration opened")
+    """Asks how long the window stays open (a page of its own), then opens it."""
+    form = RegistrationWindowForm(request.POST if "apply" in request.POST else None)
+    if "apply" in request.POST and form.is_valid():
+        minutes = form.cleaned_data["minutes"]
+        seconds = minutes * 60 if minutes else None
+        _each(
+            modeladmin,
+            request,
+            queryset,
+            lambda league: actions.open_registration(league, seconds),
+            "Registration opened",
+        )
+        return None
+    return TemplateResponse(
+        request,
+        "admin/league/open_registration.html",
+        {
+            **modeladmin.admin_site.each_context(request),
+            "title": "Open registration",
+            "form": form,
+            "leagues": queryset,
+            "opts": modeladmin.model._meta,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        },
+    )
 
 
 @admin.action(description="Close registration now")
@@ -63,7 +104,10 @@ class RefereeInline(PlayerInline):
 
 @admin.register(League)
 class LeagueAdmin(admin.ModelAdmin):
-    list_display = ("league_id", "name", "game_type", "status", "registration_closes_at", "current_round")
+    """Leagues. Adding one goes through ``actions.create_league`` (the path the ``league`` command
+    takes); deleting one through ``admin_actions.delete_league``, which may remove its events."""
+
+    list_display = ("league_id", "name", "game_type", "status", "registration_closes_at", "current_round", "page")
     list_filter = ("status", "game_type")
     search_fields = ("league_id", "name")
     readonly_fields = ("status", "current_round", "champion", "created_at", "started_at", "completed_at")
@@ -105,6 +149,64 @@ class LeagueAdmin(admin.ModelAdmin):
         ("Agents", {"fields": ("embedded_referee", "allowed_networks", "rate_limit_per_minute")}),
         ("History", {"fields": ("created_at", "started_at", "completed_at")}),
     )
+
+    def view_on_site(self, obj: League) -> str | None:
+        """The "View on site" link: the league's public page."""
+        try:
+            return reverse("league-detail", args=[obj.league_id])
+        except NoReverseMatch:
+            return None
+
+    @admin.display(description="public page")
+    def page(self, obj: League):
+        from django.utils.html import format_html
+
+        url = self.view_on_site(obj)
+        return format_html('<a href="{}">view</a>', url) if url else "–"
+
+    def get_readonly_fields(self, request: HttpRequest, obj: League | None = None) -> tuple[str, ...]:
+        # Agents know a league by its id: once it exists, the id stays.
+        return (*self.readonly_fields, "league_id") if obj is not None else self.readonly_fields
+
+    def save_model(self, request: HttpRequest, obj: League, form: forms.ModelForm, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        settings: dict[str, Any] = {
+            name: form.cleaned_data[name]
+            for name in form.cleaned_data
+            if name not in ("league_id", "name", "game_type") and name in {f.name for f in League._meta.fields}
+        }
+        league = actions.create_league(name=obj.name, league_id=obj.league_id, game_type=obj.game_type, **settings)
+        announce_leagues("league_created", league.league_id)
+        obj.pk = league.pk
+        obj._state.adding = False
+        obj._state.db = league._state.db
+
+    # -- deleting: one named, logged action removes the league with all its records --------
+    def get_deleted_objects(self, objs, request: HttpRequest):
+        from league.admin_actions import IN_PLAY, league_records
+
+        summary, counts, protected = [], {}, []
+        for league in objs:
+            if league.status in IN_PLAY:
+                protected.append(f"{league} is {league.status}: cancel it first")
+                continue
+            records = league_records(league)
+            summary.append(f"{league}: " + ", ".join(f"{n} {kind}" for kind, n in records.items()))
+            for kind, n in records.items():
+                counts[kind] = counts.get(kind, 0) + n
+        counts["leagues"] = len(summary)
+        return summary, counts, set(), protected
+
+    def delete_model(self, request: HttpRequest, obj: League) -> None:
+        from league.admin_actions import delete_league
+
+        delete_league(obj, by=request.user.get_username())
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for league in queryset:
+            self.delete_model(request, league)
 
 
 def _agent_status_action(status: str, description: str):

@@ -1,21 +1,30 @@
-"""The admin's run-the-league workflow beyond open/close/start: pause, resume, cancel, reinstate.
+"""The admin's run-the-league workflow beyond open/close/start: pause, resume, cancel, reinstate,
+and deleting a league with all its records.
 
 Each state change is a named function in one transaction that leaves an Event and broadcasts
-``league_status`` after commit (contract 6), like those in league/actions.py. ``install()``
-adds the matching admin actions to league/admin.py's LeagueAdmin / PlayerAdmin / RefereeAdmin
-through the hook that module documents (``LeagueAdmin.actions += [...]``).
+``league_status`` after commit, like those in league/actions.py. ``install()`` adds the matching
+admin actions to league/admin.py's LeagueAdmin / PlayerAdmin / RefereeAdmin through the hook
+that module documents (``LeagueAdmin.actions += [...]``).
 """
 
 from __future__ import annotations
 
-from django.contrib import admin
-from django.db import transaction
+import logging
 
+from django.contrib import admin
+from django.db import models, transaction
+
+from league.consumers import announce_leagues
 from league.events import broadcast, record_event
-from league.models import AgentStatus, League, Match, Player, Referee
+from league.models import AgentStatus, Event, League, Match, Player, Referee
+
+log = logging.getLogger(__name__)
 
 PAUSABLE = (League.Status.READY, League.Status.RUNNING)
 FINAL = (League.Status.COMPLETED, League.Status.CANCELLED)
+# A league the conductor may be working on is cancelled first: deleting rows under it would
+# leave referees and players in matches that no longer exist.
+IN_PLAY = (League.Status.READY, League.Status.RUNNING, League.Status.PAUSED)
 
 
 def _transition(league: League, status: str, kind: str, **payload) -> League:
@@ -57,6 +66,47 @@ def cancel_league(league: League) -> League:
             status=Match.Status.CANCELLED
         )
         return _transition(league, League.Status.CANCELLED, "league_cancelled", matches_cancelled=cancelled)
+
+
+def league_records(league: League) -> dict[str, int]:
+    """How many rows of each kind a league owns (what deleting it removes)."""
+    return {
+        "players": league.players.count(),
+        "referees": league.referees.count(),
+        "rounds": league.rounds.count(),
+        "matches": league.matches.count(),
+        "results": league.results.count(),
+        "events": Event.objects.filter(league=league).count(),
+    }
+
+
+def delete_league(league: League, by: str = "") -> dict[str, int]:
+    """Delete a league and every record of it (agents, rounds, matches, results, events).
+
+    The Event log is append-only, and this is the one path allowed to remove a league's events:
+    it leaves in their place one ``league_deleted`` Event (with no league) that says which league
+    went, who deleted it and how many rows of each kind. A league in play is refused: cancel it
+    first. Returns those counts."""
+    with transaction.atomic():
+        league = League.objects.select_for_update().get(pk=league.pk)
+        if league.status in IN_PLAY:
+            raise ValueError(f"league {league.league_id} is {league.status}: cancel it first, then delete it")
+        counts = league_records(league)
+        league_id, name, status = league.league_id, league.name, league.status
+        # QuerySet.delete itself: EventQuerySet refuses deletes everywhere else.
+        models.QuerySet.delete(Event.objects.filter(league=league))
+        league.delete()
+        record_event(
+            None,
+            "STATE",
+            "league_deleted",
+            agent=by,
+            payload={"league_id": league_id, "name": name, "status": status, "by": by, **counts},
+        )
+        broadcast(league_id, "league_deleted", {"league_id": league_id})
+        announce_leagues("league_deleted", league_id)
+    log.warning("league %r (%s) deleted by %s: %s", league_id, status, by or "?", counts)
+    return counts
 
 
 def reinstate_agent(agent: Player | Referee) -> None:

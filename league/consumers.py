@@ -1,21 +1,47 @@
-"""The live dashboard's websocket: one group per league (contract 6).
+"""The dashboard's websockets: one group per league, and the league list.
 
-Thin on purpose: join the league's group, send a snapshot on connect so the page is current,
-then forward every ``league.event`` as it comes. The ORM runs in ``database_sync_to_async``.
+Thin on purpose. ``LeagueConsumer`` joins the league's group, sends a snapshot on connect so the
+page is current, then forwards every ``league.event`` as it comes. ``LeagueListConsumer`` (the
+home page) joins the group of every league and ``LEAGUES_GROUP``, where a league's creation or
+deletion is announced (``announce_leagues``), and joins each new league's group as it appears.
+The ORM runs in ``database_sync_to_async``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.layers import get_channel_layer
+from django.db import transaction
 
 from league.api import readmodel
+from league.models import League, league_id_problem
+
+LEAGUES_GROUP = "leagues"
 
 
 def group_name(league_id: str) -> str:
     return f"league_{league_id}"
+
+
+def announce_leagues(change: str, league_id: str) -> None:
+    """Tell league lists that a league was created or deleted, once the transaction commits.
+    (Every other change of a league reaches them through the league's own group.)"""
+
+    def send() -> None:
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        message = {"type": "league.event", "event": change, "data": {"league_id": league_id}}
+        try:
+            async_to_sync(layer.group_send)(LEAGUES_GROUP, message)
+        except Exception:  # a dashboard outage never breaks the league
+            pass
+
+    transaction.on_commit(send)
 
 
 class LeagueConsumer(AsyncJsonWebsocketConsumer):
@@ -29,8 +55,9 @@ class LeagueConsumer(AsyncJsonWebsocketConsumer):
         if snapshot is None:
             await self.close(code=4404)
             return
-        self.group = group_name(league_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        if league_id_problem(league_id) is None:  # channel groups cannot carry other names
+            self.group = group_name(league_id)
+            await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         await self.send_json({"type": "snapshot", "data": snapshot})
 
@@ -46,3 +73,36 @@ class LeagueConsumer(AsyncJsonWebsocketConsumer):
 
     async def league_event(self, message: dict[str, Any]) -> None:
         await self.send_json({"type": "event", "event": message.get("event"), "data": message.get("data") or {}})
+
+
+def _league_ids() -> list[str]:
+    ids = League.objects.values_list("league_id", flat=True)
+    return [league_id for league_id in ids if league_id_problem(league_id) is None]
+
+
+class LeagueListConsumer(AsyncJsonWebsocketConsumer):
+    """ws/leagues/: {"type": "event", "event": …, "data": {"league_id": …}} for any league."""
+
+    groups_joined: set[str]
+
+    async def connect(self) -> None:
+        self.groups_joined = set()
+        await self.accept()
+        await self._join([LEAGUES_GROUP, *map(group_name, await database_sync_to_async(_league_ids)())])
+
+    async def _join(self, groups: list[str]) -> None:
+        for group in groups:
+            if group not in self.groups_joined:
+                await self.channel_layer.group_add(group, self.channel_name)
+                self.groups_joined.add(group)
+
+    async def disconnect(self, code: int) -> None:
+        for group in getattr(self, "groups_joined", ()):
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def league_event(self, message: dict[str, Any]) -> None:
+        data = message.get("data") or {}
+        league_id = data.get("league_id")
+        if message.get("event") == "league_created" and isinstance(league_id, str) and not league_id_problem(league_id):
+            await self._join([group_name(league_id)])
+        await self.send_json({"type": "event", "event": message.get("event"), "data": data})

@@ -16,12 +16,12 @@ from typing import Annotated, Any, Literal
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from league import actions, queries
 from league.auth import Identity, authenticate, authenticate_many, presented_token
 from league.events import EventValues, append_events, event_values
-from league.models import League
+from league.models import League, check_league_id
 from league.ratelimit import limiter
 from leagueproto.errors import ErrorCode, LeagueError, refusal, see
 from leagueproto.jsonutil import dumps
@@ -34,7 +34,7 @@ STRICT = ConfigDict(extra="allow", populate_by_name=True, strict=True)
 # What a summarised Event payload keeps (league/lm.py ``capped``).
 SUMMARY_FIELDS = ("protocol", "message_type", "sender", "timestamp", "conversation_id", "league_id", "match_id")
 GameType = Annotated[str, StringConstraints(min_length=1, max_length=32)]
-LeagueId = Annotated[str, StringConstraints(max_length=64)]
+LeagueId = Annotated[str, StringConstraints(max_length=64), AfterValidator(check_league_id)]  # the one id rule
 
 
 # -- message models (they also generate each tool's inputSchema) ---------------------------------

@@ -5,13 +5,51 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
 from league.fields import FastJSONField
 
 DEFAULT_ALLOWED_NETWORKS = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16"
+
+
+# The one rule for league ids, everywhere one is typed (the ``league`` command, the admin, the API's
+# URLs, the LM's messages): they go into URLs, websocket group names and file names unescaped.
+LEAGUE_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+LEAGUE_ID_RULE = "1-64 letters (a-z, A-Z), digits, underscores or hyphens, e.g. league_2025_even_odd"
+_LEAGUE_ID = re.compile(LEAGUE_ID_PATTERN)
+
+
+def league_id_problem(value: object) -> str | None:
+    """Why ``value`` is not a valid league id (one sentence), or None when it is."""
+    if isinstance(value, str) and _LEAGUE_ID.fullmatch(value):
+        return None
+    return f"league id {value!r} is not valid: use {LEAGUE_ID_RULE}"
+
+
+def check_league_id(value: str) -> str:
+    """``value`` if it is a valid league id; ValueError (the one message) otherwise. For pydantic
+    models and plain code; the Django field uses ``validate_league_id``."""
+    problem = league_id_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def validate_league_id(value: str) -> None:
+    problem = league_id_problem(value)
+    if problem:
+        raise ValidationError(problem, code="invalid_league_id")
+
+
+def game_type_choices() -> list[tuple[str, str]]:
+    """The games a league can be created for: those the referees' game registry knows."""
+    from referee.games import GAMES
+
+    return [(name, name) for name in GAMES]
 
 
 def hash_token(token: str) -> str:
@@ -37,9 +75,14 @@ class League(models.Model):
         SINGLE = "single", "Single round-robin"
         DOUBLE = "double", "Double round-robin (sides swapped)"
 
-    league_id = models.SlugField(max_length=64, unique=True, help_text="e.g. league_2025_even_odd")
+    league_id = models.CharField(
+        max_length=64,
+        unique=True,
+        validators=[validate_league_id],
+        help_text=f"What agents send as league_id and the page's address: {LEAGUE_ID_RULE}.",
+    )
     name = models.CharField(max_length=200)
-    game_type = models.CharField(max_length=32, default="even_odd")
+    game_type = models.CharField(max_length=32, default="even_odd", choices=game_type_choices)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.INITIALIZING, db_index=True)
     schedule_format = models.CharField(max_length=8, choices=ScheduleFormat.choices, default=ScheduleFormat.SINGLE)
 
@@ -205,6 +248,7 @@ class Match(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "matches"
         ordering = ["league", "round__number", "id"]
         constraints = [models.UniqueConstraint(fields=["league", "match_id"], name="unique_match_id")]
         indexes = [models.Index(fields=["league", "status"])]

@@ -69,3 +69,42 @@ def test_it_cancels_earlier_unfinished_demo_leagues_but_nothing_else():
     other.refresh_from_db()
     assert old.status == League.Status.CANCELLED
     assert other.status == League.Status.REGISTERING
+
+
+@pytest.mark.parametrize("which", ["lm", "player"])
+def test_it_names_a_busy_port_and_creates_nothing(agent_env, manage_py, which):
+    import socket
+
+    lm = free_ports(1 + 1 + 2)
+    ports = {"lm": lm, "referee": lm + 1, "player": lm + 3}
+    purpose = {"lm": "the League Manager site", "referee": "referee 1", "player": "player 2"}[which]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", ports[which]))
+        taken.listen()
+        args = [*manage_py, "demo", "--players", "2", "--referees", "1", "--exit", "--port", str(lm)]
+        args += ["--referee-port", str(lm + 1), "--player-port", str(lm + 2)]
+        done = subprocess.run(args, env=agent_env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert f"port {ports[which]} ({purpose}" in done.stderr and "in use" in done.stderr
+    assert "Watch it live" not in done.stdout
+    assert not League.objects.exists()
+
+
+def test_a_demo_that_fails_midway_stops_its_processes_and_deletes_its_league(agent_env, manage_py):
+    import socket
+
+    from league.models import Event
+
+    lm = free_ports(1 + 1 + 3)
+    # Three players play three rounds, with a pause between rounds longer than the whole timeout.
+    args = [*manage_py, "demo", "--players", "3", "--referees", "1", "--exit", "--fast", "--timeout", "0.2"]
+    args += ["--port", str(lm), "--referee-port", str(lm + 1), "--player-port", str(lm + 2), "--round-pause", "5"]
+    done = subprocess.run(args, env=agent_env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "did not finish in 0.2 s" in done.stderr and "The league was deleted" in done.stderr
+    assert not League.objects.exists()
+    assert Event.objects.filter(kind="league_deleted", payload__by="manage.py demo (failed)").exists()
+    for port in range(lm, lm + 5):  # every process is gone: each port can be listened on again
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", port))

@@ -12,16 +12,64 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db.models import Count, Q
+from django.utils import timezone
 
-from league.models import League, Match, MatchResult, Player, Referee, Round
+from league import tournament
+from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 from league.standings import ResultRow, compute_standings
+from league.tournament import Call, Played
 
 RUNNING_MATCH = (Match.Status.ASSIGNED, Match.Status.RUNNING)
 RECENT_MATCHES = 30
+# Past this many players the crosstable would be a wall of cells (and a heavy snapshot): the
+# page says so and each player's page lists its results instead.
+CROSSTABLE_MAX_PLAYERS = 40
+# Referees that can take a match (the conductor's LIVE statuses).
+LIVE_AGENT = (AgentStatus.REGISTERED, AgentStatus.ACTIVE)
+IN_PLAY_LEAGUE = (League.Status.READY, League.Status.RUNNING)
+# Leagues whose pages change on their own (so the pages re-read them now and then as well).
+ACTIVE_LEAGUE = (League.Status.REGISTERING, League.Status.READY, League.Status.RUNNING)
 
 
-def _iso(moment) -> str | None:
+def iso(moment) -> str | None:
+    """A UTC time as the pages and the API write it (``2025-01-15T10:15:00Z``)."""
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment else None
+
+
+_iso = iso
+
+
+def games_score(details: Any) -> dict[str, int] | None:
+    """A best-of-N match's score in games won, per player id (None for single-game matches)."""
+    scores = details.get("scores") if isinstance(details, dict) else None
+    if not isinstance(scores, dict) or not scores:
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in scores.values()):
+        return None
+    return scores
+
+
+def played_of(results: Iterable[MatchResult]) -> list[Played]:
+    """Finished matches as :class:`league.tournament.Played` rows."""
+    out = []
+    for r in results:
+        a, b = r.match.player_a.player_id, r.match.player_b.player_id
+        games = games_score(r.details)
+        out.append(
+            Played(
+                match_id=r.match.match_id,
+                round=r.match.round.number,
+                player_a=a,
+                player_b=b,
+                points_a=r.points_a,
+                points_b=r.points_b,
+                technical_a=r.technical_loss_a,
+                technical_b=r.technical_loss_b,
+                games_a=games.get(a) if games else None,
+                games_b=games.get(b) if games else None,
+            )
+        )
+    return out
 
 
 def result_rows(results: Iterable[MatchResult]) -> list[ResultRow]:
@@ -44,9 +92,11 @@ def _results(league: League):
 
 
 def standings(league: League, results: list[MatchResult] | None = None) -> list[dict[str, Any]]:
-    """Ranked standings with display names (contract 5's row shape)."""
+    """Ranked standings with display names, and for each row the tie-break that placed it below
+    the row above (``decided_by``), its move since the latest round began and its recent form."""
     players = {p.player_id: p for p in league.players.all()}
-    rows = compute_standings(players.keys(), result_rows(results if results is not None else _results(league)))
+    results = results if results is not None else list(_results(league))
+    rows = compute_standings(players.keys(), result_rows(results))
     out = []
     for row in rows:
         player = players.get(row.player_id)
@@ -64,6 +114,15 @@ def standings(league: League, results: list[MatchResult] | None = None) -> list[
                 "points": row.points,
             }
         )
+    played = played_of(results)
+    ids = [row["player_id"] for row in out]
+    moves = tournament.rank_moves(ids, played, {row["player_id"]: row["rank"] for row in out})
+    form = tournament.recent_form(ids, played)
+    for row, rule in zip(out, tournament.decided_by(out, played), strict=True):
+        row["decided_by"] = rule
+        row["decided_by_text"] = tournament.TIE_BREAK_TEXT.get(rule, "") if rule else ""
+        row["rank_change"] = moves[row["player_id"]]
+        row["form"] = [{k: f[k] for k in ("mark", "match_id", "technical", "score")} for f in form[row["player_id"]]]
     return out
 
 
@@ -91,7 +150,7 @@ def match_summary(match: Match) -> dict[str, Any]:
         "result": None,
     }
     if result is not None:
-        details = result.details or {}
+        details = result.details if isinstance(result.details, dict) else {}  # whatever a referee sent
         choices = details.get("choices") or {}
         winner = result.winner.player_id if result.winner_id else None
         if winner is None and result.outcome in (MatchResult.Outcome.WIN_A, MatchResult.Outcome.WIN_B):
@@ -110,9 +169,42 @@ def match_summary(match: Match) -> dict[str, Any]:
             "reason": details.get("reason") or "",
             "reported_at": _iso(result.reported_at),
             "log_entries": len(result.log or []),
+            "games_score": games_score(details),
+            "game_rounds": _game_rounds(details, a.player_id, b.player_id),
+            "label": _result_label(result, a.player_id, b.player_id, games_score(details)),
         }
         data["finished_at"] = data["finished_at"] or _iso(result.reported_at)
     return data
+
+
+def _game_rounds(details: dict[str, Any], a: str, b: str) -> list[dict[str, Any]]:
+    """The games of a best-of-N match, each with both players' moves (the match page's table)."""
+    rounds = details.get("rounds")
+    if not isinstance(rounds, list):
+        return []
+    out = []
+    for item in rounds:
+        if not isinstance(item, dict):
+            continue
+        moves = item.get("moves") if isinstance(item.get("moves"), dict) else {}
+        out.append(
+            {
+                "game_round": item.get("game_round"),
+                "move_a": moves.get(a),
+                "move_b": moves.get(b),
+                "sum": item.get("sum"),
+                "sum_type": item.get("sum_type"),
+                "winner": item.get("round_winner"),
+            }
+        )
+    return out
+
+
+def _result_label(result: MatchResult, a: str, b: str, games: dict[str, int] | None) -> str:
+    """The result as a score, side A first: games won ("3–1") or the points ("3–0", "1–1")."""
+    if games is not None and a in games and b in games:
+        return f"{games[a]}–{games[b]}"
+    return f"{result.points_a}–{result.points_b}"
 
 
 def matches_queryset(league: League):
@@ -140,19 +232,43 @@ def rounds(league: League) -> list[dict[str, Any]]:
                 "completed_at": _iso(rnd.completed_at),
                 "matches_total": len(matches),
                 "matches_finished": finished,
-                "matches": [
-                    {
-                        "match_id": m.match_id,
-                        "player_a": m.player_a.player_id,
-                        "player_b": m.player_b.player_id,
-                        "status": m.status,
-                        "referee_id": m.referee.referee_id if m.referee_id else None,
-                    }
-                    for m in matches
-                ],
+                "matches": [_scheduled(m) for m in matches],
             }
         )
     return out
+
+
+def _scheduled(match: Match) -> dict[str, Any]:
+    """A match of the schedule: who plays whom (ids and names) and, once played, the result."""
+    try:
+        result: MatchResult | None = match.result
+    except MatchResult.DoesNotExist:
+        result = None
+    a, b = match.player_a, match.player_b
+    row: dict[str, Any] = {
+        "match_id": match.match_id,
+        "player_a": a.player_id,
+        "player_b": b.player_id,
+        "player_a_name": a.display_name,
+        "player_b_name": b.display_name,
+        "status": match.status,
+        "referee_id": match.referee.referee_id if match.referee_id else None,
+        "result": None,
+    }
+    if result is not None:
+        winner = (
+            a.player_id
+            if result.points_a > result.points_b
+            else b.player_id
+            if result.points_b > result.points_a
+            else None
+        )
+        row["result"] = {
+            "winner": winner,
+            "label": _result_label(result, a.player_id, b.player_id, games_score(result.details)),
+            "technical": result.technical_loss_a or result.technical_loss_b,
+        }
+    return row
 
 
 def progress(league: League) -> dict[str, Any]:
@@ -234,14 +350,24 @@ def recent_matches(league: League, limit: int = RECENT_MATCHES) -> list[dict[str
     return [match_summary(m) for m in (running + finished)[:limit]]
 
 
-def league_note(summary: dict[str, Any], prog: dict[str, Any]) -> str:
-    """One sentence on where the league stands; the empty states people see first."""
+def league_note(
+    summary: dict[str, Any], prog: dict[str, Any], standings_rows: list[dict[str, Any]] | None = None
+) -> str:
+    """One sentence on where the league stands; the empty states people see first. Clock times
+    are left to the page, which shows them in the viewer's time zone."""
     status, players = summary["status"], summary["players"]
     registered = f"{players} player{'s' if players != 1 else ''} registered"
     if status == League.Status.REGISTERING:
-        closes = summary["registration_closes_at"]
-        until = f" until {closes[11:16]} UTC" if closes else ""
-        return f"Registration open{until}, {registered}."
+        if summary["registration_open"]:
+            return f"Registration open, {registered}."
+        opens = summary["registration_opens_at"]
+        if opens and opens > (_iso(timezone.now()) or ""):
+            return f"Registration opens soon, {registered}."
+        needed = summary["min_players"]
+        return (
+            f"Registration closed with {registered}; waiting for the organiser to start the league"
+            f" (at least {needed} needed) or to open registration again."
+        )
     if status == League.Status.INITIALIZING:
         return f"Registration has not opened yet, {registered}."
     if status == League.Status.READY:
@@ -253,9 +379,108 @@ def league_note(summary: dict[str, Any], prog: dict[str, Any]) -> str:
     if status == League.Status.COMPLETED:
         champion = summary["champion"]
         if champion:
-            return f"Completed. Champion: {champion['display_name']} ({champion['player_id']})."
+            return (
+                f"Completed. Champion: {champion['display_name']} ({champion['player_id']}){_title_by(standings_rows)}."
+            )
         return "Completed."
     return f"Round {prog['current_round']} of {prog['rounds_total']} in play."
+
+
+def _title_by(rows: list[dict[str, Any]] | None) -> str:
+    """How the champion got ahead of the runner-up, when a tie-break decided it."""
+    if not rows or len(rows) < 2 or rows[1].get("decided_by") in (None, "points"):
+        return ""
+    return f", ahead of {rows[1]['display_name']} on the tie-break: {tournament.TIE_BREAK_TEXT[rows[1]['decided_by']]}"
+
+
+def referee_warning(league: League) -> str | None:
+    """Why a league in play cannot progress for want of a referee, or None.
+
+    A league with the built-in referee needs none; otherwise at least one referee must be
+    REGISTERED or ACTIVE (the conductor suspends one that fails three times in a row)."""
+    if league.status not in IN_PLAY_LEAGUE or league.embedded_referee:
+        return None
+    if league.referees.filter(status__in=LIVE_AGENT).exists():
+        return None
+    referees = league.referees.count()
+    why = (
+        "none has registered with it"
+        if not referees
+        else f"its {referees} referee{'s are' if referees != 1 else ' is'} suspended or gone"
+    )
+    return (
+        f"No live referee: {why}, so no match can be played. Start one for this league: "
+        f"python manage.py runreferee --league-id {league.league_id}"
+    )
+
+
+def agent_calls(league: League, agent_id: str | None = None) -> dict[str, list[Call]]:
+    """Every call the league made to its players (or to one), by player id: the referees'
+    per-call log entries and the conductor's deliveries (notifications) from the Event log, with
+    how each ended. Two queries, whatever the number of players."""
+    calls: dict[str, list[Call]] = defaultdict(list)
+    results = MatchResult.objects.filter(league=league)
+    if agent_id is not None:
+        results = results.filter(Q(match__player_a__player_id=agent_id) | Q(match__player_b__player_id=agent_id))
+    for log in results.values_list("log", flat=True):
+        for entry in log if isinstance(log, list) else []:
+            if not isinstance(entry, dict) or entry.get("direction") != "OUT":
+                continue
+            peer = entry.get("peer")
+            if not isinstance(peer, str) or (agent_id is not None and peer != agent_id):
+                continue
+            latency = entry.get("latency_ms")
+            calls[peer].append(
+                Call(
+                    at=str(entry.get("at") or "") or None,
+                    what=str(entry.get("method") or entry.get("message_type") or "a call"),
+                    outcome=str(entry.get("outcome") or "ok"),
+                    latency_ms=float(latency) if isinstance(latency, int | float) else None,
+                    error=str(entry.get("error") or ""),
+                )
+            )
+    deliveries = Event.objects.filter(league=league, direction=Event.Direction.OUT)
+    if agent_id is not None:
+        deliveries = deliveries.filter(agent=agent_id)
+    for at, kind, agent, payload in deliveries.values_list("at", "kind", "agent", "payload"):
+        if isinstance(payload, dict) and "outcome" in payload:  # a delivery, not a reply to the agent
+            calls[agent].append(
+                Call(at=_iso(at), what=str(payload.get("method") or kind), outcome=str(payload["outcome"]))
+            )
+    return calls
+
+
+def player_health(player: Player) -> dict[str, Any]:
+    calls = agent_calls(player.league, player.player_id)[player.player_id]
+    return tournament.agent_health(calls, _iso(player.last_seen_at))
+
+
+def join_info(league: League) -> dict[str, Any] | None:
+    """The "How to join" panel while registration is open: the window and who is in, with how
+    each agent answered the league so far."""
+    if not league.registration_open():
+        return None
+    players = list(league.players.exclude(status=AgentStatus.REMOVED).order_by("id"))
+    calls = agent_calls(league) if players else {}
+    agents = []
+    for player in players:
+        health = tournament.agent_health(calls.get(player.player_id, []), _iso(player.last_seen_at))
+        agents.append(
+            {
+                "player_id": player.player_id,
+                "display_name": player.display_name,
+                "status": player.status,
+                "registered_at": _iso(player.registered_at),
+                "state": health["state"],
+                "summary": health["summary"],
+            }
+        )
+    return {
+        "league_id": league.league_id,
+        "game_type": league.game_type,
+        "closes_at": _iso(league.registration_closes_at),
+        "agents": agents,
+    }
 
 
 def snapshot(league_id: str) -> dict[str, Any] | None:
@@ -265,11 +490,17 @@ def snapshot(league_id: str) -> dict[str, Any] | None:
         return None
     results = list(_results(league))
     summary, prog = league_summary(league), progress(league)
+    table = standings(league, results)
+    big = len(table) > CROSSTABLE_MAX_PLAYERS
     return {
         "league": summary,
-        "note": league_note(summary, prog),
+        "note": league_note(summary, prog, table),
+        "referee_warning": referee_warning(league),
+        "join": join_info(league),
         "progress": prog,
-        "standings": standings(league, results),
+        "standings": table,
+        "tie_break_rule": tournament.TIE_BREAK_RULE,
+        "crosstable": None if big else tournament.crosstable(table, played_of(results)),
         "rounds": rounds(league),
         "recent_matches": recent_matches(league),
         "chart": points_over_rounds(league, results),
@@ -313,6 +544,10 @@ def player_profile(player: Player) -> dict[str, Any]:
         else:
             opp["losses"] += 1
             m["my_outcome"] = "L"
+        # Tinted as a technical loss only when this player lost technically, not its opponent.
+        m["my_technical"] = mine["player_id"] in res["technical_loss"]
+        games = res["games_score"] or res["score"]
+        m["my_score"] = f"{games.get(mine['player_id'], 0)}–{games.get(theirs['player_id'], 0)}"
         choice = res["choices"].get(player.player_id)
         if isinstance(choice, str) and choice.lower() in ("even", "odd"):
             parity[choice.lower()] += 1
@@ -333,6 +568,7 @@ def player_profile(player: Player) -> dict[str, Any]:
         },
         "opponents": sorted(opponents.values(), key=lambda o: o["player_id"]),
         "matches": matches,
+        "health": player_health(player),
     }
 
 

@@ -45,6 +45,13 @@ class LeagueSerializer(serializers.ModelSerializer):
         return league.registration_open()
 
 
+class FormSerializer(serializers.Serializer):
+    mark = serializers.ChoiceField(choices=["W", "D", "L"])
+    match_id = serializers.CharField()
+    technical = serializers.BooleanField()
+    score = serializers.CharField()
+
+
 class StandingSerializer(serializers.Serializer):
     rank = serializers.IntegerField()
     player_id = serializers.CharField()
@@ -56,6 +63,35 @@ class StandingSerializer(serializers.Serializer):
     losses = serializers.IntegerField()
     technical_losses = serializers.IntegerField()
     points = serializers.IntegerField()
+    decided_by = serializers.ChoiceField(
+        choices=["points", "wins", "draws", "head_to_head", "player_id"],
+        allow_null=True,
+        help_text="The rule that placed this row below the one above (null for the first).",
+    )
+    decided_by_text = serializers.CharField()
+    rank_change = serializers.IntegerField(
+        allow_null=True, help_text="Places moved since the latest round began (positive: up)."
+    )
+    form = FormSerializer(many=True, help_text="The last five results, oldest first.")
+
+
+class ResultRowSerializer(serializers.Serializer):
+    round = serializers.IntegerField()
+    match_id = serializers.CharField()
+    player_a_id = serializers.CharField()
+    player_a_name = serializers.CharField()
+    player_b_id = serializers.CharField()
+    player_b_name = serializers.CharField()
+    winner_id = serializers.CharField(allow_null=True)
+    points_a = serializers.IntegerField()
+    points_b = serializers.IntegerField()
+    score = serializers.CharField(help_text="Side A first: games won (best-of-5) or points.")
+    technical_loss = serializers.CharField(help_text="Space-separated ids of players who lost technically.")
+    choice_a = serializers.CharField(allow_null=True)
+    choice_b = serializers.CharField(allow_null=True)
+    drawn_number = serializers.IntegerField(allow_null=True)
+    referee_id = serializers.CharField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
 
 
 class ScheduledMatchSerializer(serializers.Serializer):

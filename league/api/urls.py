@@ -7,9 +7,11 @@ from rest_framework.routers import DefaultRouter
 from league.api import views
 
 router = DefaultRouter()
-router.register("leagues", views.LeagueViewSet, basename="league")
+# "api-league", not "league": the page views own league-list and league-detail, and the API root
+# linked "leagues" to the HTML home page while the two names clashed.
+router.register("leagues", views.LeagueViewSet, basename="api-league")
 
-LEAGUE = "leagues/<slug:league_id>/"
+LEAGUE = "leagues/<str:league_id>/"  # any stored id is served (the rule: league.models)
 match_list = views.MatchViewSet.as_view({"get": "list"})
 match_detail = views.MatchViewSet.as_view({"get": "retrieve"})
 match_log = views.MatchViewSet.as_view({"get": "log"})

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import csv
+import io
+from typing import Any
+
 from django.db.models import Count, IntegerField, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
-from django.shortcuts import get_object_or_404
+from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
 from league.api import readmodel, serializers
-from league.models import League, Match, MatchResult, Player, Referee
+from league.models import AgentStatus, League, Match, MatchResult, Player, Referee, league_id_problem
 
 LEAGUE_PARAM = OpenApiParameter("league_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="e.g. league_2025")
 MATCH_PARAM = OpenApiParameter("match_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="e.g. R1M1")
@@ -34,21 +40,138 @@ def _count(model, **filters) -> Coalesce:
     return Coalesce(Subquery(rows, output_field=IntegerField()), 0)
 
 
+# Agents a league counts as its own: all but those removed (the league page counts the same).
+COUNTED_AGENTS = [s for s in AgentStatus.values if s != AgentStatus.REMOVED]
+
+
 def leagues_with_counts():
     return League.objects.select_related("champion").annotate(
-        player_count=_count(Player, status__in=("REGISTERED", "ACTIVE", "SUSPENDED")),
-        referee_count=_count(Referee, status__in=("REGISTERED", "ACTIVE", "SUSPENDED")),
+        player_count=_count(Player, status__in=COUNTED_AGENTS),
+        referee_count=_count(Referee, status__in=COUNTED_AGENTS),
         matches_total=_count(Match),
         matches_finished=_count(Match, status=Match.Status.FINISHED),
     )
+
+
+# A cell that starts like a formula is run by spreadsheets: a display name is the agent's choice.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+class CSVRenderer(BaseRenderer):
+    """Lists of rows as CSV (``standings.csv``, ``results.csv`` or ``?format=csv``), for a
+    spreadsheet: the columns are the view's ``csv_columns`` for its action, in that order."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        context = renderer_context or {}
+        view, response = context.get("view"), context.get("response")
+        rows = data if isinstance(data, list) else [data]
+        columns = getattr(view, "csv_columns", {}).get(getattr(view, "action", None)) or (
+            list(rows[0]) if rows and isinstance(rows[0], dict) else []
+        )
+        if response is not None and response.status_code == 200 and view is not None:
+            name = f"{view.kwargs.get('league_id', 'league')}-{view.action}.csv"
+            response["Content-Disposition"] = f'attachment; filename="{name}"'
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(columns)
+        for row in rows:
+            if isinstance(row, dict):
+                writer.writerow([_cell(row.get(column)) for column in columns])
+        return out.getvalue().encode(self.charset)
+
+
+WITH_CSV = [*api_settings.DEFAULT_RENDERER_CLASSES, CSVRenderer]
+STANDINGS_CSV = [
+    "rank",
+    "player_id",
+    "display_name",
+    "played",
+    "wins",
+    "draws",
+    "losses",
+    "technical_losses",
+    "points",
+    "decided_by",
+]
+RESULTS_CSV = [
+    "round",
+    "match_id",
+    "player_a_id",
+    "player_a_name",
+    "player_b_id",
+    "player_b_name",
+    "winner_id",
+    "points_a",
+    "points_b",
+    "score",
+    "technical_loss",
+    "choice_a",
+    "choice_b",
+    "drawn_number",
+    "referee_id",
+    "finished_at",
+]
+
+
+def result_rows(league: League) -> list[dict[str, Any]]:
+    """Every finished match as one flat row (``results`` and results.csv)."""
+    rows = []
+    for match in readmodel.matches_queryset(league).filter(status=Match.Status.FINISHED):
+        m = readmodel.match_summary(match)
+        r = m["result"]
+        if r is None:
+            continue
+        a, b = m["player_a"]["player_id"], m["player_b"]["player_id"]
+        rows.append(
+            {
+                "round": m["round"],
+                "match_id": m["match_id"],
+                "player_a_id": a,
+                "player_a_name": m["player_a"]["display_name"],
+                "player_b_id": b,
+                "player_b_name": m["player_b"]["display_name"],
+                "winner_id": r["winner"],
+                "points_a": r["score"].get(a),
+                "points_b": r["score"].get(b),
+                "score": r["label"],
+                "technical_loss": " ".join(r["technical_loss"]),
+                "choice_a": r["choices"].get(a),
+                "choice_b": r["choices"].get(b),
+                "drawn_number": r["drawn_number"],
+                "referee_id": m["referee_id"],
+                "finished_at": m["finished_at"],
+            }
+        )
+    return rows
 
 
 class LeagueViewSet(viewsets.ReadOnlyModelViewSet):
     """Leagues, newest first, with their standings, schedule and live snapshot."""
 
     serializer_class = serializers.LeagueSerializer
+    csv_columns = {"standings": STANDINGS_CSV, "results": RESULTS_CSV}
     lookup_field = "league_id"
-    lookup_value_regex = r"[-\w]+"
+    lookup_value_regex = r"[^/]+"
+
+    def get_object(self) -> League:
+        return find_league(self.kwargs["league_id"], self.get_queryset())
+
+    def handle_exception(self, exc: Exception) -> Response:
+        # An error is JSON whatever was asked for: a CSV of {"detail": …} helps no one.
+        response = super().handle_exception(exc)
+        if isinstance(getattr(self.request, "accepted_renderer", None), CSVRenderer):
+            self.request.accepted_renderer = JSONRenderer()
+            self.request.accepted_media_type = JSONRenderer.media_type
+        return response
 
     def get_queryset(self):
         qs = leagues_with_counts()
@@ -62,10 +185,18 @@ class LeagueViewSet(viewsets.ReadOnlyModelViewSet):
         return super().list(request, *args, **kwargs)
 
     @extend_schema(responses=serializers.StandingSerializer(many=True))
-    @action(detail=True, pagination_class=None)
-    def standings(self, request: Request, league_id: str) -> Response:
-        """Ranked by points, wins, draws, head-to-head, player id (PROTOCOL.md §7)."""
+    @action(detail=True, pagination_class=None, renderer_classes=WITH_CSV)
+    def standings(self, request: Request, league_id: str, format: str | None = None) -> Response:
+        """Ranked by points, wins, draws, head-to-head, player id; ``decided_by`` names the rule
+        that placed each row below the one above (also as standings.csv)."""
         return Response(readmodel.standings(self.get_object()))
+
+    @extend_schema(responses=serializers.ResultRowSerializer(many=True))
+    @action(detail=True, pagination_class=None, renderer_classes=WITH_CSV)
+    def results(self, request: Request, league_id: str, format: str | None = None) -> Response:
+        """Every finished match as a flat row (also as results.csv): who played whom, the result,
+        the choices, the referee."""
+        return Response(result_rows(self.get_object()))
 
     @extend_schema(responses=serializers.RoundSerializer(many=True))
     @action(detail=True, pagination_class=None)
@@ -80,6 +211,14 @@ class LeagueViewSet(viewsets.ReadOnlyModelViewSet):
         return Response(readmodel.snapshot(self.get_object().league_id))
 
 
+def find_league(league_id: str, queryset=None) -> League:
+    """The league, or a 404 that says why: no such league, or an id that breaks the rule."""
+    league = (queryset if queryset is not None else League.objects).filter(league_id=league_id).first()
+    if league is None:
+        raise Http404(league_id_problem(league_id) or f"no league {league_id!r}")
+    return league
+
+
 class LeagueScopedMixin:
     """Views under /api/leagues/<league_id>/…"""
 
@@ -87,7 +226,7 @@ class LeagueScopedMixin:
 
     def get_league(self) -> League:
         if not hasattr(self, "_league"):
-            self._league = get_object_or_404(League, league_id=self.kwargs["league_id"])
+            self._league = find_league(self.kwargs["league_id"])
         return self._league
 
 

@@ -98,6 +98,21 @@ def free_port_run(count: int) -> int:
     raise CommandError(f"no run of {count} free ports")
 
 
+def busy_ports(wanted: dict[int, str], host: str = "127.0.0.1") -> list[str]:
+    """Which of ``wanted`` (port → what it is for) cannot be listened on now, each as a phrase
+    naming the port and its use. Bound as the servers bind (SO_REUSEADDR), so a port with only
+    closing connections is not reported; one with a listener is."""
+    busy = []
+    for port, purpose in wanted.items():
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError as exc:
+                busy.append(f"port {port} ({purpose}): {exc.strerror or exc}")
+    return busy
+
+
 def strategy_groups(players: int, mix: tuple[str, ...] = STRATEGY_MIX) -> list[tuple[str, int]]:
     """``players`` spread over the strategy mix: [(strategy, count), …]."""
     counts: dict[str, int] = {}

@@ -6,12 +6,14 @@ from django.urls import path, re_path
 
 from league.pages import views
 
+# <str:league_id>, not <slug:>: a league stored before ids were checked still has a page (the
+# rule for new ids is league.models.LEAGUE_ID_PATTERN).
 urlpatterns = [
     path("", views.league_list, name="league-list"),
-    path("leagues/<slug:league_id>/", views.league_detail, name="league-detail"),
-    path("leagues/<slug:league_id>/matches/<str:match_id>/", views.match_detail, name="match-detail"),
-    path("leagues/<slug:league_id>/players/<str:player_id>/", views.player_detail, name="player-detail"),
-    path("leagues/<slug:league_id>/referees/<str:referee_id>/", views.referee_detail, name="referee-detail"),
+    path("leagues/<str:league_id>/", views.league_detail, name="league-detail"),
+    path("leagues/<str:league_id>/matches/<str:match_id>/", views.match_detail, name="match-detail"),
+    path("leagues/<str:league_id>/players/<str:player_id>/", views.player_detail, name="player-detail"),
+    path("leagues/<str:league_id>/referees/<str:referee_id>/", views.referee_detail, name="referee-detail"),
 ]
 
 if getattr(settings, "SERVE_STATIC", True):

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
 
 from league.api import readmodel
 from league.api.views import leagues_with_counts
@@ -16,14 +19,62 @@ def league_list(request: HttpRequest) -> HttpResponse:
     leagues = list(leagues_with_counts())
     for league in leagues:
         league.percent = round(100 * league.matches_finished / league.matches_total) if league.matches_total else 0
-    return render(request, "league/league_list.html", {"leagues": leagues})
+        league.url = _league_url(league.league_id)
+        league.open_now = league.registration_open()
+        league.closes_iso = readmodel.iso(league.registration_closes_at)
+    active = any(league.status in readmodel.ACTIVE_LEAGUE for league in leagues)
+    return render(request, "league/league_list.html", {"leagues": leagues, "active": active})
+
+
+def _league_url(league_id: str) -> str | None:
+    """The league page's address; None for an id no URL can carry (a "/" stored before ids were
+    checked): the card then says so instead of the whole list failing."""
+    try:
+        return reverse("league-detail", args=[league_id])
+    except NoReverseMatch:
+        return None
+
+
+def registration_command(mcp_url: str, league_id: str, game_type: str) -> str:
+    """The course's registration message, with this league's id, as a curl command to paste."""
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "register_player",
+        "params": {
+            "protocol": "league.v2",
+            "message_type": "LEAGUE_REGISTER_REQUEST",
+            "sender": "player:alpha",
+            "timestamp": timezone.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "conversation_id": "conv-player-alpha-reg-001",
+            "league_id": league_id,
+            "player_meta": {
+                "display_name": "Agent Alpha",
+                "version": "1.0.0",
+                "game_types": [game_type],
+                "contact_endpoint": "http://localhost:8101/mcp",
+            },
+        },
+    }
+    body = json.dumps(message, indent=2, ensure_ascii=False)
+    return f"curl -s {shlex.quote(mcp_url)} \\\n  -H 'Content-Type: application/json' \\\n  -d {shlex.quote(body)}"
 
 
 def league_detail(request: HttpRequest, league_id: str) -> HttpResponse:
     snapshot = readmodel.snapshot(league_id)
     if snapshot is None:
         get_object_or_404(League, league_id=league_id)
-    return render(request, "league/league_detail.html", {"s": snapshot, "league_id": league_id})
+    mcp_url = request.build_absolute_uri(reverse("mcp"))
+    return render(
+        request,
+        "league/league_detail.html",
+        {
+            "s": snapshot,
+            "league_id": league_id,
+            "mcp_url": mcp_url,
+            "curl": registration_command(mcp_url, league_id, snapshot["league"]["game_type"]),
+        },
+    )
 
 
 def match_detail(request: HttpRequest, league_id: str, match_id: str) -> HttpResponse:
@@ -40,18 +91,23 @@ def match_detail(request: HttpRequest, league_id: str, match_id: str) -> HttpRes
     )
 
 
+# The keys the match page shows of each log entry; a referee may leave any of them out.
+LOG_KEYS = ("seq", "at", "t_ms", "direction", "peer", "method", "message_type", "outcome", "attempt", "latency_ms")
+
+
 def _log_rows(log: list) -> list[dict]:
     """Log entries with a few display helpers; entries are whatever the referee reported."""
     rows = []
-    for entry in log:
+    for entry in log if isinstance(log, list) else []:
         if not isinstance(entry, dict):
             continue
         message = entry.get("message")
         rows.append(
             {
+                **dict.fromkeys(LOG_KEYS),
                 **entry,
                 "failed": entry.get("outcome") not in (None, "ok"),
-                "retry": (entry.get("attempt") or 1) > 1,
+                "retry": isinstance(entry.get("attempt"), int) and entry["attempt"] > 1,
                 "message_json": json.dumps(message, indent=2, ensure_ascii=False, default=str),
             }
         )

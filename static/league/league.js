@@ -1,7 +1,9 @@
 /* Live league page: a websocket per league (ws/leagues/<id>/) sends a snapshot on connect and
  * then one message per league event. Each event triggers a (debounced) fetch of the REST
- * snapshot, which re-renders standings, feed, progress, schedule and chart in place. After a
- * drop the socket reconnects with exponential backoff and the page catches up from the API. */
+ * snapshot, which re-renders every count and state of the page in place: header, notes, the
+ * "How to join" panel, standings, feed, crosstable, schedule and chart. After a drop the socket
+ * reconnects with exponential backoff and the page catches up from the API. "Follow" highlights
+ * one player everywhere (kept in the address as #follow=P03). */
 (function () {
   "use strict";
   var root = document.getElementById("league-page");
@@ -13,6 +15,7 @@
   var state = JSON.parse(document.getElementById("snapshot").textContent);
   var seenMatches = {};
   (state.recent_matches || []).forEach(function (m) { seenMatches[m.match_id + ":" + m.status] = true; });
+  var site = window.leagueSite || { localize: function () {}, tick: function () {} };
 
   function esc(text) {
     return String(text == null ? "" : text).replace(/[&<>"']/g, function (c) {
@@ -20,25 +23,77 @@
     });
   }
   function $(id) { return document.getElementById(id); }
+  function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
+  function timeTag(iso, fmt) {
+    if (!iso) return "–";
+    return '<time class="local" datetime="' + esc(iso) + '" data-format="' + (fmt || "datetime") + '" title="' +
+      esc(iso.slice(0, 10) + " " + iso.slice(11, 19)) + ' UTC">' + esc(iso.slice(11, 16)) + " UTC</time>";
+  }
+
+  // -- follow a player ----------------------------------------------------------------------
+  var followed = (location.hash.match(/follow=([^&]+)/) || [])[1];
+  followed = followed ? decodeURIComponent(followed) : "";
+  function isFollowed(ids) { return followed && ids.indexOf(followed) >= 0; }
+  function applyFollow() {
+    root.dataset.follow = followed;
+    document.querySelectorAll("#league-page [data-players]").forEach(function (el) {
+      el.classList.toggle("followed", isFollowed(el.dataset.players.split(" ")));
+    });
+    document.querySelectorAll("#standings-body tr[data-player], #crosstable tr[data-player], #crosstable th[data-player]").forEach(function (el) {
+      el.classList.toggle("followed", !!followed && el.dataset.player === followed);
+    });
+    var select = $("follow");
+    if (select && select.value !== followed) select.value = followed;
+    if (chart) { chart.data = chartData(state.chart); chart.update(); }
+  }
+  function renderFollowOptions(rows) {
+    var select = $("follow");
+    select.innerHTML = '<option value="">no one</option>' + rows.map(function (r) {
+      return '<option value="' + esc(r.player_id) + '">' + esc(r.display_name) + " (" + esc(r.player_id) + ")</option>";
+    }).join("");
+    select.value = followed;
+  }
+  $("follow").addEventListener("change", function (ev) {
+    followed = ev.target.value;
+    history.replaceState(null, "", followed ? "#follow=" + encodeURIComponent(followed) : location.pathname + location.search);
+    applyFollow();
+  });
 
   // -- rendering (same markup as the server templates) ------------------------------------
+  function standingRow(r, changed) {
+    var move = "";
+    if (r.rank_change) {
+      var up = r.rank_change > 0;
+      move = '<span class="move ' + (up ? "up" : "down") + '" title="' + (up ? "up" : "down") +
+        ' since the latest round began">' + (up ? "▲" : "▼") + Math.abs(r.rank_change) + "</span>";
+    }
+    var tb = "";
+    if (r.decided_by && r.decided_by !== "points" && r.played) {
+      tb = ' <span class="tb" data-rule="' + esc(r.decided_by) + '" title="Below the player above on the tie-break: ' +
+        esc(r.decided_by_text) + '">tie-break: ' + esc(r.decided_by) + "</span>";
+    }
+    var form = (r.form || []).map(function (f) {
+      return '<span class="fm fm-' + esc(f.mark) + (f.technical ? " fm-tech" : "") + '" title="' + esc(f.match_id + " " + f.score) + '">' + esc(f.mark) + "</span>";
+    }).join("");
+    return '<tr data-player="' + esc(r.player_id) + '"' + (changed ? ' class="changed"' : "") + '>' +
+      '<td class="rank">' + r.rank + move + '</td>' +
+      '<td class="left"><a href="' + playerUrl(r.player_id) + '">' + esc(r.display_name) + '</a> <span class="muted small">' + esc(r.player_id) + "</span>" + tb + "</td>" +
+      '<td>' + r.played + '</td><td>' + r.wins + '</td><td>' + r.draws + '</td><td>' + r.losses + '</td>' +
+      '<td class="hide-sm">' + r.technical_losses + '</td><td class="points">' + r.points + '</td>' +
+      '<td class="hide-sm form">' + form + "</td></tr>";
+  }
   function renderStandings(rows, previous) {
     var before = {};
     (previous || []).forEach(function (r) { before[r.player_id] = r.points + ":" + r.rank; });
-    if (!rows.length) { $("standings-body").innerHTML = '<tr class="empty-row"><td colspan="8">No players registered yet.</td></tr>'; return; }
+    if (!rows.length) { $("standings-body").innerHTML = '<tr class="empty-row"><td colspan="9">No players registered yet.</td></tr>'; return; }
     $("standings-body").innerHTML = rows.map(function (r) {
-      var changed = previous && before[r.player_id] !== r.points + ":" + r.rank;
-      return '<tr data-player="' + esc(r.player_id) + '"' + (changed ? ' class="changed"' : "") + '>' +
-        '<td class="rank">' + r.rank + '</td>' +
-        '<td class="left"><a href="' + playerUrl(r.player_id) + '">' + esc(r.display_name) + '</a> <span class="muted small">' + esc(r.player_id) + '</span></td>' +
-        '<td>' + r.played + '</td><td>' + r.wins + '</td><td>' + r.draws + '</td><td>' + r.losses + '</td>' +
-        '<td class="hide-sm">' + r.technical_losses + '</td><td class="points">' + r.points + '</td></tr>';
+      return standingRow(r, previous && before[r.player_id] !== r.points + ":" + r.rank);
     }).join("");
   }
 
   function side(m, p) {
     var r = m.result, win = r && r.winner === p.player_id, choice = r && r.choices ? r.choices[p.player_id] : null;
-    return '<span class="pl' + (win ? " win" : "") + '">' + esc(p.display_name) + (choice ? ' <i class="choice">' + esc(choice) + '</i>' : "") + '</span>';
+    return '<span class="pl' + (win ? " win" : "") + '"><span class="nm">' + esc(p.display_name) + "</span>" + (choice != null ? ' <i class="choice">' + esc(choice) + '</i>' : "") + '</span>';
   }
 
   function feedItem(m, fresh) {
@@ -46,9 +101,11 @@
     if (!r) outcome = '<span class="badge badge-run">playing</span>';
     else {
       outcome = (r.drawn_number != null ? '<span class="drawn" title="drawn number">' + esc(r.drawn_number) + '</span>' : "") +
+        (r.games_score ? '<span class="score" title="games won">' + esc(r.label) + "</span>" : "") +
         (tech ? '<span class="badge badge-tech">technical loss</span>' : r.status === "DRAW" ? '<span class="badge">draw</span>' : '<span class="badge badge-win">win</span>');
     }
-    return '<li class="feed-item' + (tech ? " tech" : "") + (!r ? " running" : "") + (fresh ? " fresh" : "") + '" data-match="' + esc(m.match_id) + '">' +
+    return '<li class="feed-item' + (tech ? " tech" : "") + (!r ? " running" : "") + (fresh ? " fresh" : "") + '" data-match="' + esc(m.match_id) +
+      '" data-players="' + esc(m.player_a.player_id + " " + m.player_b.player_id) + '">' +
       '<a href="' + matchUrl(m.match_id) + '"><span class="feed-id">' + esc(m.match_id) + '</span>' +
       '<span class="feed-players">' + side(m, m.player_a) + '<span class="vs">vs</span>' + side(m, m.player_b) + '</span>' +
       '<span class="feed-result">' + outcome + '</span></a></li>';
@@ -70,15 +127,52 @@
   }
 
   function renderRounds(rounds) {
-    if (!rounds.length) { $("schedule").innerHTML = '<p class="muted">The schedule is drawn when the league starts.</p>'; return; }
+    if (!rounds.length) { $("schedule").innerHTML = '<p class="muted wide">The schedule is drawn when the league starts.</p>'; return; }
     $("schedule").innerHTML = rounds.map(function (r) {
       return '<div class="round round-' + r.status.toLowerCase() + '"><div class="round-head"><strong>Round ' + r.number +
         '</strong><span class="muted small">' + r.matches_finished + "/" + r.matches_total + " · " + r.status.toLowerCase() + '</span></div><ul>' +
         r.matches.map(function (m) {
-          return '<li class="sm-' + m.status.toLowerCase() + '"><a href="' + matchUrl(m.match_id) + '"><span class="sdot"></span>' +
-            esc(m.match_id) + ' <span class="muted">' + esc(m.player_a) + "–" + esc(m.player_b) + '</span></a></li>';
+          var res = m.result, w = res ? res.winner : null;
+          return '<li class="sm-' + m.status.toLowerCase() + '" data-players="' + esc(m.player_a + " " + m.player_b) + '"><a href="' + matchUrl(m.match_id) +
+            '" title="' + esc(m.match_id + ": " + m.player_a + " vs " + m.player_b) + '"><span class="sdot"></span><span class="sm-names">' +
+            '<span class="' + (w === m.player_a ? "sw" : "") + '">' + esc(m.player_a_name) + '</span> <span class="muted">–</span> ' +
+            '<span class="' + (w === m.player_b ? "sw" : "") + '">' + esc(m.player_b_name) + "</span></span>" +
+            (res ? ' <span class="sm-score' + (res.technical ? " tech" : "") + '">' + esc(res.label) + "</span>" : "") + "</a></li>";
         }).join("") + "</ul></div>";
     }).join("");
+  }
+
+  function renderCrosstable(x) {
+    var box = $("crosstable");
+    if (!x) { box.innerHTML = '<p class="muted">Too many players for a grid: each player\'s page lists its results.</p>'; return; }
+    if (!x.rows.length) { box.innerHTML = '<p class="muted">The grid fills in once players have registered.</p>'; return; }
+    var head = '<tr><th class="left">Player</th>' + x.rows.map(function (p, i) {
+      return '<th title="' + esc(p.display_name + " (" + p.player_id + ")") + '" data-player="' + esc(p.player_id) + '">' + (i + 1) + "</th>";
+    }).join("") + "</tr>";
+    var body = x.rows.map(function (p, i) {
+      return '<tr data-player="' + esc(p.player_id) + '"><th class="left">' + (i + 1) + ". " + esc(p.display_name) + "</th>" +
+        p.cells.map(function (cell) {
+          if (cell === null) return '<td class="self"></td>';
+          if (!cell.length) return '<td><span class="muted">·</span></td>';
+          return "<td>" + cell.map(function (c) {
+            return '<a class="xc xc-' + esc(c.mark) + (c.technical ? " xc-tech" : "") + '" href="' + matchUrl(c.match_id) + '" title="' +
+              esc(c.match_id + ": " + c.score) + '">' + esc(c.mark) + "</a>";
+          }).join("") + "</td>";
+        }).join("") + "</tr>";
+    }).join("");
+    box.innerHTML = '<table class="table cross"><thead>' + head + "</thead><tbody>" + body + "</tbody></table>";
+  }
+
+  function renderJoin(join) {
+    var panel = $("join");
+    panel.hidden = !join;
+    if (!join) return;
+    $("join-closes").innerHTML = timeTag(join.closes_at, "time");
+    $("join-countdown").dataset.until = join.closes_at || "";
+    $("join-agents").innerHTML = join.agents.length ? join.agents.map(function (a) {
+      return '<li class="agent agent-' + esc(a.state) + '"><span class="sdot"></span><strong>' + esc(a.display_name) + '</strong> <span class="muted small">' +
+        esc(a.player_id) + '</span> <span class="agent-why">' + esc(a.summary) + "</span></li>";
+    }).join("") : '<li class="empty-row">No agent has registered yet.</li>';
   }
 
   function renderHead(s) {
@@ -86,23 +180,42 @@
     el.textContent = s.league.status;
     el.className = "status status-" + s.league.status.toLowerCase();
     $("league-note").textContent = s.note;
+    $("count-players").textContent = plural(s.league.players, "player");
+    $("count-referees").textContent = plural(s.league.referees, "referee");
+    var warning = $("referee-warning");
+    warning.hidden = !s.referee_warning;
+    warning.textContent = s.referee_warning || "";
+    $("tie-rule").textContent = s.tie_break_rule;
   }
 
   // -- chart ------------------------------------------------------------------------------
+  // Twelve hand-picked colours, then evenly spread hues with a dash pattern per lap, so no two
+  // players of a big league share a line.
   var palette = ["#4f46e5", "#0f9d58", "#d93025", "#f4b400", "#0891b2", "#9333ea", "#ea580c", "#64748b",
                  "#db2777", "#65a30d", "#2563eb", "#b45309"];
+  var DASHES = [[], [6, 3], [2, 3], [8, 3, 2, 3]];
+  function lineStyle(i, n) {
+    if (i < palette.length) return { color: palette[i], dash: [] };
+    var extra = n - palette.length, j = i - palette.length;
+    var hue = Math.round((j * 360 / Math.max(1, Math.min(extra, 18)) + 15) % 360);
+    return { color: "hsl(" + hue + ", 65%, " + (j % 2 ? 38 : 48) + "%)", dash: DASHES[(Math.floor(j / 18) + 1) % DASHES.length] };
+  }
   var chart = null;
   function chartData(c) {
+    var n = c.series.length;
     return {
       labels: c.rounds,
       datasets: c.series.map(function (s, i) {
-        var color = palette[i % palette.length];
-        return { label: s.display_name, data: s.points, borderColor: color, backgroundColor: color, pointRadius: 3, borderWidth: 2 };
+        var style = lineStyle(i, n), dim = followed && s.player_id !== followed, me = followed && s.player_id === followed;
+        var color = dim ? "rgba(160, 166, 180, 0.35)" : style.color;
+        return { label: s.display_name, data: s.points, borderColor: color, backgroundColor: color, borderDash: style.dash,
+                 pointRadius: me ? 4 : 3, borderWidth: me ? 4 : 2, order: me ? 0 : 1 };
       })
     };
   }
   function renderChart(c) {
     $("chart-empty").hidden = c.rounds.length > 0;
+    $("chart").parentNode.hidden = c.rounds.length === 0;
     if (typeof Chart === "undefined") return;
     if (!chart) {
       chart = new Chart($("chart"), {
@@ -115,6 +228,7 @@
           plugins: { legend: { position: "bottom", labels: { boxWidth: 10, usePointStyle: true, display: c.series.length <= 24 } } }
         }
       });
+      window.leagueChart = chart;
     } else {
       chart.data = chartData(c);
       chart.update();
@@ -123,13 +237,19 @@
 
   function render(s, animate) {
     var previous = animate ? state.standings : null;
+    state = s;
     renderHead(s);
+    renderJoin(s.join);
     renderProgress(s.progress);
     renderStandings(s.standings, previous);
     renderFeed(s.recent_matches);
+    renderCrosstable(s.crosstable);
     renderRounds(s.rounds);
     renderChart(s.chart);
-    state = s;
+    if ($("follow").options.length !== s.standings.length + 1) renderFollowOptions(s.standings);
+    applyFollow();
+    site.localize(root);
+    site.tick();
     root.dataset.version = String((Number(root.dataset.version) || 0) + 1);
   }
 
@@ -148,6 +268,8 @@
     clearTimeout(refreshTimer);
     refreshTimer = setTimeout(refresh, 150);
   }
+  // A registration window that closes changes the page without any event (site.js's countdown).
+  document.addEventListener("league:stale", scheduleRefresh);
 
   // -- the websocket ----------------------------------------------------------------------
   var live = $("live"), socket = null, attempt = 0;
@@ -180,6 +302,7 @@
     };
   }
   renderChart(state.chart);
+  applyFollow();
   connect();
   // A slow safety net for events that cannot reach this process (a conductor in another process
   // without a shared Redis channel layer): re-read the snapshot now and then while in play.

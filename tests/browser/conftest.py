@@ -30,10 +30,14 @@ class Site:
 
     def broadcast(self, league_id: str, event: str, data: dict[str, Any]) -> None:
         """Send on the server's own loop: the in-memory layer's queues belong to it."""
+        self.send(f"league_{league_id}", event, data)
+
+    def send(self, group: str, event: str, data: dict[str, Any]) -> None:
+        """``broadcast`` to any group (``leagues``: the league list's)."""
         from channels.layers import get_channel_layer
 
         message = {"type": "league.event", "event": event, "data": data}
-        coro = get_channel_layer().group_send(f"league_{league_id}", message)
+        coro = get_channel_layer().group_send(group, message)
         asyncio.run_coroutine_threadsafe(coro, self.loop).result(5)
 
 
@@ -51,6 +55,9 @@ def site(transactional_db) -> Iterator[Site]:
 
 @pytest.fixture(scope="module")
 def browser():
+    """One Chromium per test module (each test gets a context of its own: a fresh profile). Not
+    one per session: sync Playwright keeps an event loop running in the main thread while it is
+    open, and the tests after the browser ones call asyncio.run() there."""
     from playwright.sync_api import sync_playwright
 
     # Sync Playwright runs an event loop in the test's thread, so Django would refuse the test's

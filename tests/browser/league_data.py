@@ -19,7 +19,10 @@ from league.schedule import schedule_matches
 
 Notify = Callable[[str, str, dict[str, Any]], None]
 
-NAMES = ["Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot", "Golf", "Hotel"]
+NAMES = [
+    "Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot", "Golf", "Hotel",
+    "India", "Juliett", "Kilo", "Lima", "Mike", "November", "Oscar", "Papa",
+]  # fmt: skip
 
 
 def make_league(
@@ -29,10 +32,12 @@ def make_league(
     status: str = League.Status.RUNNING,
     scheduled: bool = True,
     referees: int = 1,
+    game_type: str = "even_odd",
 ) -> League:
     league = League.objects.create(
         league_id=league_id,
         name=league_id.replace("_", " ").title(),
+        game_type=game_type,
         status=status,
         registration_closes_at=timezone.now() + timedelta(minutes=5),
         started_at=timezone.now() if scheduled else None,
@@ -44,7 +49,7 @@ def make_league(
             display_name=NAMES[i % len(NAMES)],
             endpoint=f"http://127.0.0.1:{8101 + i}/mcp",
             token_hash=hash_token(f"player-secret-{i}"),
-            game_types=["even_odd"],
+            game_types=[game_type],
             version="1.0.0",
         )
     for i in range(referees):
@@ -111,14 +116,15 @@ def play(
     points = {"WIN_A": (3, 0), "WIN_B": (0, 3), "DRAW": (1, 1)}[outcome]
     now = timezone.now()
     log = [
-        _entry(1, 0, "OUT", a, "handle_game_invitation", "GAME_INVITATION"),
+        _entry(1, 0, "OUT", a, "handle_game_invitation", "GAME_INVITATION", latency=4.1),
         _entry(2, 4, "IN", a, "handle_game_invitation", "GAME_JOIN_ACK", latency=4.1),
-        _entry(3, 5, "OUT", b, "choose_parity", "CHOOSE_PARITY_CALL"),
     ]
     if technical:
-        log.append(_entry(4, 300, "OUT", b, "choose_parity", "CHOOSE_PARITY_CALL", outcome="timeout", attempt=1))
-        log.append(_entry(5, 600, "OUT", b, "choose_parity", "CHOOSE_PARITY_CALL", outcome="timeout", attempt=2))
+        log.append(_entry(3, 300, "OUT", b, "choose_parity", "CHOOSE_PARITY_CALL", outcome="timeout", attempt=1))
+        log.append(_entry(4, 600, "OUT", b, "choose_parity", "CHOOSE_PARITY_CALL", outcome="timeout", attempt=2))
     else:
+        # As the referee logs a call: the OUT entry with its outcome and latency, then the reply.
+        log.append(_entry(3, 5, "OUT", b, "choose_parity", "CHOOSE_PARITY_CALL", latency=3.7))
         log.append(_entry(4, 9, "IN", b, "choose_parity", "CHOOSE_PARITY_RESPONSE", latency=3.7, choice=choice_b))
     log.append(_entry(len(log) + 1, 610, "EVENT", "referee", "", "NUMBER_DRAWN", drawn_number=drawn))
     with transaction.atomic():
@@ -158,6 +164,49 @@ def play(
                 league.current_round = nxt.number
                 league.save(update_fields=["current_round"])
             notify(league.league_id, "round_completed", {"round_id": rnd.number})
+        notify(match.league.league_id, "match_finished", {"match_id": match.match_id})
+    return result
+
+
+def play_bo5(match: Match, moves: list[tuple[int, int]], notify: Notify = broadcast) -> MatchResult:
+    """Record a best-of-5 match as its referee reports it: ``moves`` are (A's number, B's number)
+    per game; A plays ODD, B EVEN (referee/games/even_odd_bo5.py)."""
+    a, b = match.player_a.player_id, match.player_b.player_id
+    scores, rounds = {a: 0, b: 0}, []
+    for n, (move_a, move_b) in enumerate(moves, start=1):
+        total = move_a + move_b
+        winner = a if total % 2 else b
+        scores[winner] += 1
+        rounds.append(
+            {
+                "game_round": n,
+                "moves": {a: move_a, b: move_b},
+                "sum": total,
+                "sum_type": "ODD" if total % 2 else "EVEN",
+                "round_winner": winner,
+            }
+        )
+    won = a if scores[a] > scores[b] else b
+    with transaction.atomic():
+        result = MatchResult.objects.create(
+            match=match,
+            league=match.league,
+            referee=match.league.referees.first(),
+            outcome=MatchResult.Outcome.WIN_A if won == a else MatchResult.Outcome.WIN_B,
+            winner=match.player_a if won == a else match.player_b,
+            points_a=3 if won == a else 0,
+            points_b=3 if won == b else 0,
+            details={"roles": {a: "ODD", b: "EVEN"}, "scores": scores, "rounds": rounds, "reason": f"{won} won"},
+            log=[
+                _entry(1, 0, "OUT", a, "make_move", "MOVE_REQUEST"),
+                _entry(2, 3, "IN", a, "make_move", "MOVE_RESPONSE", latency=2.5),
+            ],
+            report_digest=f"digest-{match.match_id}",
+        )
+        match.status = Match.Status.FINISHED
+        match.finished_at = timezone.now()
+        match.referee = result.referee
+        match.save(update_fields=["status", "finished_at", "referee"])
         notify(match.league.league_id, "match_finished", {"match_id": match.match_id})
     return result
 

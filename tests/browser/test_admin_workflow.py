@@ -79,22 +79,69 @@ def test_it_creates_a_league_and_opens_registration_in_the_browser(site, page):
     page.fill("#id_password", PASSWORD)
     page.click("input[type=submit]")
 
-    page.fill("#id_league_id", "winter_cup")
+    # The id rule, with its one message, before anything is created.
+    page.fill("#id_league_id", "winter cup!")
     page.fill("#id_name", "Winter Cup")
+    assert page.locator("#id_game_type option").all_inner_texts() == ["even_odd", "even_odd_bo5"]
+    page.select_option("#id_game_type", "even_odd_bo5")
     page.select_option("#id_schedule_format", "double")
     page.fill("#id_move_timeout", "5")
+    page.click("input[name=_save]")
+    page.wait_for_selector("text=is not valid: use 1-64 letters (a-z, A-Z), digits, underscores or hyphens")
+    assert not League.objects.exists()
+    page.fill("#id_league_id", "winter_cup")
     page.click("input[name=_save]")
     page.wait_for_selector("text=was added successfully")
 
     page.check("input[name=_selected_action]")
     page.select_option("select[name=action]", "open_registration")
     page.click("button[name=index]")
+    page.fill("#id_minutes", "20")  # the organiser says how long
+    page.click("input[name=apply]")
     page.wait_for_selector("text=Registration opened")
 
     league = League.objects.get(league_id="winter_cup")
     assert league.status == "REGISTERING"
-    assert league.schedule_format == "double"
-    assert league.move_timeout == 5
-    page.goto(f"{site.base}/leagues/winter_cup/")
-    assert "Registration open until" in page.locator("#league-note").inner_text()
-    assert "0 players registered" in page.locator("#league-note").inner_text()
+    assert (league.game_type, league.schedule_format, league.move_timeout) == ("even_odd_bo5", "double", 5)
+    assert (league.registration_closes_at - league.registration_opens_at).total_seconds() == 20 * 60
+
+    # From the admin's league page to its public page.
+    page.click("#result_list th a:text-is('winter_cup')")
+    page.click("text=View on site")
+    page.wait_for_url(f"{site.base}/leagues/winter_cup/")
+    assert page.locator("#league-note").inner_text() == "Registration open, 0 players registered."
+    assert "(in 19:" in page.locator("#join-countdown").inner_text()
+    page.goto(f"{site.base}/admin/")
+    assert page.locator("text=Matches").count() >= 1 and page.locator("text=Matchs").count() == 0
+
+
+@pytest.mark.browser
+@pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume")
+def test_it_deletes_a_league_and_its_events_from_the_admin(site, page):
+    from tests.browser.league_data import play_round
+
+    User.objects.create_superuser("organiser", "o@example.com", PASSWORD)
+    # Stored before ids were checked: "/" fails every page's 500 no more, and the admin removes it.
+    bad = League.objects.create(league_id="bad id!", name="Bad", status=League.Status.INITIALIZING)
+    Event.objects.create(league=bad, direction="STATE", kind="league_created")
+    done = make_league("done_cup", players=4, status=League.Status.COMPLETED)
+    play_round(done, 1)
+    page.goto(f"{site.base}/")
+    assert page.locator(".league-card").count() == 2
+    page.goto(f"{site.base}/admin/league/league/")
+    page.fill("#id_username", "organiser")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    for league in (bad, done):
+        page.check(f"input[name=_selected_action][value='{league.pk}']")
+    page.select_option("select[name=action]", "delete_selected")
+    page.click("button[name=index]")
+    page.wait_for_selector("text=Are you sure")
+    assert page.locator("text=permission").count() == 0
+    assert page.locator("text=done_cup").count() >= 1
+    page.click("input[type=submit]")
+    page.wait_for_selector("text=Successfully deleted 2")
+    assert not League.objects.exists()
+    assert sorted(Event.objects.values_list("payload__league_id", flat=True)) == ["bad id!", "done_cup"]
+    page.goto(f"{site.base}/")
+    assert "No leagues yet" in page.locator("main").inner_text()

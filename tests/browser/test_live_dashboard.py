@@ -4,13 +4,15 @@ and its screenshots (into docs/screenshots/ with ``make screenshots``)."""
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.db import transaction
+from django.utils import timezone
 
-from league.models import Match
-from tests.browser.league_data import complete, make_league, play, play_round, start
+from league.models import League, Match
+from tests.browser.league_data import complete, make_league, play, play_bo5, play_round, start
 
 # Static files come from FileResponse (a sync iterator) when the LM serves them itself.
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume")]
@@ -103,14 +105,32 @@ def test_it_renders_mid_league_and_completed_screenshots(site, browser, shots):
         play_round(league, number, drawn=drawn, notify=lambda *a: None)
     complete(league, notify=lambda *a: None)
     written = _shoot(browser, site, shots, "league-completed")
-    assert sorted(p.name for p in shots.glob("league-*.png")) == [
-        f"league-{when}-{label}.png" for when in ("completed", "mid") for label in ("desktop", "phone")
-    ]
+
+    # A class of fourteen mid-play, a best-of-5 league, and one still taking registrations.
+    big = make_league("class_of_14", players=14, referees=2)
+    for number in (1, 2, 3):
+        play_round(big, number, drawn=number + 3, notify=lambda *a: None)
+    written += _shoot(browser, site, shots, "league-14-players", "class_of_14")
+    bo5 = make_league("bo5_cup", players=4, game_type="even_odd_bo5")
+    games = ([(1, 2), (3, 2), (2, 2), (1, 4)], [(2, 2), (1, 2), (5, 4), (3, 4), (1, 1)])
+    for match, moves in zip(Match.objects.filter(league=bo5, round__number=1).order_by("id"), games, strict=True):
+        play_bo5(match, moves, notify=lambda *a: None)
+    written += _shoot(browser, site, shots, "league-bo5", "bo5_cup")
+    joining = make_league("class_2026", players=3, status=League.Status.REGISTERING, scheduled=False, referees=0)
+    League.objects.filter(pk=joining.pk).update(
+        registration_opens_at=timezone.now(), registration_closes_at=timezone.now() + timedelta(minutes=10)
+    )
+    written += _shoot(browser, site, shots, "league-registering", "class_2026")
+    assert sorted(p.name for p in shots.glob("league-*.png")) == sorted(
+        f"league-{when}-{label}.png"
+        for when in ("completed", "mid", "14-players", "bo5", "registering")
+        for label in ("desktop", "phone")
+    )
     for shot in written:
         assert shot.stat().st_size > 10_000
 
 
-def _shoot(browser, site, shots: Path, name: str) -> list[Path]:
+def _shoot(browser, site, shots: Path, name: str, league_id: str = "spring_cup") -> list[Path]:
     shots.mkdir(parents=True, exist_ok=True)
     written = []
     for label, viewport, mobile in (("desktop", (1280, 800), False), ("phone", (390, 844), True)):
@@ -121,7 +141,7 @@ def _shoot(browser, site, shots: Path, name: str) -> list[Path]:
             has_touch=mobile,
         )
         page = context.new_page()
-        page.goto(f"{site.base}/leagues/spring_cup/")
+        page.goto(f"{site.base}/leagues/{league_id}/")
         wait_live(page)
         page.wait_for_function("() => Number(document.getElementById('league-page').dataset.version) >= 2")
         path = shots / f"{name}-{label}.png"

@@ -164,3 +164,42 @@ def test_it_publishes_a_valid_schema_and_swagger_ui(api, tmp_path):
     assert docs.status_code == 200
     assert b"swagger-ui" in docs.content
     assert b"cdn.jsdelivr" not in docs.content  # assets are served locally (sidecar)
+
+
+def test_the_api_root_links_leagues_to_the_api_not_the_home_page(api, league):
+    root = api.get("/api/").json()
+    assert root["leagues"].endswith("/api/leagues/")
+
+
+def test_it_serves_standings_and_results_as_csv(api, league):
+    import csv
+    import io
+
+    response = api.get("/api/leagues/spring_cup/standings.csv")
+    assert response["Content-Type"].startswith("text/csv")
+    assert 'filename="spring_cup-standings.csv"' in response["Content-Disposition"]
+    assert api.get("/api/leagues/spring_cup/standings/?format=csv").content == response.content
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [(r["rank"], r["player_id"], r["points"], r["decided_by"]) for r in rows] == [
+        ("1", "P01", "3", ""),
+        ("2", "P03", "3", "player_id"),
+        ("3", "P02", "0", "points"),
+        ("4", "P04", "0", "player_id"),
+    ]
+    assert api.get("/api/leagues/spring_cup/results/").json()[0]["score"] == "3–0"
+    results = list(csv.DictReader(io.StringIO(api.get("/api/leagues/spring_cup/results.csv").content.decode())))
+    assert [(r["match_id"], r["winner_id"], r["score"], r["choice_a"], r["drawn_number"]) for r in results] == [
+        ("R1M1", "P01", "3–0", "even", "4"),
+        ("R1M2", "P03", "3–0", "even", "4"),
+    ]
+
+
+def test_a_csv_cell_never_starts_a_spreadsheet_formula(api, league):
+    league.players.filter(player_id="P01").update(display_name="=HYPERLINK(1)")
+    text = api.get("/api/leagues/spring_cup/standings.csv").content.decode()
+    assert "'=HYPERLINK(1)" in text
+
+
+def test_it_says_why_a_league_id_is_not_found(api, league):
+    assert "is not valid: use 1-64 letters" in api.get("/api/leagues/bad%20id!/").json()["detail"]
+    assert api.get("/api/leagues/nope/").json()["detail"] == "no league 'nope'"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from league.models import Event, League, Match, Player, Referee
 
@@ -94,3 +96,67 @@ def test_it_creates_a_match_assigned_to_a_referee():
     assert run("match", "cup", "--players", "P02", "P01") == "match R1M2 SCHEDULED\n"
     with pytest.raises(CommandError, match="no player P09"):
         run("match", "cup", "--players", "P01", "P09")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("league_id", ["bad id!", "ünï", "a/b", "x" * 65, ""])
+def test_it_refuses_a_league_id_that_breaks_the_rule_with_the_one_message(league_id):
+    with pytest.raises(CommandError, match=r"is not valid: use 1-64 letters \(a-z, A-Z\), digits, underscores"):
+        run("create", "--name", "Cup", "--league-id", league_id)
+    assert not League.objects.exists()
+
+
+@pytest.mark.django_db
+def test_it_says_when_the_name_gives_no_id():
+    with pytest.raises(CommandError, match=r"made from --name: give --league-id"):
+        run("create", "--name", "日本")
+
+
+@pytest.mark.django_db
+def test_status_warns_when_a_league_in_play_has_no_live_referee():
+    league = League.objects.create(name="Cup", league_id="cup", status=League.Status.RUNNING)
+    out = run("status", "cup")
+    assert "WARNING: No live referee: none has registered with it" in out
+    assert "runreferee --league-id cup" in out
+    referee = Referee.objects.create(
+        league=league, referee_id="REF01", display_name="r", endpoint="http://127.0.0.1:9001/mcp", status="SUSPENDED"
+    )
+    assert "its 1 referee is suspended or gone" in run("status", "cup")
+    Referee.objects.filter(pk=referee.pk).update(status="REGISTERED")
+    assert "WARNING" not in run("status", "cup")
+    League.objects.filter(pk=league.pk).update(embedded_referee=True)
+    Referee.objects.filter(pk=referee.pk).delete()
+    assert "WARNING" not in run("status", "cup")  # the LM's built-in referee plays
+
+
+@pytest.mark.django_db
+def test_status_says_a_closed_window_is_closed():
+    run("create", "--name", "Cup", "--league-id", "cup", "--open", "--registration-seconds", "60")
+    League.objects.filter(league_id="cup").update(registration_closes_at=timezone.now() - timedelta(minutes=1))
+    assert "registration closed (closed " in run("status", "cup")
+
+
+@pytest.mark.django_db
+def test_it_deletes_a_league_with_all_its_records_and_logs_it():
+    from tests.browser.league_data import make_league, play_round
+
+    league = make_league("old_cup", players=4, status=League.Status.COMPLETED)
+    play_round(league, 1)
+    Event.objects.create(league=league, direction="STATE", kind="x")
+    keep = make_league("new_cup", players=2)
+    out = run("delete", "old_cup")
+    assert "would delete old_cup (COMPLETED) with 4 players, 1 referees, 3 rounds, 6 matches, 2 results" in out
+    assert League.objects.filter(league_id="old_cup").exists()
+    assert "deleted old_cup" in run("delete", "old_cup", "--yes")
+    assert list(League.objects.values_list("league_id", flat=True)) == ["new_cup"]
+    assert not Player.objects.exclude(league=keep).exists() and not Match.objects.exclude(league=keep).exists()
+    gone = Event.objects.get(kind="league_deleted")
+    assert gone.league is None and gone.payload["league_id"] == "old_cup" and gone.payload["matches"] == 6
+    assert not Event.objects.filter(kind="x").exists()
+
+
+@pytest.mark.django_db
+def test_it_refuses_to_delete_a_league_in_play():
+    League.objects.create(name="Cup", league_id="cup", status=League.Status.RUNNING)
+    with pytest.raises(CommandError, match="cancel it first"):
+        run("delete", "cup", "--yes")

@@ -23,9 +23,17 @@ def _league(**fields) -> League:
 def test_it_opens_closes_and_starts_a_league_from_the_changelist(admin_client):
     league = _league(min_players=1)
     url = reverse("admin:league_league_changelist")
-    admin_client.post(url, {"action": "open_registration", "_selected_action": [league.pk]})
+    asked = admin_client.post(url, {"action": "open_registration", "_selected_action": [league.pk]})
+    assert "Keep registration open for (minutes)" in asked.content.decode()
+    league.refresh_from_db()
+    assert league.status == "INITIALIZING"  # nothing happens before the organiser says how long
+    admin_client.post(
+        url, {"action": "open_registration", "_selected_action": [league.pk], "apply": "1", "minutes": "15"}
+    )
     league.refresh_from_db()
     assert league.registration_open()
+    window = (league.registration_closes_at - league.registration_opens_at).total_seconds()
+    assert window == 15 * 60
     admin_client.post(url, {"action": "close_registration", "_selected_action": [league.pk]})
     league.refresh_from_db()
     assert not league.registration_open()
@@ -66,3 +74,96 @@ def test_the_event_log_cannot_be_added_changed_or_deleted(admin_client):
     assert admin_client.get(reverse("admin:league_event_delete", args=[event.pk])).status_code == 403
     change = admin_client.get(reverse("admin:league_event_change", args=[event.pk])).content.decode()
     assert 'name="kind"' not in change
+
+
+def test_it_opens_registration_until_closed_by_hand_when_no_duration_is_given(admin_client):
+    league = _league()
+    url = reverse("admin:league_league_changelist")
+    admin_client.post(
+        url, {"action": "open_registration", "_selected_action": [league.pk], "apply": "1", "minutes": ""}
+    )
+    league.refresh_from_db()
+    assert league.registration_open() and league.registration_closes_at is None
+
+
+def test_it_offers_only_the_games_the_registry_knows(admin_client):
+    page = admin_client.get(reverse("admin:league_league_add")).content.decode()
+    assert '<option value="even_odd" selected>' in page and '<option value="even_odd_bo5">' in page
+    response = admin_client.post(
+        reverse("admin:league_league_add"), {**_add_form(), "league_id": "chess_cup", "game_type": "chess"}
+    )
+    assert "Select a valid choice. chess is not one of the available choices." in response.content.decode()
+    assert not League.objects.exists()
+
+
+def test_it_refuses_a_bad_league_id_with_the_one_message(admin_client):
+    response = admin_client.post(reverse("admin:league_league_add"), {**_add_form(), "league_id": "bad id!"})
+    assert "league id &#x27;bad id!&#x27; is not valid: use 1-64 letters" in response.content.decode()
+    assert not League.objects.exists()
+
+
+def test_it_creates_through_the_named_action_and_then_keeps_the_id(admin_client):
+    response = admin_client.post(
+        reverse("admin:league_league_add"), {**_add_form(), "league_id": "winter"}, follow=True
+    )
+    assert response.status_code == 200
+    league = League.objects.get(league_id="winter")
+    assert Event.objects.filter(league=league, kind="league_created").exists()
+    change = admin_client.get(reverse("admin:league_league_change", args=[league.pk])).content.decode()
+    assert 'name="league_id"' not in change  # agents know the league by it
+    assert 'href="/leagues/winter/"' in change and "View on site" in change
+
+
+def test_it_names_its_models_as_people_read_them(admin_client):
+    page = admin_client.get(reverse("admin:index")).content.decode()
+    assert ">Matches<" in page and "Matchs" not in page
+
+
+def test_it_deletes_a_league_with_its_events_in_one_logged_action(admin_client):
+    from tests.browser.league_data import make_league, play_round
+
+    league = make_league("old_cup", players=4, status=League.Status.COMPLETED)
+    play_round(league, 1)
+    Event.objects.create(league=league, direction="STATE", kind="x")
+    url = reverse("admin:league_league_delete", args=[league.pk])
+    confirm = admin_client.get(url).content.decode()
+    assert "4 players" in confirm and "6 matches" in confirm and "1 events" in confirm
+    assert "permission" not in confirm
+    admin_client.post(url, {"post": "yes"}, follow=True)
+    assert not League.objects.exists() and not Event.objects.filter(kind="x").exists()
+    gone = Event.objects.get(kind="league_deleted")
+    assert (gone.agent, gone.payload["league_id"], gone.payload["results"]) == ("admin", "old_cup", 2)
+
+
+def test_it_asks_to_cancel_a_league_in_play_before_deleting_it(admin_client):
+    league = _league(status=League.Status.RUNNING)
+    page = admin_client.get(reverse("admin:league_league_delete", args=[league.pk])).content.decode()
+    assert "RUNNING: cancel it first" in page
+    admin_client.post(reverse("admin:league_league_delete", args=[league.pk]), {"post": "yes"})
+    assert League.objects.filter(pk=league.pk).exists()
+
+
+def _add_form() -> dict[str, str]:
+    return {
+        "name": "Cup",
+        "game_type": "even_odd",
+        "schedule_format": "single",
+        "min_players": "2",
+        "max_players": "200",
+        "max_referees": "50",
+        "join_timeout": "5",
+        "move_timeout": "30",
+        "game_over_timeout": "5",
+        "report_timeout": "10",
+        "default_timeout": "10",
+        "retries": "3",
+        "retry_delay": "2",
+        "max_invalid_moves": "3",
+        "match_deadline": "300",
+        "allowed_networks": "127.0.0.0/8",
+        "rate_limit_per_minute": "600",
+        "referees-TOTAL_FORMS": "0",
+        "referees-INITIAL_FORMS": "0",
+        "players-TOTAL_FORMS": "0",
+        "players-INITIAL_FORMS": "0",
+    }

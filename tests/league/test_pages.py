@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from league.models import Match
+from league.models import Event, League, Match, MatchResult, Player
 from tests.browser.league_data import make_league, play, play_round
 
 pytestmark = pytest.mark.django_db
@@ -27,8 +27,9 @@ def test_it_lists_leagues_and_says_when_there_are_none(client):
 def test_it_shows_registration_as_the_empty_state(client):
     league = make_league("open_cup", players=3, status="REGISTERING", scheduled=False)
     page = client.get("/leagues/open_cup/").content.decode()
-    closes = league.registration_closes_at.strftime("%H:%M")
-    assert f"Registration open until {closes} UTC, 3 players registered." in page
+    closes = league.registration_closes_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert "Registration open, 3 players registered." in page
+    assert f'<time class="local" datetime="{closes}" data-format="time"' in page  # in the join panel
     assert "No matches played yet." in page
     assert "The schedule is drawn when the league starts." in page
 
@@ -76,3 +77,72 @@ def test_it_serves_its_static_files(client):
     response = client.get("/static/league/league.js")
     assert response.status_code == 200
     assert client.get("/static/vendor/chart.umd.min.js").status_code == 200
+
+
+ODD_NAMES = ["<script>alert(1)</script>", "", "日本語リーグ", "x" * 100, "Ω & \"quotes\" 'too'", "🙂"]
+ODD_IDS = ["bad id!", "a/b", "ünï", "with space", "x" * 64, "dots.in.it", "%41", "-"]
+
+
+def _every_page(client, league_id: str, player_ids, match_ids, referee_ids) -> None:
+    """Fetch every page of one league: none may fail (404 for what does not exist)."""
+    from urllib.parse import quote
+
+    base = f"/leagues/{quote(league_id, safe='')}/"
+    urls = [base, f"/api/leagues/{quote(league_id, safe='')}/live/"]
+    urls += [f"{base}players/{quote(p, safe='')}/" for p in player_ids]
+    urls += [f"{base}matches/{quote(m, safe='')}/" for m in match_ids]
+    urls += [f"{base}referees/{quote(r, safe='')}/" for r in referee_ids]
+    for url in urls:
+        response = client.get(url)
+        assert response.status_code in (200, 404), (url, response.status_code)
+
+
+def test_no_stored_data_makes_a_page_fail_in_any_state(client):
+    """Leagues in every state, with odd names and ids stored before ids were checked, odd agent
+    names and junk in results and logs: every page answers (a league whose id holds "/" cannot
+    have a page: the home page says so instead of failing)."""
+    from tests.browser.league_data import make_league
+
+    statuses = [s for s, _ in League.Status.choices]
+    for i in range(len(ODD_IDS) * 2):
+        status = statuses[i % len(statuses)]
+        league_id = (ODD_IDS[i % len(ODD_IDS)] if i < len(ODD_IDS) else f"{i}{ODD_IDS[i % len(ODD_IDS)]}")[:64]
+        league = make_league(f"seed_{i}", players=3, status=status, scheduled=status != "INITIALIZING")
+        League.objects.filter(pk=league.pk).update(league_id=league_id, name=ODD_NAMES[i % len(ODD_NAMES)])
+        Player.objects.filter(league=league, player_id="P02").update(display_name=ODD_NAMES[(i + 1) % len(ODD_NAMES)])
+        league.refresh_from_db()
+        matches = list(Match.objects.filter(league=league))
+        if len(matches) > 1:
+            MatchResult.objects.filter(pk=play(matches[1], "odd", "odd", 3).pk).update(
+                details=["not", "a", "dict"], log={}
+            )
+        if matches:
+            result = play(matches[0], "even", "odd", 4)
+            # What a careless referee may report: not our shapes at all.
+            MatchResult.objects.filter(pk=result.pk).update(
+                details={
+                    "choices": ["even"],
+                    "scores": {"P01": "x"},
+                    "rounds": [1, {"moves": "no"}],
+                    "drawn_number": "?",
+                },
+                log=[1, "x", {"direction": "OUT", "peer": "P01", "latency_ms": "slow", "attempt": "2", "at": None}],
+            )
+        if status == League.Status.COMPLETED:
+            League.objects.filter(pk=league.pk).update(champion=league.players.first())
+        Event.objects.create(
+            league=league, direction="OUT", kind="ROUND_ANNOUNCEMENT", agent="P01", payload={"outcome": 5}
+        )
+        _every_page(
+            client,
+            league_id,
+            [*league.players.values_list("player_id", flat=True), "nope"],
+            [*(m.match_id for m in matches[:2]), "R9M9"],
+            [*league.referees.values_list("referee_id", flat=True)],
+        )
+    response = client.get("/")
+    assert response.status_code == 200
+    home = response.content.decode()
+    assert home.count('class="card league-card"') == len(ODD_IDS) * 2
+    assert "This league's id cannot be part of an address" in home  # the "a/b" ones
+    assert "<script>alert(1)</script>" not in home

@@ -22,8 +22,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from league import actions, queries
-from league.admin_actions import cancel_league
-from league.bench.processes import Cluster, strategy_groups
+from league.admin_actions import FINAL, cancel_league, delete_league
+from league.bench.processes import Cluster, busy_ports, strategy_groups
 from league.conductor import progress
 from league.models import AgentStatus, League
 
@@ -86,8 +86,59 @@ class Demo:
         )
         return actions.open_registration(league, 120.0)
 
+    def ports(self) -> dict[int, str]:
+        """Every port the demo's processes will listen on, and what for."""
+        wanted = {self.port: "the League Manager site, --port"}
+        for i in range(self.referees):
+            wanted[self.referee_port + i] = f"referee {i + 1}, --referee-port"
+        for i in range(self.players):
+            wanted[self.player_port + i] = f"player {i + 1}, --player-port"
+        return wanted
+
+    def check_ports(self) -> None:
+        """Refuse to start (before anything is created) when a port the demo needs is taken."""
+        wanted = self.ports()
+        if len(wanted) < 1 + self.referees + self.players:
+            raise CommandError(
+                "the LM, referee and player ports overlap: choose --port, --referee-port, --player-port apart"
+            )
+        busy = busy_ports(wanted)
+        if busy:
+            raise CommandError(
+                "cannot start the demo, in use: " + "; ".join(busy) + ". Stop what listens there or choose other ports."
+            )
+
     def start_site(self) -> None:
         self.cluster.start_site(self.port)
+        self.check_children()  # up, and listening itself (not something else on the port)
+
+    def log_tail(self, name: str, lines: int = 12) -> str:
+        try:
+            text = (self.log_dir / f"{name}.log").read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.rstrip().splitlines()[-lines:])
+
+    def failed_children(self) -> str:
+        """What the processes that died said last (their logs' tails), to show with an error."""
+        parts = []
+        for child in self.cluster.children:
+            if child.proc.poll() not in (None, 0) and child.role in ("lm", "conductor", "referee"):
+                tail = self.log_tail(child.name)
+                parts.append(f"--- {child.name} exited ({child.proc.returncode}); its log ends:\n{tail}")
+        return "\n".join(parts)
+
+    def abandon(self, league: League | None) -> None:
+        """After a failure: stop every process, then delete the league it had created."""
+        self.stop()
+        if league is None:
+            return
+        league = League.objects.filter(pk=league.pk).first()
+        if league is None:
+            return
+        if league.status not in FINAL and league.status != League.Status.INITIALIZING:
+            league = cancel_league(league)
+        delete_league(league, by="manage.py demo (failed)")
 
     def start_agents(self, league: League) -> None:
         # The conductor serves every league, so a second league created in the admin runs too.
@@ -241,6 +292,8 @@ class Command(BaseCommand):
             timeout=opts["timeout"],
             out=self.stdout._out,
         )
+        demo.check_ports()  # before anything is created: a busy port leaves nothing behind
+        league = None
         try:
             league = demo.create_league()
             self.stdout.write(f"League {league.league_id}; agent logs in {demo.log_dir}")
@@ -253,6 +306,18 @@ class Command(BaseCommand):
             demo.print_standings(league)
             if league.status != League.Status.COMPLETED:
                 raise CommandError(f"league ended {league.status}")
+        except CommandError as exc:
+            told = demo.failed_children()
+            demo.abandon(league)
+            where = f" The league was deleted; agent logs in {demo.log_dir}." if league is not None else ""
+            raise CommandError(f"{exc}{where}" + (f"\n{told}" if told else "")) from exc
+        except KeyboardInterrupt:  # Ctrl-C while it plays: stop; the next demo cancels the league
+            demo.stop()
+            return
+        except BaseException:
+            demo.stop()
+            raise
+        try:
             if not opts["exit"]:
                 self.stdout.write(f"Site still up at http://127.0.0.1:{demo.port}/ - Ctrl-C to stop.")
                 signal.signal(signal.SIGTERM, _interrupt)

@@ -1,4 +1,4 @@
-"""``manage.py league create|open|close|start|status|match|revoke|export|recompute``: the admin's workflow.
+"""``manage.py league create|open|close|start|status|match|revoke|export|recompute|delete``: the admin's workflow.
 
 The command parses arguments; the work is done by league/actions.py (the same functions the admin
 and the LM use) and league/queries.py.
@@ -12,7 +12,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import IntegrityError
 
 from league import actions, queries
-from league.models import League, Player, Referee
+from league.api.readmodel import referee_warning
+from league.consumers import announce_leagues
+from league.models import League, Player, Referee, game_type_choices, league_id_problem
 
 TIMEOUT_OPTIONS = {
     "join_timeout": "GAME_JOIN_ACK timeout, s (5)",
@@ -42,7 +44,7 @@ class Command(BaseCommand):
         create = sub.add_parser("create", help="create a league")
         create.add_argument("--name", required=True)
         create.add_argument("--league-id", help="slug, e.g. league_2025_even_odd (default: from the name)")
-        create.add_argument("--game", default="even_odd", choices=["even_odd", "even_odd_bo5"])
+        create.add_argument("--game", default="even_odd", choices=[name for name, _ in game_type_choices()])
         create.add_argument("--registration-seconds", type=float, default=60.0)
         create.add_argument("--open", action="store_true", help="open registration now")
         create.add_argument("--min-players", type=int, default=2)
@@ -87,6 +89,12 @@ class Command(BaseCommand):
         recompute.add_argument("league_id")
         recompute.add_argument("--from", dest="from_file", help="an export file to recompute instead of the database")
 
+        delete = sub.add_parser(
+            "delete", help="delete a league with all its players, referees, matches, results and events (logged)"
+        )
+        delete.add_argument("league_id")
+        delete.add_argument("--yes", action="store_true", help="do it (without it, only say what would go)")
+
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
         try:
@@ -103,7 +111,12 @@ class Command(BaseCommand):
     def do_create(self, options: dict[str, Any]) -> None:
         from django.utils.text import slugify
 
-        league_id = options["league_id"] or slugify(options["name"]).replace("-", "_")
+        given = options["league_id"] is not None
+        league_id = options["league_id"] if given else slugify(options["name"]).replace("-", "_")
+        problem = league_id_problem(league_id)
+        if problem:
+            hint = "" if given else " (made from --name: give --league-id)"
+            raise CommandError(problem + hint)
         if League.objects.filter(league_id=league_id).exists():
             raise CommandError(f"league {league_id!r} already exists")
         settings: dict[str, Any] = {
@@ -121,6 +134,7 @@ class Command(BaseCommand):
             if options.get(option) is not None:
                 settings[option] = options[option]
         league = actions.create_league(name=options["name"], league_id=league_id, game_type=options["game"], **settings)
+        announce_leagues("league_created", league.league_id)
         self.stdout.write(f"created league {league.league_id} ({league.game_type})")
         if options["open"]:
             self._open(league, options["registration_seconds"])
@@ -166,8 +180,12 @@ class Command(BaseCommand):
         window = ""
         if league.registration_closes_at:
             state = "open" if league.registration_open() else "closed"
-            window = f", registration {state} (closes {league.registration_closes_at:%Y-%m-%d %H:%M:%S} UTC)"
+            verb = "closes" if league.registration_open() else "closed"
+            window = f", registration {state} ({verb} {league.registration_closes_at:%Y-%m-%d %H:%M:%S} UTC)"
         self.stdout.write(f"{league.name} [{league.league_id}] {league.game_type}: {league.status}{window}")
+        warning = referee_warning(league)
+        if warning:
+            self.stdout.write(self.style.WARNING(f"WARNING: {warning}"))
         players = league.players.order_by("id")
         self.stdout.write(f"\nPlayers ({players.count()})")
         self.stdout.write(
@@ -215,6 +233,17 @@ class Command(BaseCommand):
             raise CommandError(f"no player or referee {agent_id} in {league.league_id}")
         actions.revoke_agent(agent)
         self.stdout.write(f"token of {agent_id} revoked; {agent_id} is SUSPENDED in {league.league_id}")
+
+    def do_delete(self, options: dict[str, Any]) -> None:
+        from league.admin_actions import delete_league, league_records
+
+        league = self._league(options["league_id"])
+        counts = ", ".join(f"{n} {kind}" for kind, n in league_records(league).items())
+        if not options["yes"]:
+            self.stdout.write(f"would delete {league.league_id} ({league.status}) with {counts}; add --yes to do it")
+            return
+        delete_league(league, by="manage.py league delete")
+        self.stdout.write(f"deleted {league.league_id} with {counts}")
 
     def do_export(self, options: dict[str, Any]) -> None:
         from league.export import dumps, export_league

@@ -1,0 +1,249 @@
+"""What a live tournament page shows beyond the table: the crosstable, rank changes, recent form,
+which tie-break placed each row, and how healthy each player's agent is.
+
+Pure functions over plain values (no Django, no clock): :mod:`league.api.readmodel` feeds them
+rows read from the database, and the pages, the API and the websocket snapshot show the result.
+Standings themselves come from :func:`league.standings.compute_standings`, the one ranking rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from league.standings import ResultRow, compute_standings
+
+# The order in which ties are broken (docs/protocol.md, "Standings"); ``decided_by`` names one.
+TIE_BREAKS = ("points", "wins", "draws", "head_to_head", "player_id")
+TIE_BREAK_RULE = (
+    "Ranked by points (win 3, draw 1, loss 0), then wins, then draws, then head-to-head "
+    "(points taken in the games between the tied players), then player id."
+)
+TIE_BREAK_TEXT = {
+    "points": "more points",
+    "wins": "same points, more wins",
+    "draws": "same points and wins, more draws",
+    "head_to_head": "level on points, wins and draws: more points in their games against each other",
+    "player_id": "level on everything, head-to-head included: the lower player id",
+}
+FORM_LENGTH = 5
+# What a call to an agent ended as (the referee's match log, the conductor's delivery Events).
+TIMEOUT_OUTCOMES = frozenset({"timeout"})
+OK_OUTCOMES = frozenset({"ok"})
+
+
+@dataclass(frozen=True)
+class Played:
+    """One finished match, as the tournament views need it."""
+
+    match_id: str
+    round: int
+    player_a: str
+    player_b: str
+    points_a: int
+    points_b: int
+    technical_a: bool = False
+    technical_b: bool = False
+    # Games won inside the match (best-of-5), when the game keeps such a score.
+    games_a: int | None = None
+    games_b: int | None = None
+
+    def row(self) -> ResultRow:
+        return ResultRow(
+            self.match_id,
+            self.player_a,
+            self.player_b,
+            self.points_a,
+            self.points_b,
+            self.technical_a,
+            self.technical_b,
+        )
+
+    def seen_by(self, player_id: str) -> dict[str, Any]:
+        """The match from one side: W/D/L, against whom, technical or not, the score."""
+        mine_a = player_id == self.player_a
+        mine, theirs = (self.points_a, self.points_b) if mine_a else (self.points_b, self.points_a)
+        technical = self.technical_a if mine_a else self.technical_b
+        their_technical = self.technical_b if mine_a else self.technical_a
+        mark = "W" if mine > theirs else "L" if mine < theirs else ("L" if technical else "D")
+        games = (self.games_a, self.games_b) if mine_a else (self.games_b, self.games_a)
+        return {
+            "match_id": self.match_id,
+            "round": self.round,
+            "opponent": self.player_b if mine_a else self.player_a,
+            "mark": mark,
+            "technical": technical,
+            "opponent_technical": their_technical,
+            "score": f"{games[0]}–{games[1]}" if None not in games else f"{mine}–{theirs}",
+        }
+
+
+def decided_by(standings: Sequence[Mapping[str, Any]], played: Iterable[Played]) -> list[str | None]:
+    """For each ranked row, the rule that placed it below the row above (None for the first).
+
+    The same order as the ranking: points, wins, draws, head-to-head points among exactly the
+    players level on those three, then player id."""
+    h2h: dict[tuple[str, str], int] = defaultdict(int)
+    for p in played:
+        h2h[(p.player_a, p.player_b)] += p.points_a
+        h2h[(p.player_b, p.player_a)] += p.points_b
+    groups: dict[tuple[int, int, int], list[str]] = defaultdict(list)
+    for row in standings:
+        groups[(row["points"], row["wins"], row["draws"])].append(row["player_id"])
+
+    def head_to_head(player_id: str, key: tuple[int, int, int]) -> int:
+        return sum(h2h.get((player_id, other), 0) for other in groups[key] if other != player_id)
+
+    out: list[str | None] = []
+    for i, row in enumerate(standings):
+        if i == 0:
+            out.append(None)
+            continue
+        above = standings[i - 1]
+        for rule in ("points", "wins", "draws"):
+            if above[rule] != row[rule]:
+                out.append(rule)
+                break
+        else:
+            key = (row["points"], row["wins"], row["draws"])
+            differs = head_to_head(above["player_id"], key) != head_to_head(row["player_id"], key)
+            out.append("head_to_head" if differs else "player_id")
+    return out
+
+
+def rank_moves(player_ids: Sequence[str], played: Sequence[Played], ranks: Mapping[str, int]) -> dict[str, int | None]:
+    """How many places each player moved since the start of the latest round with results
+    (positive: up). None before a second round has results: there is nothing to compare with."""
+    numbers = sorted({p.round for p in played})
+    if len(numbers) < 2:
+        return dict.fromkeys(player_ids)
+    before = compute_standings(player_ids, [p.row() for p in played if p.round < numbers[-1]])
+    earlier = {row.player_id: row.rank for row in before}
+    return {pid: earlier[pid] - ranks[pid] if pid in earlier and pid in ranks else None for pid in player_ids}
+
+
+def recent_form(player_ids: Iterable[str], played: Sequence[Played], length: int = FORM_LENGTH) -> dict[str, list]:
+    """Each player's last ``length`` results, oldest first (as sports tables show form)."""
+    form: dict[str, list[dict[str, Any]]] = {pid: [] for pid in player_ids}
+    for p in sorted(played, key=lambda p: (p.round, p.match_id)):
+        for pid in (p.player_a, p.player_b):
+            if pid in form:
+                form[pid].append(p.seen_by(pid))
+    return {pid: marks[-length:] for pid, marks in form.items()}
+
+
+def crosstable(order: Sequence[Mapping[str, Any]], played: Iterable[Played]) -> dict[str, Any]:
+    """Every pair's results as a grid, rows and columns in standings order: row i's ``cells[j]``
+    lists row player i's results against column player j (two in a double round-robin, none yet
+    before they meet; None on the diagonal)."""
+    ids = [row["player_id"] for row in order]
+    index = {pid: i for i, pid in enumerate(ids)}
+    cells: list[list[list[dict[str, Any]] | None]] = [[[] if i != j else None for j in ids] for i in ids]
+    for p in sorted(played, key=lambda p: (p.round, p.match_id)):
+        if p.player_a in index and p.player_b in index and p.player_a != p.player_b:
+            a, b = index[p.player_a], index[p.player_b]
+            cells[a][b].append(_cell(p.seen_by(p.player_a)))  # type: ignore[union-attr]
+            cells[b][a].append(_cell(p.seen_by(p.player_b)))  # type: ignore[union-attr]
+    return {
+        "rows": [
+            {"player_id": row["player_id"], "display_name": row["display_name"], "cells": cells[i]}
+            for i, row in enumerate(order)
+        ]
+    }
+
+
+def _cell(seen: dict[str, Any]) -> dict[str, Any]:
+    return {k: seen[k] for k in ("match_id", "mark", "score", "technical")}
+
+
+def percentile(sorted_values: Sequence[float], fraction: float) -> float | None:
+    """The nearest-rank percentile of already sorted values (None when there are none)."""
+    if not sorted_values:
+        return None
+    rank = max(1, math.ceil(fraction * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call the league (its referee or its conductor) made to an agent, and how it ended."""
+
+    at: str | None  # ISO 8601, UTC
+    what: str  # the method or message type
+    outcome: str  # ok, timeout, connection_error, error, invalid, …
+    latency_ms: float | None = None
+    error: str = ""
+
+
+def agent_health(calls: Iterable[Call], last_seen_at: str | None = None) -> dict[str, Any]:
+    """Answer latency (p50/p95 of answered calls), timeouts, errors and the last contact.
+
+    ``state`` is "ok" when the latest call was answered, "failing" when it was not, "silent"
+    when no call was ever answered, and "not_called" before the league called the agent."""
+    calls = sorted(calls, key=lambda c: c.at or "")
+    latencies = sorted(c.latency_ms for c in calls if c.outcome in OK_OUTCOMES and c.latency_ms is not None)
+    timeouts = sum(1 for c in calls if c.outcome in TIMEOUT_OUTCOMES)
+    answered = sum(1 for c in calls if c.outcome in OK_OUTCOMES)
+    errors = len(calls) - answered - timeouts
+    last = calls[-1] if calls else None
+    if last is None:
+        state = "not_called"
+    elif last.outcome in OK_OUTCOMES:
+        state = "ok"
+    else:
+        state = "failing" if answered else "silent"
+    failing_streak = 0
+    for call in reversed(calls):
+        if call.outcome in OK_OUTCOMES:
+            break
+        failing_streak += 1
+    return {
+        "state": state,
+        "calls": len(calls),
+        "answered": answered,
+        "timeouts": timeouts,
+        "errors": errors,
+        "failing_streak": failing_streak,
+        "latency_p50_ms": percentile(latencies, 0.50),
+        "latency_p95_ms": percentile(latencies, 0.95),
+        "last_contact": (
+            {
+                "at": last.at,
+                "what": last.what,
+                "outcome": last.outcome,
+                "latency_ms": last.latency_ms,
+                "why": health_reason(last),
+            }
+            if last
+            else None
+        ),
+        "last_seen_at": last_seen_at,
+        "summary": health_summary(state, len(calls), timeouts, errors, failing_streak, last),
+    }
+
+
+def health_reason(call: Call) -> str:
+    if call.outcome in OK_OUTCOMES:
+        return "answered"
+    if call.outcome in TIMEOUT_OUTCOMES:
+        return f"no answer to {call.what} in time (timeout)"
+    if call.outcome == "connection_error":
+        return f"could not connect for {call.what}" + (f": {call.error}" if call.error else "")
+    if call.outcome == "invalid":
+        return f"answered {call.what} with an invalid reply" + (f": {call.error}" if call.error else "")
+    return f"{call.what} failed ({call.outcome})" + (f": {call.error}" if call.error else "")
+
+
+def health_summary(state: str, calls: int, timeouts: int, errors: int, streak: int, last: Call | None) -> str:
+    """One sentence a teacher can act on."""
+    if state == "not_called" or last is None:
+        return "Not called by the league yet."
+    if state == "ok":
+        return f"Answering: {calls - timeouts - errors} of {calls} calls answered."
+    why = health_reason(last)
+    if state == "silent":
+        return f"Never answered: {calls} call{'s' if calls != 1 else ''}, {timeouts} timed out; last: {why}."
+    return f"Failing: the last {streak} call{'s' if streak != 1 else ''} went unanswered; last: {why}."

@@ -1,0 +1,106 @@
+/* Every page: times in the viewer's own time zone (UTC stays in the title), countdowns, copy
+ * buttons, and live pages. A page whose <main> has data-live-ws follows that websocket
+ * (ws/leagues/ for the league list, ws/leagues/<id>/ for a league's match, player and referee
+ * pages): each event re-reads the page and swaps its content in place, so every count and state
+ * on it stays current without a reload. The league page itself renders from JSON (league.js). */
+(function () {
+  "use strict";
+  var pad = function (n) { return (n < 10 ? "0" : "") + n; };
+
+  function localize(root) {
+    (root || document).querySelectorAll("time.local[datetime]").forEach(function (el) {
+      var d = new Date(el.getAttribute("datetime"));
+      if (isNaN(d.getTime())) return;
+      var time = pad(d.getHours()) + ":" + pad(d.getMinutes());
+      el.textContent = el.dataset.format === "time" ? time :
+        d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " + time;
+    });
+  }
+
+  // Countdowns: <span class="countdown" data-until="ISO">; at zero the page is asked to refresh,
+  // since a closing window changes what it shows without any event.
+  var expired = {};
+  function tick() {
+    document.querySelectorAll(".countdown[data-until]").forEach(function (el) {
+      var until = el.dataset.until, end = until ? new Date(until).getTime() : NaN;
+      if (isNaN(end)) { el.textContent = ""; return; }
+      var left = Math.round((end - Date.now()) / 1000);
+      if (left <= 0) {
+        el.textContent = "(closed)";
+        if (!expired[until]) { expired[until] = true; document.dispatchEvent(new CustomEvent("league:stale")); }
+        return;
+      }
+      var h = Math.floor(left / 3600), m = Math.floor((left % 3600) / 60), s = left % 60;
+      el.textContent = "(in " + (h ? h + ":" + pad(m) : m) + ":" + pad(s) + ")";
+    });
+  }
+
+  document.addEventListener("click", function (ev) {
+    var button = ev.target.closest && ev.target.closest("button.copy[data-copy]");
+    if (!button) return;
+    var text = document.getElementById(button.dataset.copy).textContent;
+    var done = function () { button.textContent = "Copied"; setTimeout(function () { button.textContent = "Copy"; }, 1500); };
+    if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(text).then(done, function () {});
+    else {
+      var area = document.createElement("textarea");
+      area.value = text; document.body.appendChild(area); area.select();
+      try { document.execCommand("copy"); done(); } catch (e) { /* nothing to do */ }
+      area.remove();
+    }
+  });
+
+  window.leagueSite = { localize: localize, tick: tick };
+  localize(document);
+  tick();
+  setInterval(tick, 1000);
+
+  // -- pages that follow a websocket by re-reading themselves ------------------------------
+  var main = document.getElementById("main");
+  var path = main && main.dataset.liveWs;
+  if (!path) return;
+  var timer = null, inFlight = false, again = false, attempt = 0;
+  function reload() {
+    if (inFlight) { again = true; return; }
+    inFlight = true;
+    fetch(location.href, { headers: { Accept: "text/html" }, cache: "no-store" })
+      .then(function (r) { if (!r.ok) throw new Error(r.status); return r.text(); })
+      .then(function (html) {
+        var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("main");
+        if (!fresh) return;
+        main.innerHTML = fresh.innerHTML;
+        localize(main);
+        tick();
+        main.dataset.version = String((Number(main.dataset.version) || 0) + 1);
+      })
+      .catch(function () { /* the next event or reconnect tries again */ })
+      .then(function () { inFlight = false; if (again) { again = false; schedule(); } });
+  }
+  function schedule() { clearTimeout(timer); timer = setTimeout(reload, 200); }
+  document.addEventListener("league:stale", schedule);
+  function connect() {
+    var socket = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + path);
+    window.pageSocket = socket;
+    socket.onopen = function () {
+      if (attempt > 0) schedule();  // catch up on what happened while disconnected
+      attempt = 0;
+      main.dataset.live = "live";
+    };
+    socket.onmessage = function (ev) {
+      var msg;
+      try { msg = JSON.parse(ev.data); } catch (e) { return; }
+      if (msg.type === "event") { main.dataset.lastEvent = msg.event || ""; schedule(); }
+    };
+    socket.onclose = function (ev) {
+      main.dataset.live = "reconnecting";
+      if (ev.code === 4404) return;  // the league is gone
+      var delay = Math.min(10000, 500 * Math.pow(2, attempt)) * (0.75 + Math.random() * 0.5);
+      attempt += 1;
+      setTimeout(connect, delay);
+    };
+  }
+  connect();
+  // The same safety net as the league page: events from another process without a shared
+  // channel layer cannot reach this one, so re-read now and then while the tab is visible and
+  // the league is under way (data-live-active).
+  setInterval(function () { if (!document.hidden && main.dataset.liveActive) schedule(); }, 15000);
+})();

@@ -1,0 +1,113 @@
+"""The tournament views' pure rules: tie-break per row, rank moves, form, crosstable, agent health."""
+
+from __future__ import annotations
+
+from league.standings import compute_standings
+from league.tournament import Call, Played, agent_health, crosstable, decided_by, percentile, rank_moves, recent_form
+
+
+def _rows(players: list[str], played: list[Played]) -> list[dict]:
+    return [
+        {**row.__dict__, "display_name": row.player_id} for row in compute_standings(players, [p.row() for p in played])
+    ]
+
+
+def win(match_id: str, rnd: int, a: str, b: str, **kw) -> Played:
+    return Played(match_id, rnd, a, b, 3, 0, **kw)
+
+
+def draw(match_id: str, rnd: int, a: str, b: str) -> Played:
+    return Played(match_id, rnd, a, b, 1, 1)
+
+
+def test_decided_by_names_each_rule_in_the_ranking_order():
+    # P01 and P02 drew each other and both beat P03: level on everything, so P02 is below on id.
+    played = [draw("R1M1", 1, "P01", "P02"), win("R2M1", 2, "P01", "P03"), win("R3M1", 3, "P02", "P03")]
+    rows = _rows(["P01", "P02", "P03"], played)
+    assert [r["player_id"] for r in rows] == ["P01", "P02", "P03"]
+    assert decided_by(rows, played) == [None, "player_id", "points"]
+
+
+def test_decided_by_head_to_head_wins_and_draws():
+    # P01 and P04 both won one and lost one (level on points, wins and draws); P04 beat P01.
+    played = [
+        win("R1M1", 1, "P02", "P01"),
+        win("R1M2", 1, "P01", "P03"),
+        win("R2M1", 2, "P02", "P04"),
+        win("R2M2", 2, "P04", "P01"),
+    ]
+    rows = _rows(["P01", "P02", "P03", "P04"], played)
+    order = [r["player_id"] for r in rows]
+    assert order.index("P04") == order.index("P01") - 1
+    rules = dict(zip(order, decided_by(rows, played), strict=True))
+    assert rules["P01"] == "head_to_head"
+    # Same points, one side with more wins (3 = one win, or three draws).
+    wins_vs_draws = [
+        win("A", 1, "P01", "P09"),
+        draw("B", 1, "P02", "P08"),
+        draw("C", 2, "P02", "P07"),
+        draw("D", 3, "P02", "P06"),
+    ]
+    rows = _rows(["P01", "P02", "P06", "P07", "P08", "P09"], wins_vs_draws)
+    assert rows[1]["player_id"] == "P02" and decided_by(rows, wins_vs_draws)[1] == "wins"
+
+
+def test_rank_moves_compare_with_the_standings_before_the_latest_round():
+    played = [win("R1M1", 1, "P01", "P02")]
+    ranks = {r["player_id"]: r["rank"] for r in _rows(["P01", "P02"], played)}
+    assert rank_moves(["P01", "P02"], played, ranks) == {"P01": None, "P02": None}  # one round: nothing to compare
+    played += [win("R2M1", 2, "P02", "P01"), win("R2M2", 2, "P02", "P03")]
+    ranks = {r["player_id"]: r["rank"] for r in _rows(["P01", "P02", "P03"], played)}
+    assert rank_moves(["P01", "P02", "P03"], played, ranks) == {"P01": -1, "P02": 1, "P03": 0}
+
+
+def test_recent_form_is_the_last_five_oldest_first_with_technical_losses_marked():
+    played = [win(f"R{i}M1", i, "P01", "P02") for i in range(1, 7)]
+    played.append(Played("R7M1", 7, "P01", "P02", 0, 3, technical_a=True))
+    form = recent_form(["P01", "P02"], played)
+    assert [f["mark"] for f in form["P01"]] == ["W", "W", "W", "W", "L"]
+    assert form["P01"][-1]["technical"] and not form["P02"][-1]["technical"]
+    assert [f["match_id"] for f in form["P02"]] == ["R3M1", "R4M1", "R5M1", "R6M1", "R7M1"]
+
+
+def test_crosstable_holds_both_legs_of_a_double_round_robin_and_best_of_five_scores():
+    played = [
+        Played("R1M1", 1, "P01", "P02", 3, 0, games_a=3, games_b=1),
+        Played("R2M1", 2, "P02", "P01", 3, 0, games_a=3, games_b=2),
+        Played("R3M1", 3, "P01", "P03", 0, 0, technical_a=True, technical_b=True),
+    ]
+    order = [{"player_id": p, "display_name": p} for p in ("P01", "P02", "P03")]
+    x = crosstable(order, played)
+    p01 = x["rows"][0]["cells"]
+    assert p01[0] is None
+    assert [(c["mark"], c["score"]) for c in p01[1]] == [("W", "3–1"), ("L", "2–3")]
+    assert [(c["mark"], c["technical"]) for c in p01[2]] == [("L", True)]
+    assert [(c["mark"], c["score"]) for c in x["rows"][1]["cells"][0]] == [("L", "1–3"), ("W", "3–2")]
+    assert x["rows"][2]["cells"][1] == []
+
+
+def test_agent_health_reports_latency_timeouts_errors_and_the_last_contact():
+    calls = [Call(f"2025-01-15T10:00:{i:02d}Z", "choose_parity", "ok", float(i)) for i in range(1, 21)]
+    calls.append(Call("2025-01-15T10:01:00Z", "choose_parity", "timeout", 30000.0))
+    calls.append(Call("2025-01-15T10:02:00Z", "notify_round", "connection_error", error="E009: refused"))
+    health = agent_health(calls)
+    assert (health["latency_p50_ms"], health["latency_p95_ms"]) == (10.0, 19.0)
+    assert (health["calls"], health["answered"], health["timeouts"], health["errors"]) == (22, 20, 1, 1)
+    assert health["state"] == "failing" and health["failing_streak"] == 2
+    assert health["last_contact"]["why"] == "could not connect for notify_round: E009: refused"
+    assert health["summary"].startswith("Failing: the last 2 calls went unanswered")
+
+
+def test_an_agent_that_never_answered_says_so():
+    health = agent_health([Call("2025-01-15T10:00:00Z", "handle_game_invitation", "timeout")] * 3)
+    assert health["state"] == "silent"
+    assert health["summary"] == (
+        "Never answered: 3 calls, 3 timed out; last: no answer to handle_game_invitation in time (timeout)."
+    )
+    assert agent_health([])["summary"] == "Not called by the league yet."
+
+
+def test_percentile_is_nearest_rank():
+    assert percentile([], 0.5) is None
+    assert percentile([5.0], 0.95) == 5.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.0
