@@ -7,13 +7,16 @@ these functions, so every path obeys the same rules and leaves the same trail in
 from __future__ import annotations
 
 import hashlib
+import hmac
 import ipaddress
+import logging
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.db import connection, models, transaction
 from django.utils import timezone
 
@@ -21,11 +24,13 @@ from league import queries
 from league.auth import find_by_token, lm_token, new_token
 from league.dbexec import insert_rows
 from league.events import EventValues, append_events, broadcast, broadcast_all, event_values, record_event
-from league.models import AgentStatus, League, Match, MatchResult, Player, Referee, Round
+from league.models import AgentStatus, League, Match, MatchResult, Player, Referee, Round, hash_token
 from league.prepared import Prepared
 from leagueproto.envelope import check_agent_protocol_version
-from leagueproto.errors import ErrorCode, LeagueError
+from leagueproto.errors import MISSING, ErrorCode, LeagueError, refusal, see
 from leagueproto.jsonutil import dumps
+
+log = logging.getLogger(__name__)
 
 # Cloud metadata services: never an agent, whatever network they sit in.
 METADATA_ADDRESSES = frozenset(
@@ -123,6 +128,68 @@ def revoke_agent(agent: Player | Referee) -> None:
         type(agent).objects.filter(pk=agent.pk).update(status=AgentStatus.SUSPENDED, token_hash=unusable_hash)
         agent_id = agent.player_id if isinstance(agent, Player) else agent.referee_id
         record_event(agent.league, "STATE", "agent_revoked", agent=agent_id, payload={"status": AgentStatus.SUSPENDED})
+
+
+# -- referee keys ------------------------------------------------------------------------------
+SEE_REFEREE_KEY = see("registering")
+HOW_TO_SET_THE_KEY = (
+    "set REFEREE_KEY in the League Manager's environment (site-wide) or generate the league's key in "
+    "the admin (Leagues > Generate a referee key), then start referees with --key or REFEREE_KEY "
+    '(docs/operations.md, "Referee keys")'
+)
+_key_advice_logged = False  # the LM logs how to set the key once per process, not per refusal
+
+
+def generate_referee_key(league: League) -> str:
+    """A new referee key for ``league`` (admin): returned once, stored only as its hash. It
+    replaces the league's previous key, which stops working with this commit (rotation)."""
+    key, key_hash = new_token()
+    with transaction.atomic():
+        League.objects.filter(pk=league.pk).update(referee_key_hash=key_hash)
+        rotated = bool(league.referee_key_hash)
+        record_event(league, "STATE", "referee_key_generated", payload={"replaced_previous": rotated})
+    league.referee_key_hash = key_hash
+    return key
+
+
+def revoke_referee_key(league: League) -> None:
+    """Drop the league's referee key (admin): registrations with it are refused from now on.
+    Referees already registered keep their tokens (revoke those one by one if need be)."""
+    with transaction.atomic():
+        if not League.objects.filter(pk=league.pk).exclude(referee_key_hash="").update(referee_key_hash=""):
+            raise ValueError(f"league {league.league_id} has no referee key")
+        record_event(league, "STATE", "referee_key_revoked", payload={})
+    league.referee_key_hash = ""
+
+
+def check_referee_key(league: League, key: Any) -> None:
+    """E012 unless ``key`` is the site's REFEREE_KEY or ``league``'s own key. Referees decide
+    results, so they are the operator's: with neither key configured every referee is refused."""
+    global _key_advice_logged
+    site_key: str = settings.REFEREE_KEY
+    if isinstance(key, str) and key:
+        # Compared as hashes: constant time, and any text (compare_digest refuses non-ASCII str).
+        digest = hash_token(key)
+        if site_key and hmac.compare_digest(digest, hash_token(site_key)):
+            return
+        if league.referee_key_hash and hmac.compare_digest(digest, league.referee_key_hash):
+            return
+    configured = bool(site_key or league.referee_key_hash)
+    if not _key_advice_logged:
+        _key_advice_logged = True
+        log.warning("register_referee refused: no valid referee key; to let referees in, %s", HOW_TO_SET_THE_KEY)
+    raise refusal(
+        ErrorCode.AUTH_TOKEN_INVALID,
+        "referee_key",
+        "the referee key the league's operator gave you (runreferee --key or REFEREE_KEY)",
+        MISSING if key is None else "a key that is not valid here",  # never echoed: it may be a near miss
+        SEE_REFEREE_KEY,
+        problem=(
+            f"register_referee needs a valid referee key for league {league.league_id}"
+            if configured
+            else f"league {league.league_id} accepts no referee yet: its operator has set no referee key"
+        ),
+    )
 
 
 def create_match(
@@ -236,30 +303,46 @@ def endpoint_problem(endpoint: str, allowed_networks: str) -> str | None:
     return None
 
 
+def _other_model(model: type[Player] | type[Referee]) -> type[Player] | type[Referee]:
+    return Referee if model is Player else Player
+
+
 def _agents_sql(model: type[Player] | type[Referee]) -> str:
     """One query for what a registration needs to know of the league's agents of a kind: how many
-    are not removed, how many of those use an endpoint, and the highest id (the longest, then the
-    greatest: ids are a prefix and a number)."""
-    meta = model._meta
+    are not removed, how many of those use an endpoint, the highest id (the longest, then the
+    greatest: ids are a prefix and a number), and how many agents of the other kind (not removed)
+    use the endpoint (a player may not sit at a referee's address, nor the other way round)."""
     quote = connection.ops.quote_name
-    table, agent_id = (
-        quote(meta.db_table),
-        quote(meta.get_field("player_id" if model is Player else "referee_id").column),
-    )
-    league, status, endpoint = (quote(meta.get_field(name).column) for name in ("league", "status", "endpoint"))
+
+    def names(of: type[Player] | type[Referee]) -> tuple[str, ...]:
+        meta = of._meta
+        id_field = "player_id" if of is Player else "referee_id"
+        return (
+            quote(meta.db_table),
+            *(quote(meta.get_field(name).column) for name in (id_field, "league", "status", "endpoint")),
+        )
+
+    table, agent_id, league, status, endpoint = names(model)
+    o_table, _, o_league, o_status, o_endpoint = names(_other_model(model))
     return (
         f"SELECT COUNT(*), COALESCE(SUM(CASE WHEN {endpoint} = %s THEN 1 ELSE 0 END), 0),"
         f" (SELECT {agent_id} FROM {table} WHERE {league} = %s ORDER BY LENGTH({agent_id}) DESC, {agent_id} DESC"
-        f" LIMIT 1) FROM {table} WHERE {league} = %s AND {status} <> %s"
+        f" LIMIT 1),"
+        f" (SELECT COUNT(*) FROM {o_table} WHERE {o_league} = %s AND {o_endpoint} = %s AND {o_status} <> %s)"
+        f" FROM {table} WHERE {league} = %s AND {status} <> %s"
     )
 
 
-def _agents_summary(model: type[Player] | type[Referee], league_pk: int, endpoint: str) -> tuple[int, int, str | None]:
-    """``(agents not removed, of those at endpoint, highest id)`` of a league's agents of a kind."""
+def _agents_summary(
+    model: type[Player] | type[Referee], league_pk: int, endpoint: str
+) -> tuple[int, int, str | None, int]:
+    """``(agents not removed, of those at endpoint, highest id, agents of the other kind at
+    endpoint)`` of a league's agents of a kind."""
+    removed = AgentStatus.REMOVED.value
     with connection.cursor() as cursor:
-        cursor.execute(_agents_sql(model), [endpoint, league_pk, league_pk, AgentStatus.REMOVED.value])
-        count, taken, top = cursor.fetchone()
-    return count, taken, top
+        cursor.execute(_agents_sql(model), [endpoint, league_pk, league_pk, endpoint, removed, league_pk, removed])
+        count, taken, top, other = cursor.fetchone()
+    return count, taken, top, other
 
 
 def _next_id(model: type[Player] | type[Referee], league: League, prefix: str, top: str | None) -> str:
@@ -281,12 +364,59 @@ def _next_id(model: type[Player] | type[Referee], league: League, prefix: str, t
 _LEAGUE_LOCKED = Prepared(lambda pk: League.objects.select_for_update().filter(pk=pk).order_by()[:1], -701)
 
 
+ENDPOINT_OF_OTHER_KIND = "Endpoint is used by a {kind} of this league"
+SEE_REGISTERING = see("registering")
+
+
+def _token_owner(token: str, kind: str, league: League, sender_id: str | None) -> Player | Referee:
+    """The agent of ``league`` a registration's token belongs to. E012, and nothing changes, when
+    it is another kind's token, no live token of this league (unknown, rotated away, revoked,
+    another league's, a removed agent's: register without auth_token to join afresh), or the
+    sender names another registered agent of the league."""
+    model = Player if kind == "player" else Referee
+    other_kind = "referee" if kind == "player" else "player"
+    same = find_by_token(token, kind)
+    if same is None and find_by_token(token, other_kind) is not None:
+        raise LeagueError(
+            ErrorCode.AUTH_TOKEN_INVALID,
+            f"that auth_token belongs to a {other_kind}; a {other_kind} cannot register as a {kind}",
+        )
+    if same is None or same.league_id != league.pk or same.status == AgentStatus.REMOVED:
+        raise refusal(
+            ErrorCode.AUTH_TOKEN_INVALID,
+            "auth_token",
+            f"the auth_token of your latest registration reply in league {league.league_id}, "
+            "or no auth_token at all to register as a new agent",
+            "a token this league does not accept",
+            SEE_REGISTERING,
+            problem="the auth_token is unknown, replaced by a newer registration, revoked or another league's",
+        )
+    own_id = same.player_id if kind == "player" else same.referee_id
+    id_field = "player_id" if kind == "player" else "referee_id"
+    if (
+        sender_id
+        and sender_id != own_id
+        and model.objects.filter(league_id=league.pk, **{id_field: sender_id}).exists()
+    ):
+        raise refusal(
+            ErrorCode.AUTH_TOKEN_INVALID,
+            "sender",
+            f"'{kind}:{own_id}' (the agent this token belongs to) or your own name",
+            f"{kind}:{sender_id}",
+            SEE_REGISTERING,
+            problem=f"the sender names another registered {kind}; this token is {own_id}'s",
+        )
+    return same
+
+
 def _register(
     *,
     kind: str,
     league_id: str | None,
     meta: dict[str, Any],
     presented_token: str | None,
+    sender_id: str | None = None,
+    referee_key: Any = None,
 ) -> Registration:
     model: type[Player] | type[Referee] = Player if kind == "player" else Referee
     prefix = "P" if kind == "player" else "REF"
@@ -295,50 +425,53 @@ def _register(
         league = registration_league(league_id, for_referee=kind == "referee")
         # Serialise registrations per league: ids and the capacity check stay exact.
         league = _LEAGUE_LOCKED.first(league.pk)
+        if kind == "referee":
+            check_referee_key(league, referee_key)
 
         def rejected(reason: str) -> Registration:
             return Registration(league.league_id, "REJECTED", reason, league_pk=league.pk)
 
         # A known agent re-registering with its token: update its endpoint and rotate its token
-        # (the reply carries the new one; the old one stops working with this commit).
+        # (the reply carries the new one; the old one stops working with this commit). Checked
+        # as a new registration is: the game types, the endpoint's policy, and no other agent of
+        # the league at that endpoint.
         if presented_token:
-            other_kind = "referee" if kind == "player" else "player"
-            same = find_by_token(presented_token, kind)
-            if same is None and find_by_token(presented_token, other_kind) is not None:
-                raise LeagueError(
-                    ErrorCode.AUTH_TOKEN_INVALID,
-                    f"that auth_token belongs to a {other_kind}; a {other_kind} cannot register as a {kind}",
-                )
-            if same is not None and same.league_id == league.pk and same.status != AgentStatus.REMOVED:
-                problem = endpoint_problem(endpoint, league.allowed_networks)
-                if problem:
-                    return rejected(problem)
-                same.endpoint = endpoint
-                same.display_name = meta.get("display_name") or same.display_name
-                same.version = meta.get("version") or same.version
-                same.game_types = meta.get("game_types") or same.game_types
-                same.last_seen_at = timezone.now()
-                token, same.token_hash = new_token()
-                same.save(
-                    update_fields=["endpoint", "display_name", "version", "game_types", "last_seen_at", "token_hash"]
-                )
-                agent_id = same.player_id if kind == "player" else same.referee_id
-                record_event(
-                    league,
-                    "STATE",
-                    f"{kind}_endpoint_updated",
-                    agent=agent_id,
-                    payload={"endpoint": endpoint, "token_rotated": True},
-                )
-                return Registration(
-                    league.league_id,
-                    "ACCEPTED",
-                    None,
-                    agent_id,
-                    token,
-                    lm_token(league.league_id, agent_id, same.token_hash),
-                    league_pk=league.pk,
-                )
+            same = _token_owner(presented_token, kind, league, sender_id)
+            game_types = meta.get("game_types")
+            if game_types is not None and league.game_type not in game_types:
+                return rejected(GAME_TYPE_NOT_SUPPORTED)
+            problem = endpoint_problem(endpoint, league.allowed_networks)
+            if problem:
+                return rejected(problem)
+            at_endpoint = {"league": league, "endpoint": endpoint}
+            if model.objects.filter(**at_endpoint).exclude(status=AgentStatus.REMOVED).exclude(pk=same.pk).exists():
+                return rejected(ENDPOINT_TAKEN)
+            if _other_model(model).objects.filter(**at_endpoint).exclude(status=AgentStatus.REMOVED).exists():
+                return rejected(ENDPOINT_OF_OTHER_KIND.format(kind="referee" if kind == "player" else "player"))
+            same.endpoint = endpoint
+            same.display_name = meta.get("display_name") or same.display_name
+            same.version = meta.get("version") or same.version
+            same.game_types = meta.get("game_types") or same.game_types
+            same.last_seen_at = timezone.now()
+            token, same.token_hash = new_token()
+            same.save(update_fields=["endpoint", "display_name", "version", "game_types", "last_seen_at", "token_hash"])
+            agent_id = same.player_id if kind == "player" else same.referee_id
+            record_event(
+                league,
+                "STATE",
+                f"{kind}_endpoint_updated",
+                agent=agent_id,
+                payload={"endpoint": endpoint, "token_rotated": True},
+            )
+            return Registration(
+                league.league_id,
+                "ACCEPTED",
+                None,
+                agent_id,
+                token,
+                lm_token(league.league_id, agent_id, same.token_hash),
+                league_pk=league.pk,
+            )
 
         if kind == "player":
             if not league.registration_open():
@@ -349,7 +482,7 @@ def _register(
             meta = {**meta, "game_types": [league.game_type]}
         if league.game_type not in meta["game_types"]:
             return rejected(GAME_TYPE_NOT_SUPPORTED)
-        count, taken, top = _agents_summary(model, league.pk, endpoint)
+        count, taken, top, other_kind_taken = _agents_summary(model, league.pk, endpoint)
         limit = league.max_players if kind == "player" else league.max_referees
         if count >= limit:
             return rejected(LEAGUE_FULL)
@@ -358,6 +491,8 @@ def _register(
             return rejected(problem)
         if taken:
             return rejected(ENDPOINT_TAKEN)
+        if other_kind_taken:
+            return rejected(ENDPOINT_OF_OTHER_KIND.format(kind="referee" if kind == "player" else "player"))
 
         agent_id = _next_id(model, league, prefix, top)
         token, token_hash = new_token()
@@ -413,17 +548,39 @@ def _register(
 UNKNOWN_PROTOCOL_VERSION = "unknown"
 
 
-def register_player(league_id: str | None, player_meta: dict[str, Any], presented_token: str | None) -> Registration:
+def register_player(
+    league_id: str | None, player_meta: dict[str, Any], presented_token: str | None, sender_id: str | None = None
+) -> Registration:
     """E018 when protocol_version is given and below 2.0.0 (absent is fine: recorded as unknown);
-    REJECTED when closed, full, game type or endpoint refused (docs/protocol.md, "Registering")."""
+    E012 for a token that is not this league's live player token, or one sent under another
+    player's id; REJECTED when closed, full, game type or endpoint refused (docs/protocol.md,
+    "Registering")."""
     check_agent_protocol_version(player_meta.get("protocol_version"))
-    return _register(kind="player", league_id=league_id, meta=player_meta, presented_token=presented_token)
+    return _register(
+        kind="player", league_id=league_id, meta=player_meta, presented_token=presented_token, sender_id=sender_id
+    )
 
 
-def register_referee(league_id: str | None, referee_meta: dict[str, Any], presented_token: str | None) -> Registration:
+def register_referee(
+    league_id: str | None,
+    referee_meta: dict[str, Any],
+    presented_token: str | None,
+    *,
+    referee_key: Any,
+    sender_id: str | None = None,
+) -> Registration:
+    """As ``register_player``, and first of all E012 without a valid ``referee_key``
+    (``check_referee_key``)."""
     if referee_meta.get("protocol_version") is not None:
         check_agent_protocol_version(referee_meta["protocol_version"])
-    return _register(kind="referee", league_id=league_id, meta=referee_meta, presented_token=presented_token)
+    return _register(
+        kind="referee",
+        league_id=league_id,
+        meta=referee_meta,
+        presented_token=presented_token,
+        sender_id=sender_id,
+        referee_key=referee_key,
+    )
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -543,6 +700,7 @@ _MATCH_COLUMNS = (
     "result__referee__referee_id",
 )
 _CLOSED = (Match.Status.CANCELLED, Match.Status.FINISHED)
+_LEAGUE_OVER = (League.Status.COMPLETED, League.Status.CANCELLED)
 # The columns of a MatchResult row as the report path writes it (``dbexec.insert_rows``).
 _RESULT_COLUMNS = (
     "match",
@@ -739,6 +897,16 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
                     agent=referee.referee_id,
                     match_id=match_id,
                     payload={"result": result},
+                )
+            )
+            continue
+        if league.status in _LEAGUE_OVER:
+            # A league's results end with it: its standings are final and its champion named.
+            outcomes.append(
+                LeagueError(
+                    ErrorCode.INVALID_GAME_STATE,
+                    f"league {league.league_id} is {league.status.lower()}: no result can be recorded",
+                    context={"match_id": match_id, "league_id": league.league_id, "league_status": league.status},
                 )
             )
             continue

@@ -84,6 +84,24 @@ def start_league(modeladmin, request, queryset):
     _each(modeladmin, request, queryset, actions.start_league, "Started")
 
 
+@admin.action(description="Generate a referee key (shown once; replaces the previous one)")
+def generate_referee_key(modeladmin, request, queryset):
+    """The new keys on a page of their own, never in a message: messages may sit in a cookie."""
+    keys = [(league, actions.generate_referee_key(league)) for league in queryset]
+    response = TemplateResponse(
+        request,
+        "admin/league/referee_keys.html",
+        {**modeladmin.admin_site.each_context(request), "title": "Referee keys", "keys": keys},
+    )
+    response["Cache-Control"] = "no-store"  # the page holds secrets: no copy in any cache
+    return response
+
+
+@admin.action(description="Revoke the referee key")
+def revoke_referee_key(modeladmin, request, queryset):
+    _each(modeladmin, request, queryset, actions.revoke_referee_key, "Referee key revoked")
+
+
 class PlayerInline(admin.TabularInline):
     model = Player
     fields = ("player_id", "display_name", "status", "endpoint", "registered_at")
@@ -110,8 +128,16 @@ class LeagueAdmin(admin.ModelAdmin):
     list_display = ("league_id", "name", "game_type", "status", "registration_closes_at", "current_round", "page")
     list_filter = ("status", "game_type")
     search_fields = ("league_id", "name")
-    readonly_fields = ("status", "current_round", "champion", "created_at", "started_at", "completed_at")
-    actions = [open_registration, close_registration, start_league]
+    readonly_fields = (
+        "status",
+        "current_round",
+        "champion",
+        "created_at",
+        "started_at",
+        "completed_at",
+        "referee_key",
+    )
+    actions = [open_registration, close_registration, start_league, generate_referee_key, revoke_referee_key]
     inlines = [RefereeInline, PlayerInline]
     fieldsets = (
         (
@@ -146,7 +172,7 @@ class LeagueAdmin(admin.ModelAdmin):
                 )
             },
         ),
-        ("Agents", {"fields": ("embedded_referee", "allowed_networks", "rate_limit_per_minute")}),
+        ("Agents", {"fields": ("embedded_referee", "allowed_networks", "rate_limit_per_minute", "referee_key")}),
         ("History", {"fields": ("created_at", "started_at", "completed_at")}),
     )
 
@@ -156,6 +182,13 @@ class LeagueAdmin(admin.ModelAdmin):
             return reverse("league-detail", args=[obj.league_id])
         except NoReverseMatch:
             return None
+
+    @admin.display(description="referee key")
+    def referee_key(self, obj: League) -> str:
+        # Whether one is set, never the key (only its hash is stored).
+        if obj.referee_key_hash:
+            return "set (generate again to rotate it, or revoke it, with the actions of the league list)"
+        return "none (referees need the site's REFEREE_KEY)"
 
     @admin.display(description="public page")
     def page(self, obj: League):

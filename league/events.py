@@ -21,8 +21,8 @@ from league.models import Event, League
 
 log = logging.getLogger(__name__)
 
-# Bearer secrets never reach the log: agent tokens, LM tokens, per-match tokens.
-SECRET_FIELDS = frozenset({"auth_token", "league_manager_token", "match_token"})
+# Bearer secrets never reach the log: agent tokens, LM tokens, per-match tokens, referee keys.
+SECRET_FIELDS = frozenset({"auth_token", "league_manager_token", "match_token", "referee_key"})
 
 
 # How a secret field's key reads in compact JSON: a key is always followed by its colon.

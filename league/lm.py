@@ -81,6 +81,9 @@ class RegisterRefereeRequest(LeagueMessage):
 
     league_id: LeagueId | None = Field(None, description="Omit to join the one league open for registration.")
     referee_meta: RefereeMeta
+    referee_key: str | None = Field(
+        None, max_length=200, description="The referee key the league's operator gave you (required)."
+    )
 
 
 class ReportedResult(BaseModel):
@@ -522,21 +525,28 @@ REGISTRATION_TOOLS = frozenset({"register_player", "register_referee"})
 def registration(
     tool_name: str, msg: RegisterPlayerRequest | RegisterRefereeRequest, bearer: str | None
 ) -> tuple[dict[str, Any], int | None]:
-    """Run a registration (sync, in the caller's transaction): the reply and the league's key."""
+    """Run a registration (sync, in the caller's transaction): the reply and the league's key.
+
+    Only a player registers as a player and only a referee as a referee (E012 otherwise): the
+    sender's kind is the first thing a registration claims.
+    """
     token = presented_token(msg.model_dump(), bearer)
-    if tool_name == "register_player":
-        reg = actions.register_player(msg.league_id, msg.player_meta.model_dump(), token)
-        return _registration_reply(msg, "LEAGUE_REGISTER_RESPONSE", "player_id", reg), reg.league_pk
-    kind = msg.sender.partition(":")[0]
-    if kind != "referee":
+    kind, _, sender_id = msg.sender.partition(":")
+    wanted = "player" if tool_name == "register_player" else "referee"
+    if kind != wanted:
         raise refusal(
             ErrorCode.AUTH_TOKEN_INVALID,
             "sender",
-            "'referee:<name>': only a referee can register as a referee",
+            f"'{wanted}:<name>': only a {wanted} can register as a {wanted}",
             msg.sender,
             see("registering"),
         )
-    reg = actions.register_referee(msg.league_id, msg.referee_meta.model_dump(), token)
+    if isinstance(msg, RegisterPlayerRequest):
+        reg = actions.register_player(msg.league_id, msg.player_meta.model_dump(), token, sender_id)
+        return _registration_reply(msg, "LEAGUE_REGISTER_RESPONSE", "player_id", reg), reg.league_pk
+    reg = actions.register_referee(
+        msg.league_id, msg.referee_meta.model_dump(), token, referee_key=msg.referee_key, sender_id=sender_id
+    )
     return _registration_reply(msg, "REFEREE_REGISTER_RESPONSE", "referee_id", reg), reg.league_pk
 
 

@@ -113,6 +113,9 @@ class League(models.Model):
         help_text="Comma-separated networks agent endpoints may live in (link-local is always refused).",
     )
     rate_limit_per_minute = models.PositiveIntegerField(default=600, help_text="Per token and per client address.")
+    # The league's own referee key, hashed like agent tokens (shown once when generated in the
+    # admin); empty: none. A referee registers only with this key or the site's REFEREE_KEY.
+    referee_key_hash = models.CharField(max_length=64, blank=True, default="", editable=False)
 
     current_round = models.PositiveIntegerField(default=0)
     champion = models.ForeignKey("Player", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

@@ -197,6 +197,9 @@ MCP_RATE_LIMIT_ADDRESS_FACTOR = env_int("MCP_RATE_LIMIT_ADDRESS_FACTOR", 20)
 MCP_RATE_LIMIT_PREFIX = env_str("MCP_RATE_LIMIT_PREFIX", "league:rl:")
 # The largest payload one Event row stores (bytes of JSON); larger ones are summarised.
 EVENT_PAYLOAD_MAX_BYTES = env_int("EVENT_PAYLOAD_MAX_BYTES", 32 * 1024)
+# The site-wide referee key: register_referee is accepted only with it or with the league's own
+# key (generated in the admin). Neither set: no referee can register (docs/operations.md).
+REFEREE_KEY = env_str("REFEREE_KEY", "") or ""
 
 LOGGING = {
     "version": 1,

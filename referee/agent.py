@@ -11,6 +11,7 @@ import asyncio
 import functools
 import hmac
 import logging
+import os
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
@@ -264,6 +265,8 @@ class Referee:
         }
         if self.league_id:
             fields["league_id"] = self.league_id
+        if os.environ.get("REFEREE_KEY"):  # the operator's key: the LM registers no referee without it
+            fields["referee_key"] = os.environ["REFEREE_KEY"]
         # A known token lets the LM update this referee instead of registering a new one.
         return make_message(
             "REFEREE_REGISTER_REQUEST", f"referee:{_safe_name(self.config.name)}", auth_token=self.auth_token, **fields
@@ -282,6 +285,9 @@ class Referee:
         if result.is_error or reply.get("status") != "ACCEPTED" or not reply.get("referee_id"):
             why = reply.get("reason") or reply.get("error_description") or reply
             self._last_refusal = f"{reply.get('error_code') or reply.get('status') or 'not accepted'}: {why}"
+            context = reply.get("context") if isinstance(reply.get("context"), dict) else {}
+            if reply.get("error_code") == "E012" and context.get("field") == "auth_token":
+                self.auth_token = None  # our saved token is not this league's (any more): join afresh
             return False
         identity = {
             "league_url": self.config.league_url,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def fuzz_examples(request: pytest.FixtureRequest) -> int:
     """How many cases a fuzz test runs: thousands in the suite, ten times that with --fuzz-long."""
     return 10 if request.config.getoption("--fuzz-long") else 1
+
+
+@pytest.fixture(autouse=True)
+def referee_key(monkeypatch: pytest.MonkeyPatch, settings) -> str:
+    """The site-wide referee key of the test's run, as an operator sets it: the LM in this process
+    (settings) and every referee started from it (REFEREE_KEY, inherited by ``agent_env``) share
+    it. Tests of a site without a key clear both."""
+    key = secrets.token_urlsafe(16)
+    settings.REFEREE_KEY = key
+    monkeypatch.setenv("REFEREE_KEY", key)
+    return key
 
 
 @pytest.fixture

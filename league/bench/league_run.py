@@ -95,7 +95,12 @@ class LeagueBench:
             self.cluster.start_site(lm_port, self.lm_server, self.lm_workers)
             self.cluster.start_conductor(league.league_id, self.poll)
             self.cluster.start_referees(
-                lm_url, league.league_id, self.referees, free_port_run(self.referees), int(self.max_concurrent or 1)
+                lm_url,
+                league.league_id,
+                self.referees,
+                free_port_run(self.referees),
+                int(self.max_concurrent or 1),
+                referee_key=actions.generate_referee_key(league),  # the run's own key (docs/operations.md)
             )
             mix = ",".join(self.mix)  # runplayer deals it out in turn
             self.cluster.start_players(

@@ -208,9 +208,10 @@ class Cluster:
     env: dict[str, str] | None = None
     children: list[Child] = field(default_factory=list)
 
-    def spawn(self, name: str, role: str, args: list[str]) -> Child:
+    def spawn(self, name: str, role: str, args: list[str], extra_env: dict[str, str] | None = None) -> Child:
         log = open(self.log_dir / f"{name}.log", "w")  # noqa: SIM115 (closed with the process)
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env)
+        env = {**(self.env if self.env is not None else os.environ), **extra_env} if extra_env else self.env
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         child = Child(name, role, proc)
         self.children.append(child)
         return child
@@ -257,8 +258,10 @@ class Cluster:
         return self.spawn("conductor", "conductor", self.manage("runleague", *only, "--poll", str(poll)))
 
     def start_referees(
-        self, lm_url: str, league_id: str, count: int, base_port: int, max_concurrent: int = 4
+        self, lm_url: str, league_id: str, count: int, base_port: int, max_concurrent: int = 4, *, referee_key: str
     ) -> list[Child]:
+        """``count`` referees of ``league_id``; ``referee_key`` reaches them in their environment
+        (REFEREE_KEY), not on their command line, which any user of the machine can read."""
         return [
             self.spawn(
                 f"referee{i + 1}",
@@ -276,6 +279,7 @@ class Cluster:
                     "--log-level",
                     "warning",
                 ),
+                {"REFEREE_KEY": referee_key},
             )
             for i in range(count)
         ]

@@ -76,7 +76,12 @@ class SoakBench:
         try:
             league = bench.create_league(suffix=f"_{number}")  # several leagues may start within a second
             agents.start_referees(
-                lm_url, league.league_id, self.referees, free_port_run(self.referees), int(bench.max_concurrent or 1)
+                lm_url,
+                league.league_id,
+                self.referees,
+                free_port_run(self.referees),
+                int(bench.max_concurrent or 1),
+                referee_key=actions.generate_referee_key(league),
             )
             agents.start_players(
                 lm_url, league.league_id, strategy_groups(self.players, FAULT_MIX), free_port_run(self.players)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from typing import Any
 
 import httpx
@@ -73,8 +74,15 @@ def register_player(url: str, name: str = "alpha", **fields: Any) -> dict[str, A
     )
 
 
+def site_referee_key() -> str:
+    """The run's site-wide referee key (tests/conftest.py ``referee_key``)."""
+    return os.environ["REFEREE_KEY"]
+
+
 def register_referee(url: str, name: str = "ref", **fields: Any) -> dict[str, Any]:
+    """A REFEREE_REGISTER_REQUEST with the run's referee key (unless ``referee_key`` is given)."""
     meta = fields.pop("referee_meta", None) or referee_meta(display_name=name)
+    fields.setdefault("referee_key", site_referee_key())
     return call(
         url, "register_referee", message("REFEREE_REGISTER_REQUEST", f"referee:{name}", referee_meta=meta, **fields)
     )

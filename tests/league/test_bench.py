@@ -17,7 +17,7 @@ from league import actions
 from league.bench.ceiling import median_ceiling
 from league.lm import PendingReport, read_logged, record_reports, toolset
 from league.models import League, MatchResult, Player, Referee
-from tests.league.lm_support import assigned_match, make_league, message, player_meta, referee_meta
+from tests.league.lm_support import assigned_match, make_league, message, player_meta, referee_meta, site_referee_key
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,7 +113,7 @@ def _two_players_and_a_referee() -> tuple[League, Referee]:
     league = make_league("bench_queries")
     for name in ("p1", "p2"):
         actions.register_player(league.league_id, player_meta(display_name=name), None)
-    actions.register_referee(league.league_id, referee_meta(display_name="ref"), None)
+    actions.register_referee(league.league_id, referee_meta(display_name="ref"), None, referee_key=site_referee_key())
     return league, Referee.objects.get(league=league)
 
 
@@ -178,7 +178,9 @@ def test_a_batch_of_reports_takes_a_fixed_number_of_queries(django_assert_num_qu
     league = make_league("bench_batch")
     for name in ("p1", "p2"):
         actions.register_player(league.league_id, player_meta(display_name=name), None)
-    referee = actions.register_referee(league.league_id, referee_meta(display_name="ref"), None)
+    referee = actions.register_referee(
+        league.league_id, referee_meta(display_name="ref"), None, referee_key=site_referee_key()
+    )
     batch = [_pending_report(league, referee, f"R1M{n}", 17) for n in range(1, reports + 1)]
     # The transaction, the referees' tokens, the matches, the results (one insert), the matches
     # finished, the round played (one conditional update per round), the events (one insert):
@@ -195,7 +197,10 @@ def test_a_batch_from_two_referees_finds_each_by_its_token_and_the_matches_by_th
     league = make_league("bench_two_referees")
     for name in ("p1", "p2"):
         actions.register_player(league.league_id, player_meta(display_name=name), None)
-    referees = [actions.register_referee(league.league_id, referee_meta(display_name=n), None) for n in ("r1", "r2")]
+    referees = [
+        actions.register_referee(league.league_id, referee_meta(display_name=n), None, referee_key=site_referee_key())
+        for n in ("r1", "r2")
+    ]
     batch = [_pending_report(league, referee, f"R1M{n}", 5) for n, referee in enumerate(referees * 3, start=1)]
     # As one referee's batch, and one query more: each token has its own (prepared) lookup.
     with django_assert_num_queries(BATCH_QUERIES + 1) as queries:
@@ -283,7 +288,7 @@ def _league_with_results(results: int) -> tuple[League, dict, dict]:
     first = actions.register_player(league.league_id, player_meta(display_name="p0"), None)
     for n in range(results):
         actions.register_player(league.league_id, player_meta(display_name=f"p{n + 1}"), None)
-    actions.register_referee(league.league_id, referee_meta(display_name="ref"), None)
+    actions.register_referee(league.league_id, referee_meta(display_name="ref"), None, referee_key=site_referee_key())
     referee = Referee.objects.select_related("league").get(league=league)
     result, log = _win(3)
     for n in range(results):

@@ -26,6 +26,7 @@ from league.mcp_view import get_server
 from league.models import Player, Referee
 from leagueproto.envelope import utc_now
 from leagueproto.server import GENERIC_METHODS
+from tests.league.lm_support import site_referee_key
 
 METHODS = [
     "register_player",
@@ -76,7 +77,7 @@ def fuzz_league(db) -> dict[str, Any]:
         reg = actions.register_player("fuzz", meta, None)
         tokens[reg.agent_id] = reg.auth_token
     ref_meta = {"display_name": "ref", "game_types": ["even_odd"], "contact_endpoint": "http://127.0.0.1:9809/mcp"}
-    reg = actions.register_referee("fuzz", ref_meta, None)
+    reg = actions.register_referee("fuzz", ref_meta, None, referee_key=site_referee_key())
     tokens[reg.agent_id] = reg.auth_token
     players = list(Player.objects.filter(league=league))
     actions.create_match(league, 1, players[0], players[1], match_id="R1M1", referee=Referee.objects.get())

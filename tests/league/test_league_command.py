@@ -90,12 +90,26 @@ def test_it_creates_a_match_assigned_to_a_referee():
     _player(league, "P01", "alpha")
     _player(league, "P02", "beta")
     Referee.objects.create(league=league, referee_id="REF01", display_name="ref", endpoint="http://127.0.0.1:8001/mcp")
+    League.objects.filter(pk=league.pk).update(status=League.Status.RUNNING)
     assert run("match", "cup", "--players", "P01", "P02", "--referee", "REF01") == "match R1M1 ASSIGNED\n"
     match = Match.objects.get(match_id="R1M1")
     assert match.referee.referee_id == "REF01" and match.deadline_at is not None
     assert run("match", "cup", "--players", "P02", "P01") == "match R1M2 SCHEDULED\n"
     with pytest.raises(CommandError, match="no player P09"):
         run("match", "cup", "--players", "P01", "P09")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("status", ["REGISTERING", "READY", "PAUSED", "COMPLETED", "CANCELLED"])
+def test_it_adds_no_match_to_a_league_that_is_not_running(status):
+    run("create", "--name", "Cup", "--league-id", "cup", "--open")
+    league = League.objects.get(league_id="cup")
+    _player(league, "P01", "alpha")
+    _player(league, "P02", "beta")
+    League.objects.filter(pk=league.pk).update(status=status)
+    with pytest.raises(CommandError, match=f"league cup is {status}: matches are added to a running league only"):
+        run("match", "cup", "--players", "P01", "P02")
+    assert not Match.objects.exists()
 
 
 @pytest.mark.django_db

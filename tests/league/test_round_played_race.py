@@ -12,7 +12,7 @@ from django.db import connection, connections, transaction
 
 from league import actions
 from league.models import Match, Round
-from tests.league.lm_support import assigned_match, make_league, player_meta, referee_meta
+from tests.league.lm_support import assigned_match, make_league, player_meta, referee_meta, site_referee_key
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -24,7 +24,7 @@ def test_the_second_of_two_concurrent_last_matches_marks_the_round_played():
     league = make_league("race_league")
     for n in range(4):
         actions.register_player(league.league_id, player_meta(display_name=f"p{n}"), None)
-    actions.register_referee(league.league_id, referee_meta(display_name="ref"), None)
+    actions.register_referee(league.league_id, referee_meta(display_name="ref"), None, referee_key=site_referee_key())
     first = assigned_match(league, a="P01", b="P02", match_id="R1M1")
     second = assigned_match(league, a="P03", b="P04", match_id="R1M2")
     round_pk = first.round_id

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, settings
 
 from league import actions
 from league.models import Player, Referee
+from tests.league.lm_support import site_referee_key
 
 schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", get_wsgi_application())
 # Valid requests only: the property is "no 500s and responses match the schema"; what the API does
@@ -43,7 +44,7 @@ def api_league(db, wsgi_keeps_the_test_connection) -> None:
         }
         actions.register_player("api_cup", meta, None)
     ref_meta = {"display_name": "ref", "game_types": ["even_odd"], "contact_endpoint": "http://127.0.0.1:9909/mcp"}
-    actions.register_referee("api_cup", ref_meta, None)
+    actions.register_referee("api_cup", ref_meta, None, referee_key=site_referee_key())
     p1, p2, p3 = Player.objects.order_by("id")
     referee = Referee.objects.get()
     actions.create_match(league, 1, p1, p2, match_id="R1M1", referee=referee)

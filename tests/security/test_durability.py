@@ -20,6 +20,7 @@ from tests.league.lm_support import (
     register_player,
     register_referee,
     rpc,
+    site_referee_key,
     win_report,
 )
 
@@ -100,7 +101,7 @@ def played_league(db) -> League:
     league = make_league("cup")
     for n in range(4):
         actions.register_player("cup", _meta(f"p{n}", 9700 + n), None)
-    actions.register_referee("cup", _meta("ref", 9710), None)
+    actions.register_referee("cup", _meta("ref", 9710), None, referee_key=site_referee_key())
     referee = Referee.objects.get(league=league)
     p = {x.player_id: x for x in Player.objects.filter(league=league)}
     results = [

@@ -42,11 +42,11 @@ def test_re_registering_rotates_the_token_and_the_old_one_stops_working(lm_serve
     assert again["league_manager_token"] != first["league_manager_token"]
     assert call(lm_server, "league_query", _query("player:P01", first["auth_token"]))["error_code"] == "E012"
     assert call(lm_server, "league_query", _query("player:P01", again["auth_token"]))["success"] is True
-    # The old token cannot register again either: it names no agent any more.
+    # The old token cannot register again either: it names no agent any more (E012, no new player).
     stale = register_player(
         lm_server, "P01", player_meta=player_meta("http://127.0.0.1:9602/mcp"), auth_token=first["auth_token"]
     )
-    assert stale["status"] == "REJECTED" and Player.objects.count() == 1
+    assert stale["error_code"] == "E012" and Player.objects.count() == 1
 
 
 def test_a_referees_token_rotates_too(lm_server):
@@ -95,7 +95,7 @@ def test_revoking_by_command_stops_the_token_at_once(lm_server, capsys):
     # Nor can the revoked token bring the agent back from its endpoint.
     endpoint = Player.objects.get(player_id="P01").endpoint
     again = register_player(lm_server, "P01", player_meta=player_meta(endpoint), auth_token=p1["auth_token"])
-    assert again["status"] == "REJECTED" and again["reason"] == "Endpoint already registered"
+    assert again["error_code"] == "E012" and Player.objects.count() == 1
     assert Player.objects.get(player_id="P01").status == "SUSPENDED"
 
 

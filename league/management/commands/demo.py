@@ -143,7 +143,11 @@ class Demo:
     def start_agents(self, league: League) -> None:
         # The conductor serves every league, so a second league created in the admin runs too.
         self.cluster.start_conductor(None, poll=0.1)
-        self.cluster.start_referees(self.lm_url, league.league_id, self.referees, self.referee_port, max_concurrent=4)
+        # The demo's referees get a key of the demo league's own (generated here, never shown).
+        key = actions.generate_referee_key(league)
+        self.cluster.start_referees(
+            self.lm_url, league.league_id, self.referees, self.referee_port, max_concurrent=4, referee_key=key
+        )
         self.cluster.start_players(self.lm_url, league.league_id, strategy_groups(self.players), self.player_port)
         for i in range(self.silent):
             self.register_silent(league, i)

@@ -159,6 +159,12 @@ class Command(BaseCommand):
 
     def do_match(self, options: dict[str, Any]) -> None:
         league = self._league(options["league_id"])
+        if league.status != League.Status.RUNNING:
+            # A match of a league that is not being played would be run (and scored) outside the
+            # league's life: after it completed, before its schedule exists, while it is paused.
+            raise CommandError(
+                f"league {league.league_id} is {league.status}: matches are added to a running league only"
+            )
         players = []
         for player_id in options["players"]:
             player = Player.objects.filter(league=league, player_id=player_id).first()
