@@ -29,6 +29,7 @@ from league.prepared import Prepared
 from leagueproto.envelope import check_agent_protocol_version
 from leagueproto.errors import MISSING, ErrorCode, LeagueError, refusal, see
 from leagueproto.jsonutil import dumps
+from referee.games.audit import log_problem
 
 log = logging.getLogger(__name__)
 
@@ -670,6 +671,25 @@ def _checked_outcome(match_id: str, a: str, b: str, result: dict[str, Any]) -> d
     }
 
 
+def check_match_log(
+    match_id: str, game_type: str, a: str, b: str, result: dict[str, Any], match_log: list[Any] | None
+) -> None:
+    """E015 unless the match log produces the result: replayed with the game's rules, the moves
+    and the draw it records give the reported outcome (referee/games/audit.py). Referees are the
+    operator's, yet a result still has to be one the match could have had."""
+    problem = log_problem(game_type, a, b, result, match_log)
+    if problem is not None:
+        raise refusal(
+            ErrorCode.INVALID_GAME_STATE,
+            "match_log",
+            "the match's log as the referee kept it, whose moves and draw give the reported result",
+            f"a log of {len(match_log or [])} entries",
+            see("reporting-a-result-referees"),
+            problem=f"result of {match_id} is not borne out by its log: {problem}",
+            match_id=match_id,
+        )
+
+
 @dataclass(frozen=True)
 class Report:
     """One MATCH_RESULT_REPORT from an authenticated referee (its ``league`` loaded)."""
@@ -695,6 +715,7 @@ _MATCH_COLUMNS = (
     "player_b__player_id",
     "round_id",
     "round__number",
+    "game_type",
     "result__report_digest",
     "result__referee_id",
     "result__referee__referee_id",
@@ -748,7 +769,7 @@ def _report_matches(wanted: dict[int, set[str]]) -> list[dict[str, Any]]:
         f" m.{col(Match, 'referee')}, rf.{col(Referee, 'referee_id')},"
         f" m.{col(Match, 'player_a')}, pa.{col(Player, 'player_id')},"
         f" m.{col(Match, 'player_b')}, pb.{col(Player, 'player_id')},"
-        f" m.{col(Match, 'round')}, r.{col(Round, 'number')},"
+        f" m.{col(Match, 'round')}, r.{col(Round, 'number')}, m.{col(Match, 'game_type')},"
         f" mr.{col(MatchResult, 'report_digest')}, mr.{col(MatchResult, 'referee')}, mrf.{col(Referee, 'referee_id')}"
         f" FROM {table(Match)} m"
         f" JOIN {table(Player)} pa ON pa.{col(Player, 'id')} = m.{col(Match, 'player_a')}"
@@ -931,6 +952,7 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
         a, b = match["player_a__player_id"], match["player_b__player_id"]
         try:
             outcome = _checked_outcome(match_id, a, b, result)
+            check_match_log(match_id, match["game_type"], a, b, result, report.match_log)
         except LeagueError as err:
             outcomes.append(err)
             continue

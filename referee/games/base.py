@@ -91,6 +91,12 @@ class GameRules(ABC):
     def apply(self, state: Any, moves: Mapping[str, Any]) -> Request | None:
         """Resolve one turn with both players' moves; returns a notice for both players or None."""
 
+    def replay(self, state: Any, moves: Mapping[str, Any], resolved: Mapping[str, Any]) -> None:
+        """``apply`` again from a match log: ``resolved`` is what the log recorded once the turn
+        was resolved (``details``), the source of any chance outcome (the drawn number). A game
+        without chance just applies the moves; ValueError when the log's record is impossible."""
+        self.apply(state, moves)
+
     @abstractmethod
     def is_finished(self, state: Any) -> bool: ...
 

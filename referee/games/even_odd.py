@@ -13,6 +13,7 @@ from typing import Any
 from referee.games.base import GameRules, InvalidMove, MoveContext, Outcome, Request
 
 CHOICES = ("even", "odd")
+LOWEST, HIGHEST = 1, 10  # the drawn number's range
 
 
 def parity_of(number: int) -> str:
@@ -59,12 +60,20 @@ class EvenOdd(GameRules):
         return choice
 
     def draw_number(self) -> int:
-        return self.rng.randint(1, 10)
+        return self.rng.randint(LOWEST, HIGHEST)
 
     def apply(self, state: EvenOddState, moves: Mapping[str, Any]) -> None:
         state.choices = {state.player_a: moves[state.player_a], state.player_b: moves[state.player_b]}
         state.drawn_number = self.draw_number()
         return None
+
+    def replay(self, state: EvenOddState, moves: Mapping[str, Any], resolved: Mapping[str, Any]) -> None:
+        number = resolved.get("drawn_number")
+        # bool is an int in Python; true is no number on the wire.
+        if not isinstance(number, int) or isinstance(number, bool) or not LOWEST <= number <= HIGHEST:
+            raise ValueError(f"the drawn number must be an integer from {LOWEST} to {HIGHEST}, got {number!r}")
+        state.choices = {state.player_a: moves[state.player_a], state.player_b: moves[state.player_b]}
+        state.drawn_number = number
 
     def is_finished(self, state: EvenOddState) -> bool:
         return state.drawn_number is not None

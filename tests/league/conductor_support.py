@@ -20,8 +20,8 @@ from leagueproto.messages import LeagueMessage
 from leagueproto.serve import ThreadedServer
 from leagueproto.server import McpServer
 from leagueproto.tools import CallContext, Toolset
+from tests.league.lm_support import log_for, referee_meta, register_player, register_referee
 from tests.league.lm_support import player_meta as make_player_meta
-from tests.league.lm_support import referee_meta, register_player, register_referee
 
 NOTIFICATIONS = {
     "notify_round": "ROUND_ANNOUNCEMENT",
@@ -181,6 +181,13 @@ class ScriptedReferee:
     def report_message(self, start: dict[str, Any]) -> dict[str, Any]:
         a, b = start["player_A_id"], start["player_B_id"]
         winner, loser = sorted((a, b), key=id_sort_key)
+        result = {
+            "status": "WIN",
+            "winner": winner,
+            "score": {winner: 3, loser: 0},
+            "technical_loss": [],
+            "details": {"reason": "scripted: the lower id wins"},
+        }
         return self.toolset.message(
             "MATCH_RESULT_REPORT",
             auth_token=self.registration["auth_token"],
@@ -188,14 +195,8 @@ class ScriptedReferee:
             round_id=start["round_id"],
             match_id=start["match_id"],
             game_type=start["game_type"],
-            result={
-                "status": "WIN",
-                "winner": winner,
-                "score": {winner: 3, loser: 0},
-                "technical_loss": [],
-                "details": {"reason": "scripted: the lower id wins"},
-            },
-            match_log=[],
+            result=result,
+            match_log=log_for(a, b, result),
         )
 
     async def _report(self, start: dict[str, Any]) -> None:

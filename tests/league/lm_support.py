@@ -11,6 +11,8 @@ import httpx
 from league import actions
 from league.models import League, Match, Player, Referee
 from leagueproto.envelope import new_conversation_id, utc_now
+from referee.games.even_odd import EvenOdd
+from referee.runner import COLLECTING_CHOICES, DRAWING_NUMBER, FINISHED, WAITING_FOR_PLAYERS, MatchLog
 
 _ids = itertools.count(1)
 _ports = itertools.count(9101)
@@ -105,8 +107,51 @@ def assigned_match(
     return actions.create_match(league, 1, pa, pb, match_id=match_id, referee=referee)
 
 
+def played_log(choices: dict[str, str], drawn_number: int, failed: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The log our referee (referee/runner.py) keeps of an even_odd match whose players (A
+    first) chose ``choices`` before ``drawn_number`` was drawn: what a report must carry. With
+    ``failed``, those players never answered the invitation and nothing was played. The
+    invitation keeps the match token, as a careless referee would leave it, for the LM to strip."""
+    a, b = choices
+    rules = EvenOdd()
+    state = rules.new_state(a, b)
+    log = MatchLog()
+    log.event(WAITING_FOR_PLAYERS)
+    for pid in (a, b):
+        out = log.add("OUT", pid, method="handle_game_invitation", message_type="GAME_INVITATION", message={})
+        out["message"] = {"message_type": "GAME_INVITATION", "auth_token": "match-secret"}
+        if pid in failed:
+            out.update(outcome="timeout", error="E001: no reply within 5.0 s")
+            continue
+        ack = {"message_type": "GAME_JOIN_ACK", "accept": True}
+        log.add("IN", pid, method="handle_game_invitation", message_type="GAME_JOIN_ACK", message=ack)
+    if not failed:
+        log.event(COLLECTING_CHOICES)
+        for pid in (a, b):
+            log.add("OUT", pid, method="choose_parity", message_type="CHOOSE_PARITY_CALL", message={})
+            answer = {"message_type": "CHOOSE_PARITY_RESPONSE", "parity_choice": choices[pid]}
+            log.add("IN", pid, method="choose_parity", message_type="CHOOSE_PARITY_RESPONSE", message=answer)
+        log.event(DRAWING_NUMBER)
+        rules.replay(state, choices, {"drawn_number": drawn_number})
+        log.event("RESOLVED", **rules.details(state))
+    log.event(FINISHED)
+    return log.entries
+
+
+def log_for(a: str, b: str, result: dict[str, Any]) -> list[dict[str, Any]]:
+    """A log that bears out an even_odd ``result`` of A against B: a winner chose even, the
+    loser odd, 8 was drawn; a draw is both on even; a technical loss is no answer to the invitation."""
+    if result["status"] == "WIN":
+        loser = b if result["winner"] == a else a
+        return played_log({a: "even" if a == result["winner"] else "odd", b: "odd" if loser == b else "even"}, 8)
+    if result["status"] == "DRAW":
+        return played_log({a: "even", b: "even"}, 3)
+    return played_log({a: "even", b: "odd"}, 8, failed=tuple(result.get("technical_loss") or ()))
+
+
 def win_report(referee: dict[str, Any], match_id: str = "R1M1", winner: str = "P01", loser: str = "P02", **extra: Any):
-    """A MATCH_RESULT_REPORT message from a registered referee (``referee`` = its registration reply)."""
+    """A MATCH_RESULT_REPORT message from a registered referee (``referee`` = its registration
+    reply): ``winner`` chose even, ``loser`` odd, and 8 was drawn, as its log shows."""
     return message(
         "MATCH_RESULT_REPORT",
         f"referee:{referee['referee_id']}",
@@ -122,20 +167,6 @@ def win_report(referee: dict[str, Any], match_id: str = "R1M1", winner: str = "P
             "technical_loss": [],
             "details": {"drawn_number": 8, "number_parity": "even", "choices": {winner: "even", loser: "odd"}},
         },
-        match_log=[
-            {
-                "seq": 1,
-                "at": utc_now(),
-                "t_ms": 0,
-                "direction": "OUT",
-                "peer": winner,
-                "method": "handle_game_invitation",
-                "message_type": "GAME_INVITATION",
-                "outcome": "ok",
-                "attempt": 1,
-                "latency_ms": 1.5,
-                "message": {"message_type": "GAME_INVITATION", "auth_token": "match-secret"},
-            }
-        ],
+        match_log=played_log({winner: "even", loser: "odd"}, 8),
         **extra,
     )

@@ -17,7 +17,16 @@ from league import actions
 from league.bench.ceiling import median_ceiling
 from league.lm import PendingReport, read_logged, record_reports, toolset
 from league.models import League, MatchResult, Player, Referee
-from tests.league.lm_support import assigned_match, make_league, message, player_meta, referee_meta, site_referee_key
+from tests.league.lm_support import (
+    assigned_match,
+    log_for,
+    make_league,
+    message,
+    played_log,
+    player_meta,
+    referee_meta,
+    site_referee_key,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -125,7 +134,9 @@ def _win(log_entries: int) -> tuple[dict, list[dict]]:
         "technical_loss": [],
         "details": {"drawn_number": 4, "number_parity": "even", "choices": {"P01": "even", "P02": "odd"}},
     }
-    log = [{"seq": n, "direction": "OUT", "method": "choose_parity", "message": {}} for n in range(log_entries)]
+    # The match as played, then ``log_entries`` more entries (notices after the game).
+    log = played_log({"P01": "even", "P02": "odd"}, 4)
+    log += [{"seq": len(log) + n, "direction": "OUT", "method": "notify", "message": {}} for n in range(log_entries)]
     return result, log
 
 
@@ -290,12 +301,12 @@ def _league_with_results(results: int) -> tuple[League, dict, dict]:
         actions.register_player(league.league_id, player_meta(display_name=f"p{n + 1}"), None)
     actions.register_referee(league.league_id, referee_meta(display_name="ref"), None, referee_key=site_referee_key())
     referee = Referee.objects.select_related("league").get(league=league)
-    result, log = _win(3)
+    result, _ = _win(3)
     for n in range(results):
         other = f"P{n + 2:02d}"
         assigned_match(league, b=other, match_id=f"R1M{n + 1}")
         won = {**result, "score": {"P01": 3, other: 0}, "details": {"choices": {"P01": "even", other: "odd"}}}
-        actions.record_result(referee, f"R1M{n + 1}", won, log)
+        actions.record_result(referee, f"R1M{n + 1}", won, log_for("P01", other, won))
     assigned_match(league, b="P02", match_id="R2M1")  # P01's next match
     return league, first
 

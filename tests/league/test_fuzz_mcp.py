@@ -26,7 +26,7 @@ from league.mcp_view import get_server
 from league.models import Player, Referee
 from leagueproto.envelope import utc_now
 from leagueproto.server import GENERIC_METHODS
-from tests.league.lm_support import site_referee_key
+from tests.league.lm_support import log_for, site_referee_key
 
 METHODS = [
     "register_player",
@@ -144,7 +144,7 @@ def seeds(tokens: dict[str, str]) -> list[dict[str, Any]]:
                 "technical_loss": [],
                 "details": {"drawn_number": 3},
             },
-            match_log=[],
+            match_log=log_for("P01", "P02", {"status": "DRAW"}),
         ),
         {"league_id": "fuzz"},
     ]

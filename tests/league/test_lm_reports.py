@@ -13,6 +13,7 @@ from league.models import Event, Match, MatchResult, Player, Referee, Round
 from tests.league.lm_support import (
     assigned_match,
     call,
+    log_for,
     make_league,
     register_player,
     register_referee,
@@ -38,8 +39,9 @@ def test_it_records_a_result_and_finishes_the_match_and_round(lm_server):
     result = MatchResult.objects.get(match=match)
     assert (result.outcome, result.points_a, result.points_b) == ("WIN_A", 3, 0)
     assert result.winner.player_id == "P01" and result.details["drawn_number"] == 8
-    assert result.log[0]["method"] == "handle_game_invitation"
-    assert "auth_token" not in result.log[0]["message"]  # the match token never reaches the database
+    invitation = next(entry for entry in result.log if entry["direction"] == "OUT")
+    assert invitation["method"] == "handle_game_invitation"
+    assert "auth_token" not in invitation["message"]  # the match token never reaches the database
     assert Round.objects.get(league=league, number=1).status == Round.Status.PLAYED
 
 
@@ -100,8 +102,10 @@ def test_a_player_token_cannot_report_a_result(lm_server):
 
 
 def _report_with(ref: dict, **result) -> dict:
+    """A report of R1M1 (P01 against P02) with ``result`` and a log that bears it out."""
     report = win_report(ref)
-    report["result"] = copy.deepcopy(report["result"]) | result
+    report["result"] = copy.deepcopy(report["result"]) | {"details": {}} | result
+    report["match_log"] = log_for("P01", "P02", report["result"])
     return report
 
 

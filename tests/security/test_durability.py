@@ -16,6 +16,7 @@ from league.models import Event, League, Match, MatchResult, Player, Referee
 from tests.league.lm_support import (
     assigned_match,
     call,
+    log_for,
     make_league,
     register_player,
     register_referee,
@@ -125,8 +126,8 @@ def played_league(db) -> League:
     ]
     for n, (a, b, result) in enumerate(results, start=1):
         actions.create_match(league, (n + 1) // 2, p[a], p[b], match_id=f"R{(n + 1) // 2}M{n}", referee=referee)
-        log = [{"seq": 1, "message": {"auth_token": "match-secret", "message_type": "GAME_INVITATION"}}]
-        actions.record_result(referee, f"R{(n + 1) // 2}M{n}", {"technical_loss": [], "details": {}, **result}, log)
+        result = {"technical_loss": [], "details": {}, **result}
+        actions.record_result(referee, f"R{(n + 1) // 2}M{n}", result, log_for(a, b, result))
     return league
 
 

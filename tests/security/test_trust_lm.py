@@ -20,6 +20,7 @@ from tests.league.lm_support import (
     call,
     make_league,
     message,
+    played_log,
     player_meta,
     referee_meta,
     register_player,
@@ -202,6 +203,48 @@ def test_players_and_referees_never_share_an_endpoint(lm_server):
 
 
 # -- results ----------------------------------------------------------------------------------------
+def _match_with_a_referee(lm_server) -> dict:
+    league = make_league()
+    ref = register_referee(lm_server, "ref")
+    register_player(lm_server, "a")
+    register_player(lm_server, "b")
+    assigned_match(league)
+    return ref
+
+
+def _refused_by_the_log(reply: dict, why: str) -> bool:
+    return (
+        reply.get("error_code") == "E015"
+        and reply["context"]["field"] == "match_log"
+        and why in reply["error_description"]
+    )
+
+
+def test_a_result_with_an_empty_log_is_refused(lm_server):
+    report = win_report(_match_with_a_referee(lm_server))
+    report["match_log"] = []  # what the rogue referee of the finding sent
+    assert _refused_by_the_log(call(lm_server, "report_match_result", report), "the match log is empty")
+    assert not MatchResult.objects.exists() and Match.objects.get().status == Match.Status.ASSIGNED
+
+
+def test_a_result_its_log_contradicts_is_refused(lm_server):
+    ref = _match_with_a_referee(lm_server)
+    # P01 chose even, P02 odd, and 3 was drawn: P02 won, whatever the report says.
+    report = win_report(ref)
+    report["match_log"] = played_log({"P01": "even", "P02": "odd"}, 3)
+    reply = call(lm_server, "report_match_result", report)
+    assert _refused_by_the_log(reply, "P02 chose odd, number was 3 (odd), not a WIN of P01")
+    # A technical loss that the log shows no failure for.
+    report = win_report(ref)
+    report["result"] = {"status": "TECHNICAL_LOSS", "winner": "P01", "score": {"P01": 3, "P02": 0}}
+    report["result"] |= {"technical_loss": ["P02"], "details": {}}
+    report["match_log"] = played_log({"P01": "even", "P02": "odd"}, 8, failed=("P01",))
+    assert _refused_by_the_log(call(lm_server, "report_match_result", report), "no failure of P02")
+    assert not MatchResult.objects.exists()
+    # The log of the match as it went is taken.
+    assert call(lm_server, "report_match_result", win_report(ref))["status"] == "RECORDED"
+
+
 def test_a_completed_league_takes_no_more_results(lm_server):
     league = make_league()
     ref = register_referee(lm_server, "ref")
