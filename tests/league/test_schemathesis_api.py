@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings
 
 from league import actions
 from league.models import Player, Referee
-from tests.league.lm_support import site_referee_key
+from tests.league.lm_support import log_for, site_referee_key
 
 schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", get_wsgi_application())
 # Valid requests only: the property is "no 500s and responses match the schema"; what the API does
@@ -50,7 +50,7 @@ def api_league(db, wsgi_keeps_the_test_connection) -> None:
     actions.create_match(league, 1, p1, p2, match_id="R1M1", referee=referee)
     actions.create_match(league, 1, p3, p1, match_id="R1M2")
     result = {"status": "WIN", "winner": "P01", "score": {"P01": 3, "P02": 0}, "technical_loss": [], "details": {}}
-    actions.record_result(referee, "R1M1", result, [{"seq": 1, "direction": "EVENT"}])
+    actions.record_result(referee, "R1M1", result, log_for("P01", "P02", result))
 
 
 @schema.parametrize()
