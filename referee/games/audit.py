@@ -27,7 +27,8 @@ INVITATION = "handle_game_invitation"
 def _failed(entry: Mapping[str, Any], player_id: str) -> bool:
     if entry.get("peer") != player_id:
         return False
-    if entry.get("outcome") in FAILED:
+    outcome = entry.get("outcome")
+    if isinstance(outcome, str) and outcome in FAILED:  # any JSON may come: a list is unhashable
         return True
     message = entry.get("message")
     return (

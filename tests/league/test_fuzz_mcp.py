@@ -113,6 +113,7 @@ def seeds(tokens: dict[str, str]) -> list[dict[str, Any]]:
         _envelope(
             "REFEREE_REGISTER_REQUEST",
             "referee:two",
+            referee_key=site_referee_key(),  # mutations then reach past the key check too
             referee_meta={
                 "display_name": "two",
                 "game_types": ["even_odd"],

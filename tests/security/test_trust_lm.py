@@ -9,6 +9,7 @@ import json
 import logging
 import time
 
+import httpx
 import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
@@ -256,3 +257,60 @@ def test_a_completed_league_takes_no_more_results(lm_server):
     assert reply["error_code"] == "E015" and reply["context"]["league_status"] == "COMPLETED"
     assert not MatchResult.objects.exists()
     assert Match.objects.get().status == Match.Status.ASSIGNED
+
+
+# -- odd input ----------------------------------------------------------------------------------------
+def _odd_logs(log: list[dict]) -> list[list]:
+    """The log of a real match, bent in ways a careless or hostile referee might."""
+    bent = []
+    for key, value in [
+        ("outcome", ["ok"]),
+        ("outcome", {"x": 1}),
+        ("message", ["not", "an", "object"]),
+        ("message", "text"),
+        ("method", {"choose": "parity"}),
+        ("peer", ["P01"]),
+        ("direction", None),
+        ("message_type", ["RESOLVED"]),
+    ]:
+        for n in range(len(log)):
+            entry = json.loads(json.dumps(log))
+            entry[n][key] = value
+            bent.append(entry)
+    resolved = next(n for n, e in enumerate(log) if e["message_type"] == "RESOLVED")
+    for drawn in ("8", 8.0, True, None, [8], {"n": 8}, -1, 10**30):
+        entry = json.loads(json.dumps(log))
+        entry[resolved]["message"]["drawn_number"] = drawn
+        bent.append(entry)
+    for choice in (None, 1, ["even"], "EVEN"):
+        entry = json.loads(json.dumps(log))
+        for e in entry:
+            if e["direction"] == "IN" and e["method"] == "choose_parity":
+                e["message"]["parity_choice"] = choice
+        bent.append(entry)
+    return bent
+
+
+def _sent(url: str, method: str, params: dict) -> dict:
+    """A JSON-RPC call written by ``json.dumps`` (ASCII escapes: a lone surrogate goes as \\ud800)."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+    response = httpx.post(url, content=body, headers={"Content-Type": "application/json"}, timeout=10)
+    assert response.status_code < 500, response.text
+    return response.json()
+
+
+def test_odd_values_get_a_league_error_never_an_exception(lm_server):
+    ref = _match_with_a_referee(lm_server)
+    report = win_report(ref)
+    answers = [
+        _sent(lm_server, "report_match_result", {**report, "match_log": log}) for log in _odd_logs(report["match_log"])
+    ]
+    for odd in ("é", "\ud800", "x" * 10_000, " ", 5, ["k"], {"k": 1}, True):
+        player = message("LEAGUE_REGISTER_REQUEST", "player:z", auth_token=odd, player_meta=player_meta())
+        referee = message("REFEREE_REGISTER_REQUEST", "referee:z", referee_key=odd, referee_meta=referee_meta())
+        answers += [_sent(lm_server, "register_player", player), _sent(lm_server, "register_referee", referee)]
+    for body in answers:
+        assert "result" in body or body["error"]["code"] != -32603, body
+        assert body.get("result", {}).get("error_code") != "E010", body
+    # A bend that changes nothing the rules read may be recorded; then the match has its result.
+    assert MatchResult.objects.count() <= 1 and not Referee.objects.exclude(referee_id="REF01").exists()
