@@ -1,0 +1,159 @@
+"""Every message we send carries every field the course prints for it.
+
+A small league (three recording players, one real referee, the real conductor) is played over
+real HTTP; each message the players receive, and each registration reply, is checked against the
+fields listed below. The lists are written from docs/protocol.md ("Messages the League Manager
+sends" for the LM's notices and the registration reply, "How a match runs" and "Games" for the
+referee's): a strict student agent that validates those fields has nothing to refuse.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from league import actions
+from league.models import League
+from tests.league.conductor_support import ScriptedPlayers
+from tests.league.lm_support import make_league, player_meta, register_player
+from tests.league.test_conductor import FAST, conduct
+from tests.referee.conftest import run_referee
+
+ENVELOPE = ("protocol", "message_type", "sender", "timestamp", "conversation_id")
+
+# message type → its required fields; "a[].b" is field b of every item of list a, "a.b" field b
+# of object a. From docs/protocol.md#messages-the-league-manager-sends and #how-a-match-runs.
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "LEAGUE_REGISTER_RESPONSE": ("status", "player_id", "auth_token", "league_id", "reason"),
+    "ROUND_ANNOUNCEMENT": (
+        "league_id",
+        "round_id",
+        "matches",
+        "matches[].match_id",
+        "matches[].game_type",
+        "matches[].player_A_id",
+        "matches[].player_B_id",
+        "matches[].referee_endpoint",
+    ),
+    "LEAGUE_STANDINGS_UPDATE": (
+        "league_id",
+        "round_id",
+        "standings",
+        "standings[].rank",
+        "standings[].player_id",
+        "standings[].display_name",
+        "standings[].played",
+        "standings[].wins",
+        "standings[].draws",
+        "standings[].losses",
+        "standings[].points",
+    ),
+    "ROUND_COMPLETED": ("league_id", "round_id", "matches_played", "next_round_id"),
+    "LEAGUE_COMPLETED": (
+        "league_id",
+        "total_rounds",
+        "total_matches",
+        "champion",
+        "champion.player_id",
+        "champion.display_name",
+        "champion.points",
+        "final_standings",
+        "final_standings[].rank",
+        "final_standings[].player_id",
+        "final_standings[].points",
+    ),
+    "GAME_INVITATION": ("league_id", "round_id", "match_id", "game_type", "role_in_match", "opponent_id"),
+    "CHOOSE_PARITY_CALL": (
+        "league_id",
+        "round_id",
+        "match_id",
+        "player_id",
+        "game_type",
+        "context.opponent_id",
+        "context.round_id",
+        "context.your_standings",
+        "deadline",
+    ),
+    "GAME_OVER": (
+        "league_id",
+        "round_id",
+        "match_id",
+        "game_type",
+        "game_result.status",
+        "game_result.winner_player_id",
+        "game_result.drawn_number",
+        "game_result.number_parity",
+        "game_result.choices",
+        "game_result.reason",
+    ),
+}
+
+
+def missing_fields(message: dict[str, Any], required: tuple[str, ...]) -> list[str]:
+    """The required fields (and envelope fields) ``message`` lacks. A key holding null is present:
+    ``next_round_id`` is null after the last round, ``reason`` when nothing was refused."""
+    missing = [name for name in ENVELOPE if name not in message]
+    for path in required:
+        head, _, rest = path.partition(".")
+        if head.endswith("[]"):
+            items = message.get(head[:-2])
+            if not isinstance(items, list):
+                missing.append(path)
+                continue
+            for n, item in enumerate(items):
+                if not isinstance(item, dict) or rest not in item:
+                    missing.append(f"{head[:-2]}[{n}].{rest}")
+        elif rest:
+            inner = message.get(head)
+            if not isinstance(inner, dict) or rest not in inner:
+                missing.append(path)
+        elif head not in message:
+            missing.append(path)
+    return missing
+
+
+def test_the_checker_finds_a_missing_field():
+    announcement = {
+        **dict.fromkeys(ENVELOPE, "x"),
+        "league_id": "l",
+        "round_id": 1,
+        "matches": [{"match_id": "R1M1", "game_type": "even_odd", "player_A_id": "P01", "player_B_id": "P02"}],
+    }
+    assert missing_fields(announcement, REQUIRED["ROUND_ANNOUNCEMENT"]) == ["matches[0].referee_endpoint"]
+    del announcement["timestamp"]
+    assert "timestamp" in missing_fields(announcement, REQUIRED["ROUND_ANNOUNCEMENT"])
+
+
+def test_every_message_a_player_receives_carries_the_courses_fields(lm_server, tmp_path):
+    league = make_league("outgoing_fields", **FAST)
+    group = ScriptedPlayers(3).start()
+    try:
+        with run_referee(league_url=lm_server, league_id=league.league_id, state_dir=tmp_path) as referee:
+            referee.wait_registered()
+            replies = []
+            for port, url in zip(group.server.ports, group.server.urls(), strict=True):
+                meta = player_meta(url, display_name=f"bot{port}")
+                replies.append(register_player(lm_server, f"bot{port}", player_meta=meta, league_id=league.league_id))
+            actions.close_registration(league)
+            conduct(league.league_id)
+            referee_url = referee.url
+    finally:
+        group.stop()
+
+    league.refresh_from_db()
+    assert league.status == League.Status.COMPLETED
+    received = [m for port in group.server.ports for m in (*group.received[port], *group.games[port])]
+    seen = {m["message_type"] for m in received} | {r["message_type"] for r in replies}
+    assert seen >= set(REQUIRED), f"not sent in this league: {set(REQUIRED) - seen}"
+    problems = {}
+    for message in [*replies, *received]:
+        missing = missing_fields(message, REQUIRED.get(message["message_type"], ()))
+        if missing:
+            problems.setdefault(message["message_type"], set()).update(missing)
+    assert problems == {}
+    # The announced referee is the one that ran the match (the league has one).
+    for message in received:
+        if message["message_type"] == "ROUND_ANNOUNCEMENT":
+            assert {m["referee_endpoint"] for m in message["matches"]} == {referee_url}
+    completed = [m for m in received if m["message_type"] == "ROUND_COMPLETED"]
+    assert {m["next_round_id"] for m in completed if m["round_id"] == 3} == {None}
+    assert all(m["matches_played"] == 1 for m in completed)
