@@ -27,9 +27,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("url", help="the agent's /mcp URL, e.g. http://127.0.0.1:8101/mcp")
         parser.add_argument("--game", default="even_odd", choices=sorted(GAMES), help="the practice match's game")
-        parser.add_argument(
-            "--player-id", default=AGENT_ID, help=f"the id to call your agent by (default {AGENT_ID})"
-        )
+        parser.add_argument("--player-id", default=AGENT_ID, help=f"the id to call your agent by (default {AGENT_ID})")
         parser.add_argument(
             "--timeout", type=float, help=f"seconds to wait for each reply (default: {TIMEOUTS.move:g} for a move, "
             f"{TIMEOUTS.default:g} otherwise)"
