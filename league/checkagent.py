@@ -229,7 +229,7 @@ def _check_envelope(step: Step, reply: dict[str, Any], expected_type: str | None
             step.judge(
                 WARN,
                 f"timestamp {reply.get('timestamp')!r} is not UTC",
-                "Write timestamps in UTC ending in 'Z', e.g. '2025-01-15T10:30:00Z'.",
+                "Write timestamps in UTC ending in 'Z', such as '2025-01-15T10:30:00Z'.",
                 SEE_ENVELOPE,
             )
     if expected_type and reply.get("message_type") != expected_type:
