@@ -17,6 +17,7 @@ from django.test import Client
 from league.checkagent import FAIL, OK, WARN, run_check
 from league.pages.check import protocol_html
 from league.ratelimit import limiter
+from players.agent import Player, PlayerConfig, PlayerHost
 from referee.runner import Timeouts
 from tests.compat.test_outgoing_fields import REQUIRED, missing_fields
 from tests.league.checkagent_support import minimal_player, serving_broken_player
@@ -156,3 +157,19 @@ def test_the_page_applies_the_endpoint_policy(settings):
     loopback = client.post("/check/", {"endpoint": f"http://127.0.0.1:{free_port()}/mcp", "game": "even_odd"})
     assert loopback.status_code == 400 and b"outside the league&#x27;s allowed networks" in loopback.content
     assert b"check-report" not in loopback.content
+
+
+def test_a_best_of_five_check_plays_every_game_round_with_our_player():
+    """Our runplayer agent, not registered (so it takes the check's notices): the bo5 messages too."""
+    player = Player(PlayerConfig(name="Alpha", strategy="random"))
+    server = PlayerHost([player], register=False, stay=True).start_in_thread()
+    try:
+        report = asyncio.run(run_check(player.endpoint, game_type="even_odd_bo5"))
+    finally:
+        server.stop()
+    types = [s.message_type for s in report.steps]
+    assert report.verdict == OK, [(s.message_type, s.note) for s in report.steps if s.verdict != OK]
+    assert types[:3] == ["ROUND_ANNOUNCEMENT", "GAME_INVITATION", "GAME_START"]
+    assert types[-4:] == ["GAME_OVER", "LEAGUE_STANDINGS_UPDATE", "ROUND_COMPLETED", "LEAGUE_COMPLETED"]
+    rounds = len(report.match_result["details"]["rounds"])
+    assert 3 <= rounds <= 5 and types.count("MOVE_REQUEST") == types.count("ROUND_RESULT") == rounds
