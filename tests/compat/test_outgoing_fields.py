@@ -12,8 +12,11 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+import pytest
+
 from league import actions
-from league.models import League
+from league.conductor import expected_referees
+from league.models import League, Referee
 from tests.league.conductor_support import ScriptedPlayers, ScriptedReferee
 from tests.league.lm_support import call, make_league, message, player_meta, register_player
 from tests.league.test_conductor import FAST, conduct
@@ -234,3 +237,17 @@ def test_what_referees_get_and_every_reply_carry_the_courses_fields(lm_server):
     }
     assert announced == {start["match_id"]: url for url, start in starts}
     assert set(announced.values()) == {ref.url for ref in refs}
+
+
+@pytest.mark.django_db
+def test_the_expected_referee_is_the_one_with_most_room_and_none_without_referees():
+    league = make_league("expected_referees")
+    assert expected_referees(league.pk, 2) == [None, None]  # the LM's built-in referee: no endpoint
+    small = Referee.objects.create(
+        league=league, referee_id="REF01", endpoint="http://10.0.0.1:8001/mcp", token_hash="a", max_concurrent_matches=1
+    )
+    big = Referee.objects.create(
+        league=league, referee_id="REF02", endpoint="http://10.0.0.2:8001/mcp", token_hash="b", max_concurrent_matches=2
+    )
+    # Most free capacity first, the older referee on a tie; once all are full, a new wave.
+    assert expected_referees(league.pk, 4) == [big.endpoint, small.endpoint, big.endpoint, big.endpoint]
