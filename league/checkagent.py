@@ -64,6 +64,7 @@ class Step:
     note: str = ""  # what happened, in a few words
     fix: str | None = None  # for warn / fail: what to change, one sentence
     see: str | None = None  # the section of docs/protocol.md to read (``docs/protocol.md#anchor``)
+    error_code: str | None = None  # when no usable reply came: the client's E0xx (E001 timeout …)
 
     @property
     def anchor(self) -> str | None:
@@ -135,6 +136,7 @@ class HouseClient(AgentClient):
 # -- judging replies ------------------------------------------------------------------------
 def _failed_call(step: Step, code: str, detail: str) -> None:
     """A call that got no usable reply (``code``: the E0xx the client gave it)."""
+    step.error_code = code
     if "no method or tool" in detail:
         step.judge(
             FAIL,
@@ -364,7 +366,7 @@ class Check:
         }
         first = await self._notice(client, "notify_round", "ROUND_ANNOUNCEMENT", round_id=1, matches=[match])
         report.steps.append(first)
-        if first.verdict == FAIL and first.note.startswith(("could not connect", "no reply in time")):
+        if first.error_code in ("E001", "E009"):  # unreachable, or silent: the rest would go the same way
             report.stopped = "the agent did not answer the first message: nothing else was sent"
             return
         spec = MatchSpec(

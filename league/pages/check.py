@@ -1,7 +1,8 @@
 """``/check/``: a student gives their agent's endpoint and gets the report of league/checkagent.py.
 
-The check runs within the request (about a second for a working agent; every wait is bounded by
-the check's timeouts, and an agent that does not answer its first message is not asked more).
+The check runs within the request: well under a second for a working agent; every wait is bounded
+by the check's timeouts (about a minute in all for an agent slow to everything), and an agent that
+does not answer its first message is sent nothing more.
 Async, so a running check holds no worker thread while it waits on the agent.
 """
 
@@ -92,7 +93,7 @@ async def check_agent(request: HttpRequest) -> HttpResponse:
                 f"Too many checks from your address (at most {settings.CHECKAGENT_PER_MINUTE} a minute): "
                 f"try again in {wait} s."
             )
-        elif problem := await sync_to_async(endpoint_refusal)(endpoint):
+        elif problem := await sync_to_async(endpoint_refusal, thread_sensitive=False)(endpoint):
             status = 400
             form.add_error("endpoint", f"{problem}: the league would not call it either.")
         else:
