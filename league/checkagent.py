@@ -9,7 +9,8 @@ not ok, the fix in one sentence with the section of docs/protocol.md to read.
 
 It registers nothing and writes nothing: no league, player, match or event row is involved (the
 messages name the league ``check_practice``). The page (``/check/``) and ``manage.py checkagent``
-are thin callers; the endpoint policy (``endpoint_problem``) is theirs to apply first.
+are thin callers: they apply the leagues' endpoint policy first (``endpoint_refusal``), and the page
+its per-address limit (``take_check_slot``).
 """
 
 from __future__ import annotations
@@ -137,7 +138,9 @@ class HouseClient(AgentClient):
 def _failed_call(step: Step, code: str, detail: str) -> None:
     """A call that got no usable reply (``code``: the E0xx the client gave it)."""
     step.error_code = code
-    if "no method or tool" in detail:
+    # The client's words when the direct form and then tools/call both found no such tool
+    # (tools/call answers -32602 "Unknown tool" in MCP servers, -32601 in others).
+    if "no method or tool" in detail or "unknown tool" in detail.lower() or "-32601" in detail:
         step.judge(
             FAIL,
             f"your agent has no tool {step.method}",
@@ -254,6 +257,7 @@ ANSWERS = {
 def _invalid_answer(step: Step, problem: str, error: dict[str, Any] | None, game_type: str, player_id: str) -> None:
     """The referee found the reply was no valid answer (``error``: the GAME_ERROR it sent back)."""
     code = (error or {}).get("error_code")
+    rules = SEE_GAMES.get(game_type, see("games"))
     if code == "E012":
         fix = (
             f"Answer as the player you were asked as (player_id {player_id!r}, sender 'player:{player_id}'); "
@@ -264,9 +268,9 @@ def _invalid_answer(step: Step, problem: str, error: dict[str, Any] | None, game
         fix = f"Answer {step.message_type} in the HTTP reply itself with a {ANSWERS.get(step.message_type, 'ACK')}."
         where = SEE_MATCH
     elif step.message_type == "MOVE_REQUEST":
-        fix, where = 'Answer with move {"number": n}, n a whole number from 1 to 5.', SEE_GAMES[game_type]
+        fix, where = 'Answer with move {"number": n}, n a whole number from 1 to 5.', rules
     elif step.message_type == "CHOOSE_PARITY_CALL":
-        fix, where = 'Answer with parity_choice exactly "even" or "odd" (lower case).', SEE_GAMES[game_type]
+        fix, where = 'Answer with parity_choice exactly "even" or "odd" (lower case).', rules
     else:
         fix, where = f"Answer {step.message_type} with a {ANSWERS.get(step.message_type, 'ACK')}.", SEE_MATCH
     step.judge(FAIL, f"not a valid answer: {problem}", fix, where)

@@ -22,6 +22,7 @@ from referee.runner import Timeouts
 from tests.compat.test_outgoing_fields import REQUIRED, missing_fields
 from tests.league.checkagent_support import minimal_player, serving_broken_player
 from tests.league.lm_support import make_league
+from tests.referee.scripted import ScriptedPlayer, serving
 from tests.support.servers import free_port
 
 EVEN_ODD_STEPS = [
@@ -173,3 +174,22 @@ def test_a_best_of_five_check_plays_every_game_round_with_our_player():
     assert types[-4:] == ["GAME_OVER", "LEAGUE_STANDINGS_UPDATE", "ROUND_COMPLETED", "LEAGUE_COMPLETED"]
     rounds = len(report.match_result["details"]["rounds"])
     assert 3 <= rounds <= 5 and types.count("MOVE_REQUEST") == types.count("ROUND_RESULT") == rounds
+
+
+def test_an_answer_left_for_later_and_an_answer_under_another_id_are_explained():
+    """A player that acknowledges the parity call (meaning to answer by a call of its own), then
+    answers as P07, and serves none of the League Manager's notices."""
+    player = ScriptedPlayer(
+        "P01",
+        choices=[ScriptedPlayer.MISSING, "even"],
+        edits={"choose_parity": [{"message_type": "ACK"}, {"player_id": "P07"}]},
+    )
+    with serving(player.app()) as server:
+        report = asyncio.run(run_check(server.url, timeouts=ONE_SECOND))
+    steps = {s.message_type: s for s in report.steps if s.message_type != "CHOOSE_PARITY_CALL"}
+    later, impostor = [s for s in report.steps if s.message_type == "CHOOSE_PARITY_CALL"]
+    assert later.verdict == FAIL and "in the HTTP reply itself" in later.fix and later.anchor == "how-a-match-runs"
+    assert impostor.verdict == FAIL and "player_id 'P01'" in impostor.fix and "give that id" in impostor.fix
+    assert steps["ROUND_ANNOUNCEMENT"].fix.startswith("Serve the tool notify_round")
+    assert steps["GAME_OVER"].verdict == OK  # the match itself ends normally for the check
+    assert report.match_result["technical_loss"] == ["P01"]
