@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from league.standings import id_sort_key
+from leagueproto.scoring import id_sort_key
 
 Pairing = tuple[str, str]
 
