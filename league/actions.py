@@ -665,7 +665,7 @@ def _mark_round_played(round_pk: int) -> bool:
 def record_result(
     referee: Referee, match_id: str, result: dict[str, Any], match_log: list[Any] | None = None
 ) -> Recorded:
-    """Store a referee's MATCH_RESULT_REPORT (contract 2), once.
+    """Store a referee's MATCH_RESULT_REPORT (docs/protocol.md, "Reporting a result"), once.
 
     E006 unknown match; E015 the match is assigned to another referee, was cancelled, or already
     has a different result (the conflict is logged); an identical repeat is DUPLICATE.

@@ -1,4 +1,4 @@
-"""The conductor: drives leagues from closed registration to champion (PROTOCOL.md §5-§8).
+"""The conductor: drives leagues from closed registration to champion (docs/architecture.md).
 
 A long-running async worker (``manage.py runleague``). The database is the single source of
 truth: every step below is a state transition in its own transaction, recorded in the Event
@@ -79,7 +79,7 @@ LIVE = (AgentStatus.REGISTERED, AgentStatus.ACTIVE)
 IN_PLAY = (Match.Status.ASSIGNED, Match.Status.RUNNING)
 DONE = (Match.Status.FINISHED, Match.Status.CANCELLED)
 WORKING = (League.Status.REGISTERING, League.Status.READY, League.Status.RUNNING)
-EMBEDDED_REFEREE = "EMBEDDED"  # the LM's built-in referee (seed 002), used when none is registered
+EMBEDDED_REFEREE = "EMBEDDED"  # the LM's built-in referee, used when none is registered
 EMBEDDED_CAPACITY = 8  # matches the built-in referee runs at once per conductor
 
 
@@ -111,7 +111,7 @@ def retry_policy(league: League) -> RetryPolicy:
 
 
 def match_token(league_id: str, match_id: str, attempt: int) -> str:
-    """The per-match bearer a referee shows the players (contract 1): derived, so a resent
+    """The per-match bearer a referee shows the players: derived, so a resent
     start_match carries the same token, and new for each attempt."""
     key = settings.SECRET_KEY.encode()
     return hmac.new(key, f"match:{league_id}:{match_id}:{attempt}".encode(), hashlib.sha256).hexdigest()

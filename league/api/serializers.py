@@ -152,7 +152,7 @@ class MatchSerializer(serializers.Serializer):
 
 
 class LogEntrySerializer(serializers.Serializer):
-    """One entry of the referee's match log (contract 2)."""
+    """One entry of the referee's match log (docs/protocol.md, "The report to the LM")."""
 
     seq = serializers.IntegerField(required=False)
     at = serializers.CharField(required=False)

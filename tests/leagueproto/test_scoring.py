@@ -206,7 +206,7 @@ def test_it_keeps_the_incremental_table_equal_to_a_recomputation(n, double, rng)
 
 
 def reference_order(players: list[str], results: list[ResultRow]) -> list[str]:
-    """§7 written plainly, for checking the table: points, wins, draws; then the head-to-head
+    """The ranking rule written plainly, for checking the table: points, wins, draws; then the head-to-head
     points taken from exactly the players tied on all three; then the numeric id."""
     tally = {p: [0, 0, 0] for p in players}
     taken: dict[tuple[str, str], int] = {}
