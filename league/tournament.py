@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from leagueproto.scoring import ResultRow, compute_standings
+from leagueproto.scoring import ResultRow, compute_standings, result_mark
 
 FORM_LENGTH = 5
 # What a call to an agent ended as (the referee's match log, the conductor's delivery Events).
@@ -54,7 +54,7 @@ class Played:
         mine, theirs = (self.points_a, self.points_b) if mine_a else (self.points_b, self.points_a)
         technical = self.technical_a if mine_a else self.technical_b
         their_technical = self.technical_b if mine_a else self.technical_a
-        mark = "W" if mine > theirs else "L" if mine < theirs else ("L" if technical else "D")
+        mark = result_mark(mine)
         games = (self.games_a, self.games_b) if mine_a else (self.games_b, self.games_a)
         return {
             "match_id": self.match_id,

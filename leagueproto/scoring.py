@@ -69,6 +69,14 @@ def record_field(points: int) -> RecordField:
     return "losses"
 
 
+_MARKS: dict[RecordField, str] = {"wins": "W", "draws": "D", "losses": "L"}
+
+
+def result_mark(points: int) -> str:
+    """ "W", "D" or "L": how a match worth ``points`` to a player reads in its form and history."""
+    return _MARKS[record_field(points)]
+
+
 _NUMBERED_ID = re.compile(r"^([A-Za-z_:]*)(\d+)$")
 
 

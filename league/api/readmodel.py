@@ -18,7 +18,7 @@ from league import standings as standings_service
 from league import tournament
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 from league.tournament import Call, Played
-from leagueproto.scoring import TIE_BREAK_RULE, TIE_BREAK_TEXT, ResultRow
+from leagueproto.scoring import TIE_BREAK_RULE, TIE_BREAK_TEXT, ResultRow, record_field, result_mark
 
 RUNNING_MATCH = (Match.Status.ASSIGNED, Match.Status.RUNNING)
 RECENT_MATCHES = 30
@@ -104,7 +104,7 @@ def standings(league: League, results: list[MatchResult] | None = None) -> list[
     out = []
     for row, name in ranked:
         entry = standings_service.standing_dict(row, name)
-        entry["status"] = players[row.player_id].status if row.player_id in players else ""
+        entry["status"] = players[row.player_id].status
         entry["decided_by"] = row.decided_by
         entry["decided_by_text"] = TIE_BREAK_TEXT.get(row.decided_by, "") if row.decided_by else ""
         out.append(entry)
@@ -527,15 +527,9 @@ def player_profile(player: Player) -> dict[str, Any]:
         )
         opp["played"] += 1
         opp["points_for"] += res["score"].get(mine["player_id"], 0)
-        if res["winner"] == mine["player_id"]:
-            opp["wins"] += 1
-            m["my_outcome"] = "W"
-        elif res["winner"] is None and not res["technical_loss"]:
-            opp["draws"] += 1
-            m["my_outcome"] = "D"
-        else:
-            opp["losses"] += 1
-            m["my_outcome"] = "L"
+        my_points = res["score"].get(mine["player_id"], 0)
+        opp[record_field(my_points)] += 1
+        m["my_outcome"] = result_mark(my_points)
         # Tinted as a technical loss only when this player lost technically, not its opponent.
         m["my_technical"] = mine["player_id"] in res["technical_loss"]
         games = res["games_score"] or res["score"]

@@ -18,6 +18,7 @@ from leagueproto.scoring import (
     id_sort_key,
     match_score,
     record_field,
+    result_mark,
 )
 
 
@@ -40,6 +41,7 @@ def test_a_win_scores_3_a_draw_1_and_a_loss_0_technical_or_not():
     assert match_score("P01", "P02", None, ["P01", "P02"]) == {"P01": 0, "P02": 0}  # both failed
     assert OUTCOME_POINTS == {"WIN_A": (3, 0), "WIN_B": (0, 3), "DRAW": (1, 1), "BOTH_LOSE": (0, 0)}
     assert [record_field(points) for points in (3, 1, 0)] == ["wins", "draws", "losses"]
+    assert [result_mark(points) for points in (3, 1, 0)] == ["W", "D", "L"]
 
 
 def test_it_counts_wins_draws_losses_and_technical_losses():
