@@ -401,8 +401,8 @@ def referee_warning(league: League) -> str | None:
         else f"its {referees} referee{'s are' if referees != 1 else ' is'} suspended or gone"
     )
     return (
-        f"No live referee: {why}, so no match can be played. Start one for this league: "
-        f"python manage.py runreferee --league-id {league.league_id}"
+        f"No live referee: {why}, so no match can be played. Start one for this league, with its "
+        f"referee key: REFEREE_KEY=<key> python manage.py runreferee --league-id {league.league_id}"
     )
 
 
