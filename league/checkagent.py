@@ -22,12 +22,12 @@ from typing import Any
 
 from django.conf import settings
 
-from league.queries import standing_dict
 from league.ratelimit import Bucket, limiter
-from league.standings import ResultRow, compute_standings
+from league.standings import standing_dict
 from leagueproto.client import NO_RETRY, AgentClient, CallFailed, CallResult
 from leagueproto.envelope import make_message, parse_timestamp
 from leagueproto.errors import LeagueError, see
+from leagueproto.scoring import ResultRow, compute_standings
 from referee.games import get_game
 from referee.runner import MatchRunner, MatchSpec, Seat, Timeouts, redact
 
