@@ -40,7 +40,8 @@ METADATA_ADDRESSES = frozenset(
 LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # Ports other services listen on: an endpoint there aims the LM's requests at a database, a broker
-# or a mail server rather than at an agent. The name goes into the refusal.
+# or a mail server rather than at an agent. The name goes into the refusal. None is in 8000-9999,
+# where agents listen (runplayer, runreferee and the docs' examples use 8001-8199, tests 9101-…).
 SERVICE_PORTS: dict[int, str] = {
     21: "FTP",
     22: "SSH",
@@ -73,10 +74,6 @@ SERVICE_PORTS: dict[int, str] = {
     5984: "CouchDB",
     6379: "Redis",
     6443: "Kubernetes API",
-    8500: "Consul",
-    9042: "Cassandra",
-    9092: "Kafka",
-    9200: "Elasticsearch",
     10250: "Kubelet",
     11211: "Memcached",
     15672: "RabbitMQ management",
