@@ -90,11 +90,19 @@ class Serving:
     ports: frozenset[int]  # the listening port and the Host header's port (or its scheme's default)
 
 
-serving: ContextVar[Serving | None] = ContextVar("serving", default=None)
+# The ASGI scope of the request being handled (leaguesite/limits.py sets it for every request);
+# read only when a registration needs it, so the other calls pay for no parsing.
+request_scope: ContextVar[dict[str, Any] | None] = ContextVar("request_scope", default=None)
+
+
+def serving() -> Serving | None:
+    """Where the current request reached the LM, or None outside a request (commands, admin)."""
+    scope = request_scope.get()
+    return serving_from_scope(scope) if scope is not None else None
 
 
 def serving_from_scope(scope: dict[str, Any]) -> Serving:
-    """The ``Serving`` of an ASGI request (leaguesite/limits.py sets it for every request)."""
+    """The ``Serving`` of an ASGI request."""
     raw = next((v for k, v in scope.get("headers", ()) if k == b"host"), b"").decode("latin-1")
     ports: set[int] = set()
     server = scope.get("server")
@@ -257,7 +265,7 @@ def endpoint_problem(endpoint: str, allowed_networks: str) -> str | None:
         problem = address_problem(address, allowed)
         if problem:
             return problem
-    here = serving.get()
+    here = serving()
     if (
         here is not None
         and effective_port in here.ports

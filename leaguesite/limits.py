@@ -16,13 +16,17 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
-from league.endpoints import serving, serving_from_scope
+from league.endpoints import request_scope
 from leagueproto.server import body_too_large
 
 Scope = dict[str, Any]
@@ -32,14 +36,34 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 _MCP_PATHS = frozenset({"/mcp", "/mcp/"})
 
 
+@functools.cache
+def _limits() -> tuple[int, int, int]:
+    """``(MCP_MAX_BODY_BYTES, SITE_MAX_BODY_BYTES, REQUEST_READ_TIMEOUT)``, read once: a read of
+    Django's settings costs as much as the rest of this middleware's work on a call."""
+    return settings.MCP_MAX_BODY_BYTES, settings.SITE_MAX_BODY_BYTES, settings.REQUEST_READ_TIMEOUT
+
+
+@receiver(setting_changed)
+def _settings_changed(setting: str, **kwargs: Any) -> None:
+    if setting in ("MCP_MAX_BODY_BYTES", "SITE_MAX_BODY_BYTES", "REQUEST_READ_TIMEOUT"):
+        _limits.cache_clear()
+
+
 def body_limit(path: str) -> int:
     """The largest request body accepted on ``path``."""
-    return settings.MCP_MAX_BODY_BYTES if path in _MCP_PATHS else settings.SITE_MAX_BODY_BYTES
+    mcp, site, _timeout = _limits()
+    return mcp if path in _MCP_PATHS else site
 
 
 def largest_body() -> int:
     """The largest request body accepted anywhere (what daphne may buffer before the app runs)."""
-    return max(settings.MCP_MAX_BODY_BYTES, settings.SITE_MAX_BODY_BYTES)
+    mcp, site, _timeout = _limits()
+    return max(mcp, site)
+
+
+def read_timeout() -> int:
+    """Seconds a request may take to arrive (``REQUEST_READ_TIMEOUT``)."""
+    return _limits()[2]
 
 
 def _plain(status: int, text: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
@@ -60,6 +84,52 @@ def _too_large(path: str, limit: int) -> tuple[int, list[tuple[bytes, bytes]], b
     return _plain(413, f"Request body larger than {limit} bytes\n")
 
 
+class _Deadlines:
+    """The requests of one event loop waiting for their body, and one task that checks them
+    every second and cancels the wait of those past their deadline. A timer per request
+    (``asyncio.timeout``) cost a third of a ``/mcp`` call's time on top of it."""
+
+    PERIOD = 1.0
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.waiting: dict[asyncio.Task, float] = {}  # request task -> deadline (loop time)
+        self.expired: set[asyncio.Task] = set()  # cancelled by us, not by anyone else
+        self._sweeper: asyncio.Task | None = None
+
+    def wait(self, task: asyncio.Task, deadline: float) -> None:
+        self.waiting[task] = deadline
+        if self._sweeper is None:
+            self._sweeper = self.loop.create_task(self._sweep())
+
+    async def _sweep(self) -> None:
+        try:
+            while self.waiting:
+                await asyncio.sleep(self.PERIOD)
+                now = self.loop.time()
+                for task, deadline in list(self.waiting.items()):
+                    if deadline <= now:
+                        del self.waiting[task]
+                        self.expired.add(task)
+                        task.cancel()
+        finally:
+            self._sweeper = None
+
+
+_deadlines: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Deadlines] = weakref.WeakKeyDictionary()
+_last: list[_Deadlines] = []  # the last one used: a server runs one loop, and a weak lookup costs
+
+
+def _deadlines_of(loop: asyncio.AbstractEventLoop) -> _Deadlines:
+    if _last and _last[0].loop is loop:
+        return _last[0]
+    found = _deadlines.get(loop)
+    if found is None:
+        found = _deadlines[loop] = _Deadlines(loop)
+    _last[:] = [found]
+    return found
+
+
 class RequestLimits:
     """ASGI middleware: body size and body read deadline for every HTTP request (see the module)."""
 
@@ -70,20 +140,15 @@ class RequestLimits:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        mark = serving.set(serving_from_scope(scope))
-        try:
-            await self._limited(scope, receive, send)
-        finally:
-            serving.reset(mark)
-
-    async def _limited(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"]
         limit = body_limit(path)
         declared = next((v for k, v in scope["headers"] if k == b"content-length"), b"")
         if declared.isdigit() and int(declared) > limit:
             await _answer(send, *_too_large(path, limit))
             return
-        deadline = asyncio.get_running_loop().time() + settings.REQUEST_READ_TIMEOUT
+        loop = asyncio.get_running_loop()
+        deadlines = _deadlines_of(loop)
+        deadline = loop.time() + read_timeout()
         received = 0
         body_done = False
         answered = False  # this middleware answered: whatever the app sends after is dropped
@@ -92,14 +157,22 @@ class RequestLimits:
             nonlocal received, body_done, answered
             if body_done or answered:
                 return await receive()
+            task = asyncio.current_task()
+            assert task is not None
+            deadlines.wait(task, deadline)
             try:
-                async with asyncio.timeout_at(deadline):
-                    event = await receive()
-            except TimeoutError:
+                event = await receive()
+            except asyncio.CancelledError:
+                if task not in deadlines.expired:
+                    raise
+                deadlines.expired.discard(task)
+                task.uncancel()
                 answered = True
-                late = f"Request body not received within {settings.REQUEST_READ_TIMEOUT} s\n"
+                late = f"Request body not received within {read_timeout()} s\n"
                 await _answer(send, *_plain(408, late))
                 return {"type": "http.disconnect"}
+            finally:
+                deadlines.waiting.pop(task, None)
             if event["type"] != "http.request":
                 return event
             received += len(event.get("body", b""))
@@ -114,7 +187,11 @@ class RequestLimits:
             if not answered:
                 await send(message)
 
-        await self.app(scope, limited_receive, guarded_send)
+        mark = request_scope.set(scope)
+        try:
+            await self.app(scope, limited_receive, guarded_send)
+        finally:
+            request_scope.reset(mark)
 
 
 async def _answer(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
@@ -151,7 +228,7 @@ def guard_daphne() -> None:
             self._refused = False
             self._received = 0
             super().__init__(*args, **kwargs)
-            self._late = reactor.callLater(settings.REQUEST_READ_TIMEOUT, self._too_slow)
+            self._late = reactor.callLater(read_timeout(), self._too_slow)
 
         def _refuse(self, status: int, text: str) -> None:
             if self._refused:
@@ -167,7 +244,7 @@ def guard_daphne() -> None:
 
         def _too_slow(self) -> None:
             self._late = None
-            self._refuse(408, f"Request not received within {settings.REQUEST_READ_TIMEOUT} s\n")
+            self._refuse(408, f"Request not received within {read_timeout()} s\n")
 
         def _stop_timer(self) -> None:
             if self._late is not None and self._late.active():
