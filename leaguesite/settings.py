@@ -228,6 +228,11 @@ REGISTRATION_RATE_EXEMPT_NETWORKS = env_list("REGISTRATION_RATE_EXEMPT_NETWORKS"
 # Agent endpoints (league/endpoints.py): the well-known ports of other services (databases,
 # brokers, SSH, mail) are refused unless this is on.
 ENDPOINT_ALLOW_SERVICE_PORTS = env_bool("ENDPOINT_ALLOW_SERVICE_PORTS", False)
+# "Check my agent" (/check/, league/checkagent.py): checks a minute per client address (each plays a
+# practice match, seconds of work), and the networks a checked endpoint may be in (empty: the
+# leagues' default, league.models.DEFAULT_ALLOWED_NETWORKS).
+CHECKAGENT_PER_MINUTE = env_int("CHECKAGENT_PER_MINUTE", 3)
+CHECKAGENT_ALLOWED_NETWORKS = env_str("CHECKAGENT_ALLOWED_NETWORKS", "")
 # The largest payload one Event row stores (bytes of JSON); larger ones are summarised.
 EVENT_PAYLOAD_MAX_BYTES = env_int("EVENT_PAYLOAD_MAX_BYTES", 32 * 1024)
 
