@@ -448,7 +448,7 @@ def reply_summary(step: Step) -> str:
 # -- what callers apply first ------------------------------------------------------------------
 def endpoint_refusal(endpoint: str) -> str | None:
     """Why the check will not call ``endpoint`` (the leagues' endpoint policy), or None."""
-    from league.actions import endpoint_problem
+    from league.endpoints import endpoint_problem
     from league.models import DEFAULT_ALLOWED_NETWORKS
 
     return endpoint_problem(endpoint, settings.CHECKAGENT_ALLOWED_NETWORKS or DEFAULT_ALLOWED_NETWORKS)
