@@ -60,6 +60,7 @@ from django.utils import timezone
 
 from league import actions, queries
 from league.auth import lm_token, lm_token_for
+from league.endpoints import ConnectPolicy
 from league.events import EventValues, append_events, broadcast, broadcast_all, event_values, record_event
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 from league.prepared import Prepared, update_row
@@ -149,7 +150,7 @@ _ROUND_MATCHES = Prepared(
     lambda round_pk: (
         Match.objects.filter(round_id=round_pk)
         .order_by("id")
-        .values_list("match_id", "game_type", "player_a__player_id", "player_b__player_id")
+        .values_list("match_id", "game_type", "player_a__player_id", "player_b__player_id", "referee__endpoint")
     ),
     -701,
 )
@@ -288,11 +289,46 @@ def create_schedule(league_pk: int) -> bool:
     return True
 
 
+def expected_referees(league_pk: int, count: int) -> list[str | None]:
+    """The endpoints of the referees that ``claim_matches`` is expected to give the next ``count``
+    unassigned matches, in order: the same choice (most free capacity, then the oldest referee),
+    starting again from full capacity once every referee is busy (a wave of matches ends before
+    the next is claimed). None each when the league has no live referee (the LM's built-in one
+    plays: it has no endpoint of its own)."""
+    referees = list(
+        Referee.objects.filter(league_id=league_pk, status__in=LIVE)
+        .order_by("id")
+        .values_list("pk", "endpoint", "max_concurrent_matches")
+    )
+    if not referees or count <= 0:
+        return [None] * max(count, 0)
+    busy = dict(_BUSY_REFEREES.rows(league_pk))
+    free = {pk: size - busy.get(pk, 0) for pk, _, size in referees}
+    expected: list[str | None] = []
+    for _ in range(count):
+        if max(free.values()) <= 0:
+            free = {pk: size for pk, _, size in referees}
+        pk, endpoint, _ = max(referees, key=lambda r: (free[r[0]], -r[0]))
+        free[pk] -= 1
+        expected.append(endpoint)
+    return expected
+
+
 def round_matches(rnd: Round) -> list[dict[str, Any]]:
-    """The round's matches as ROUND_ANNOUNCEMENT lists them (in id order)."""
+    """The round's matches as ROUND_ANNOUNCEMENT lists them (in id order), each with the
+    ``referee_endpoint`` the course's announcement carries: its referee's, once assigned, else the
+    one it is expected to get (``expected_referees``)."""
+    rows = _ROUND_MATCHES.rows(rnd.pk)
+    expected = iter(expected_referees(rnd.league_id, sum(1 for row in rows if row[4] is None)))
     return [
-        {"match_id": match_id, "game_type": game_type, "player_A_id": a, "player_B_id": b}
-        for match_id, game_type, a, b in _ROUND_MATCHES.rows(rnd.pk)
+        {
+            "match_id": match_id,
+            "game_type": game_type,
+            "player_A_id": a,
+            "player_B_id": b,
+            "referee_endpoint": endpoint if endpoint is not None else next(expected),
+        }
+        for match_id, game_type, a, b, endpoint in rows
     ]
 
 
@@ -988,6 +1024,8 @@ def round_boundary(league: League, rnd: Round, *, again: bool = False) -> Bounda
         "notify_round_completed",
         "ROUND_COMPLETED",
         **round_fields,
+        # matches_played is the course's name for it; matches_completed stays for agents that read it.
+        matches_played=finished,
         matches_completed=finished,
         next_round_id=nxt.number if nxt else None,
     )
@@ -1309,7 +1347,7 @@ class Conductor:
         """Tick every ``poll`` seconds; ``once``: one tick; ``until_done``: until no league is in progress."""
         own_client = self.client is None
         if own_client:
-            self.client = AgentClient()
+            self.client = AgentClient(address_check=ConnectPolicy())  # re-checks each address (DNS rebinding)
         try:
             while True:
                 busy = await self.tick()
