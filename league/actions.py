@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import logging
-import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import connection, models, transaction
@@ -23,6 +20,7 @@ from django.utils import timezone
 from league import queries
 from league.auth import find_by_token, lm_token, new_token
 from league.dbexec import insert_rows
+from league.endpoints import canonical_endpoint, endpoint_problem, endpoint_taken
 from league.events import EventValues, append_events, broadcast, broadcast_all, event_values, record_event
 from league.models import AgentStatus, League, Match, MatchResult, Player, Referee, Round, hash_token
 from league.prepared import Prepared
@@ -33,12 +31,6 @@ from leagueproto.scoring import match_score
 from referee.games.audit import log_problem
 
 log = logging.getLogger(__name__)
-
-# Cloud metadata services: never an agent, whatever network they sit in.
-METADATA_ADDRESSES = frozenset(
-    ipaddress.ip_address(a) for a in ("169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254")
-)
-LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
 
 REGISTRATION_CLOSED = "Registration closed"
 LEAGUE_FULL = "League full"
@@ -274,77 +266,34 @@ def registration_league(league_id: str | None, *, for_referee: bool = False) -> 
     )
 
 
-def endpoint_problem(endpoint: str, allowed_networks: str) -> str | None:
-    """Why an agent endpoint is refused, or None. Resolves the host (agents must be reachable)."""
-    try:
-        parts = urlsplit(endpoint)
-        port = parts.port
-    except ValueError:
-        return "Endpoint is not a valid URL"
-    if parts.scheme not in ("http", "https"):
-        return "Endpoint must be an http:// or https:// URL"
-    if not parts.hostname:
-        return "Endpoint has no host"
-    try:
-        infos = socket.getaddrinfo(parts.hostname, port or 80, proto=socket.IPPROTO_TCP)
-    except (OSError, UnicodeError):
-        return f"Endpoint host {parts.hostname} does not resolve"
-    networks = []
-    for item in allowed_networks.split(","):
-        if item.strip():
-            try:
-                networks.append(ipaddress.ip_network(item.strip(), strict=False))
-            except ValueError:
-                continue
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%")[0])
-        if address in METADATA_ADDRESSES or any(address in net for net in LINK_LOCAL):
-            return f"Endpoint address {address} is link-local or a metadata service"
-        if not any(address.version == net.version and address in net for net in networks):
-            return f"Endpoint address {address} is outside the league's allowed networks"
-    return None
-
-
 def _other_model(model: type[Player] | type[Referee]) -> type[Player] | type[Referee]:
     return Referee if model is Player else Player
 
 
 def _agents_sql(model: type[Player] | type[Referee]) -> str:
     """One query for what a registration needs to know of the league's agents of a kind: how many
-    are not removed, how many of those use an endpoint, the highest id (the longest, then the
-    greatest: ids are a prefix and a number), and how many agents of the other kind (not removed)
-    use the endpoint (a player may not sit at a referee's address, nor the other way round)."""
+    are not removed, how many of those use an endpoint, and the highest id (the longest, then the
+    greatest: ids are a prefix and a number)."""
+    meta = model._meta
     quote = connection.ops.quote_name
-
-    def names(of: type[Player] | type[Referee]) -> tuple[str, ...]:
-        meta = of._meta
-        id_field = "player_id" if of is Player else "referee_id"
-        return (
-            quote(meta.db_table),
-            *(quote(meta.get_field(name).column) for name in (id_field, "league", "status", "endpoint")),
-        )
-
-    table, agent_id, league, status, endpoint = names(model)
-    o_table, _, o_league, o_status, o_endpoint = names(_other_model(model))
+    table, agent_id = (
+        quote(meta.db_table),
+        quote(meta.get_field("player_id" if model is Player else "referee_id").column),
+    )
+    league, status, endpoint = (quote(meta.get_field(name).column) for name in ("league", "status", "endpoint"))
     return (
         f"SELECT COUNT(*), COALESCE(SUM(CASE WHEN {endpoint} = %s THEN 1 ELSE 0 END), 0),"
         f" (SELECT {agent_id} FROM {table} WHERE {league} = %s ORDER BY LENGTH({agent_id}) DESC, {agent_id} DESC"
-        f" LIMIT 1),"
-        f" (SELECT COUNT(*) FROM {o_table} WHERE {o_league} = %s AND {o_endpoint} = %s AND {o_status} <> %s)"
-        f" FROM {table} WHERE {league} = %s AND {status} <> %s"
+        f" LIMIT 1) FROM {table} WHERE {league} = %s AND {status} <> %s"
     )
 
 
-def _agents_summary(
-    model: type[Player] | type[Referee], league_pk: int, endpoint: str
-) -> tuple[int, int, str | None, int]:
-    """``(agents not removed, of those at endpoint, highest id, agents of the other kind at
-    endpoint)`` of a league's agents of a kind."""
-    removed = AgentStatus.REMOVED.value
+def _agents_summary(model: type[Player] | type[Referee], league_pk: int, endpoint: str) -> tuple[int, int, str | None]:
+    """``(agents not removed, of those at endpoint, highest id)`` of a league's agents of a kind."""
     with connection.cursor() as cursor:
-        cursor.execute(_agents_sql(model), [endpoint, league_pk, league_pk, endpoint, removed, league_pk, removed])
-        count, taken, top, other = cursor.fetchone()
-    return count, taken, top, other
+        cursor.execute(_agents_sql(model), [endpoint, league_pk, league_pk, AgentStatus.REMOVED.value])
+        count, taken, top = cursor.fetchone()
+    return count, taken, top
 
 
 def _next_id(model: type[Player] | type[Referee], league: League, prefix: str, top: str | None) -> str:
@@ -445,10 +394,11 @@ def _register(
             problem = endpoint_problem(endpoint, league.allowed_networks)
             if problem:
                 return rejected(problem)
-            at_endpoint = {"league": league, "endpoint": endpoint}
-            if model.objects.filter(**at_endpoint).exclude(status=AgentStatus.REMOVED).exclude(pk=same.pk).exists():
+            wanted = canonical_endpoint(endpoint)  # any spelling of the URL counts (league/endpoints.py)
+            peers = model.objects.filter(league=league).exclude(status=AgentStatus.REMOVED).exclude(pk=same.pk)
+            if any(canonical_endpoint(e) == wanted for e in peers.values_list("endpoint", flat=True)):
                 return rejected(ENDPOINT_TAKEN)
-            if _other_model(model).objects.filter(**at_endpoint).exclude(status=AgentStatus.REMOVED).exists():
+            if endpoint_taken(_other_model(model), league.pk, endpoint):
                 return rejected(ENDPOINT_OF_OTHER_KIND.format(kind="referee" if kind == "player" else "player"))
             same.endpoint = endpoint
             same.display_name = meta.get("display_name") or same.display_name
@@ -484,16 +434,16 @@ def _register(
             meta = {**meta, "game_types": [league.game_type]}
         if league.game_type not in meta["game_types"]:
             return rejected(GAME_TYPE_NOT_SUPPORTED)
-        count, taken, top, other_kind_taken = _agents_summary(model, league.pk, endpoint)
+        count, taken, top = _agents_summary(model, league.pk, endpoint)
         limit = league.max_players if kind == "player" else league.max_referees
         if count >= limit:
             return rejected(LEAGUE_FULL)
         problem = endpoint_problem(endpoint, league.allowed_networks)
         if problem:
             return rejected(problem)
-        if taken:
+        if taken or endpoint_taken(model, league.pk, endpoint):  # the same URL, or another spelling of it
             return rejected(ENDPOINT_TAKEN)
-        if other_kind_taken:
+        if endpoint_taken(_other_model(model), league.pk, endpoint):
             return rejected(ENDPOINT_OF_OTHER_KIND.format(kind="referee" if kind == "player" else "player"))
 
         agent_id = _next_id(model, league, prefix, top)
