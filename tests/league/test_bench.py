@@ -247,7 +247,9 @@ ROUND_LOCK = 1 if connection.features.has_select_for_update else 0
 REPORT_QUERIES = 7 + ROUND_LOCK
 DUPLICATE_QUERIES = 3
 BATCH_QUERIES = 8 + ROUND_LOCK  # a whole batch of reports through /mcp: authentication and Event log included
-REGISTRATION_QUERIES = 8  # with the endpoints of the other kind of agent (no player at a referee's URL)
+# savepoint, the league twice (found, then locked), the league's agents, the endpoints of players
+# and of referees (any spelling of a URL is one endpoint), the insert, its event, release.
+REGISTRATION_QUERIES = 9
 # A read through /mcp (lm.read_logged): the caller's token, the answer, the Event log's insert in
 # its transaction. The standings are cached while their key query says nothing changed.
 READ_QUERIES = {"GET_STANDINGS": 5, "GET_NEXT_MATCH": 5, "GET_PLAYER_STATS": 6, "get_standings": 5}
