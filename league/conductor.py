@@ -741,7 +741,7 @@ def unreachable_failure(exc: CallFailed) -> bool:
 def referee_cooldown(league: League, failures: int, poll: float) -> float:
     """Seconds a referee gets no match after its ``failures``-th failure in a row: doubling from
     the league's retry delay, at most ``COOLDOWN_MAX``."""
-    base = max(league.retry_delay, poll, 0.5)
+    base = max(league.retry_delay, poll, 1.0)
     return min(COOLDOWN_MAX, base * 2 ** max(0, failures - 1))
 
 
