@@ -822,6 +822,13 @@ def in_play_matches(league_pk: int) -> list[InPlay]:
     return [InPlay(*row) for row in _IN_PLAY.rows(league_pk)]
 
 
+def database_writable() -> None:
+    """Raise the database's error unless a write transaction can begin now (SQLite's IMMEDIATE
+    transactions take the write lock at BEGIN; elsewhere this is a round trip)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
 def league_statuses(league_pks: list[int]) -> list[tuple[int, str, str]]:
     """(pk, league_id, status) of these leagues."""
     return list(League.objects.filter(pk__in=league_pks).values_list("pk", "league_id", "status"))
@@ -1490,6 +1497,11 @@ class Conductor:
         try:
             while True:
                 try:
+                    if self._outage_since is not None:
+                        # Reads may work while writes do not (a locked SQLite file): the outage
+                        # is over when a write transaction can begin, not at the first read.
+                        await sync_to_async(database_writable)()
+                        self.database_up()
                     busy = await self.tick()
                 except DB_OUTAGE as exc:
                     # The database is down or locked: wait and try again, with backoff, for as long
@@ -1500,7 +1512,6 @@ class Conductor:
                     await asyncio.sleep(delay)
                     continue
                 delay = 0.0
-                self.database_up()
                 if once:
                     break
                 if until_done and not busy:

@@ -204,15 +204,19 @@ RETRY_AFTER_SECONDS = 1.0
 
 class DatabaseOutage:
     """The LM's view of a database outage: logged once when it begins and once when it ends,
-    not once per call refused meanwhile."""
+    not once per call refused meanwhile. Reads may work while writes fail (a locked SQLite
+    file), so the outage ends only after ``QUIET`` seconds without a refusal."""
 
+    QUIET = 5.0
     since: float | None = None
+    last: float = 0.0  # when a call was last refused
 
     @classmethod
     def refused(cls, exc: Exception) -> JsonRpcError:
         """The retryable JSON-RPC error a call gets while the database is unavailable."""
+        cls.last = time.monotonic()
         if cls.since is None:
-            cls.since = time.monotonic()
+            cls.since = cls.last
             log.warning("database unavailable (%s: %s); calls are refused as retryable", type(exc).__name__, exc)
         return JsonRpcError(
             SERVER_UNAVAILABLE,
@@ -227,8 +231,10 @@ class DatabaseOutage:
 
     @classmethod
     def over(cls) -> None:
-        if cls.since is not None:
-            log.warning("database available again after %.1f s", time.monotonic() - cls.since)
+        """A call went through: the outage is over if none was refused for ``QUIET`` seconds."""
+        now = time.monotonic()
+        if cls.since is not None and now - cls.last >= cls.QUIET:
+            log.warning("database available again after %.1f s", cls.last - cls.since)
             cls.since = None
 
 
