@@ -496,6 +496,8 @@ def _dispatch_of(
 _START_COLUMNS = (
     "pk", "match_id", "game_type", "attempt",
     "player_a__player_id", "player_a__endpoint", "player_b__player_id", "player_b__endpoint",
+    # Not sent: a match with an unreachable player is decided instead (``decide_unreachable``).
+    "player_a__unreachable_since", "player_b__unreachable_since",
 )  # fmt: skip
 
 
@@ -577,8 +579,6 @@ def claim_matches(
     """
     avoid = set(avoid)
     with transaction.atomic():
-        # Matches of a player marked unreachable are decided here, never sent to a referee.
-        decide_unreachable(round_pk)
         if league is None:
             league = League.objects.get(pk=league_pk)
         referees = [r for r in _LIVE_REFEREES.objects(league_pk) if r.pk not in avoid]
@@ -592,6 +592,11 @@ def claim_matches(
         if capacity <= 0:
             return []
         rows = _candidates(capacity).rows(round_pk)
+        # Matches of a player marked unreachable are decided here, never sent to a referee.
+        lost = [row[0] for row in rows if row[8] is not None or row[9] is not None]
+        if lost:
+            decide_unreachable(round_pk, lost)
+            rows = [row for row in rows if row[0] not in lost]
         if not rows:
             return []
         if rnd is None or rnd.pk != round_pk:
@@ -599,7 +604,7 @@ def claim_matches(
         # Claimed, each is one attempt further than its row says.
         matches = [
             MatchToStart(pk, match_id, game_type, attempt + 1, rnd, (a_id, a_endpoint), (b_id, b_endpoint))
-            for pk, match_id, game_type, attempt, a_id, a_endpoint, b_id, b_endpoint in rows
+            for pk, match_id, game_type, attempt, a_id, a_endpoint, b_id, b_endpoint, *_unreachable in rows
         ]
         now = timezone.now()
         deadline = now + timedelta(seconds=league.match_deadline)
@@ -965,24 +970,24 @@ _UNREACHABLE_MATCHES = Prepared(
         Match.objects.filter(round_id=round_pk, status=Match.Status.SCHEDULED)
         .filter(Q(player_a__unreachable_since__isnull=False) | Q(player_b__unreachable_since__isnull=False))
         .order_by("id")
-        .values_list("pk", "match_id", "player_a__player_id", "player_b__player_id")
+        .values_list("pk")
     ),
     -701,
 )
 
 
-def decide_unreachable(round_pk: int) -> list[str]:
-    """Decide the round's SCHEDULED matches that have a player marked unreachable: a technical
-    loss for each unreachable player (both: both lose), stored at once instead of a referee
-    waiting out its timeouts again. In the caller's transaction (a claim's); the match ids."""
-    rows = _UNREACHABLE_MATCHES.rows(round_pk)
-    if not rows:
-        return []
+def decide_unreachable(round_pk: int, match_pks: list[int] | None = None) -> list[str]:
+    """Decide the round's SCHEDULED matches that have a player marked unreachable (those of
+    ``match_pks`` when the caller found them): a technical loss for each unreachable player
+    (both: both lose), stored at once instead of a referee waiting out its timeouts again. In
+    the caller's transaction (a claim's); the match ids."""
+    pks = [row[0] for row in _UNREACHABLE_MATCHES.rows(round_pk)] if match_pks is None else match_pks
     decided = []
-    for pk, match_id, a_id, b_id in rows:
+    for pk in pks:
         match = Match.objects.select_for_update().select_related("player_a", "player_b").filter(pk=pk).first()
         if match is None or match.status != Match.Status.SCHEDULED:
             continue
+        match_id, a_id, b_id = match.match_id, match.player_a.player_id, match.player_b.player_id
         gone = [p for p in (match.player_a, match.player_b) if p.unreachable_since is not None]
         if not gone:
             continue  # answered a ping since the query
@@ -1637,20 +1642,23 @@ class Conductor:
         included), and one when a league in play has no live referee (and when it has one again)."""
         seen = {league.pk: league for league in leagues}
         for league in leagues:
-            if self._status.get(league.pk) != league.status:
-                before = self._status.get(league.pk)
-                self._status[league.pk] = league.status
-                change = f"{before} -> {league.status}" if before else league.status
-                log.info("league %s: %s", league.league_id, change)
+            self.note_status(league.pk, league.league_id, league.status)
         left = [pk for pk in self._status if pk not in seen]
         if left:
             # Out of the leagues in progress: completed, cancelled or paused. Read once, then forgotten.
-            ended = await sync_to_async(league_statuses)(left)
-            for pk, league_id, status in ended:
-                log.info("league %s: %s -> %s", league_id, self._status.get(pk), status)
+            for pk, league_id, status in await sync_to_async(league_statuses)(left):
+                self.note_status(pk, league_id, status)
             for pk in left:
                 self._status.pop(pk, None)
                 self._no_referee.discard(pk)
+
+    def note_status(self, league_pk: int, league_id: str, status: str) -> None:
+        """Log a league's status when it is not the one last logged: the transitions this
+        conductor makes as it makes them, those made elsewhere (an admin) when a tick reads them."""
+        before = self._status.get(league_pk)
+        if before != status:
+            self._status[league_pk] = status
+            log.info("league %s: %s", league_id, f"{before} -> {status}" if before else status)
 
     def referee_presence(self, league: League, capacity: int) -> None:
         """Log once when a league in play has no live referee (its matches wait), once when it has."""
@@ -1685,9 +1693,11 @@ class Conductor:
             if await sync_to_async(check_registration)(league.pk) is None:
                 return
             league = await sync_to_async(League.objects.get)(pk=league.pk)
+            self.note_status(league.pk, league.league_id, league.status)
         if league.status == League.Status.READY:
             await sync_to_async(create_schedule)(league.pk)
             league = await sync_to_async(League.objects.get)(pk=league.pk)
+            self.note_status(league.pk, league.league_id, league.status)
         if league.status != League.Status.RUNNING:
             self._rounds.pop(league.pk, None)
             return
@@ -2162,7 +2172,8 @@ class Conductor:
     async def finish_league(self, league: League) -> None:
         deliveries, champion, table = await sync_to_async(league_end_messages)(league)
         await self.deliver(league, deliveries, league.default_timeout)
-        await sync_to_async(complete_league)(league.pk, champion, table)
+        if await sync_to_async(complete_league)(league.pk, champion, table):
+            self.note_status(league.pk, league.league_id, League.Status.COMPLETED)
 
 
 def progress(league: League) -> dict[str, Any]:
