@@ -84,6 +84,7 @@ COOLDOWN_MAX = 30.0  # seconds: the longest a failing referee is left alone (and
 # connection, a reply over the size limit) before it is marked unreachable.
 UNREACHABLE_AFTER = 2
 PROBE_FIRST = 1.0  # seconds before the first probe of an unreachable agent; then doubling
+PROBE_MAX = 5.0  # seconds between probes at most: an agent back is back in play within this
 # What a lost database connection or a locked SQLite file raises: an outage to ride out, not a bug.
 DB_OUTAGE = (OperationalError, InterfaceError)
 LIVE = (AgentStatus.REGISTERED, AgentStatus.ACTIVE)
@@ -1701,6 +1702,8 @@ class Conductor:
         if league.status != League.Status.RUNNING:
             self._rounds.pop(league.pk, None)
             return
+        # Between rounds too (a pause, an announcement): an agent back is back for the next round.
+        await self.probe(league, time.monotonic())
         if survey is not None and league.pk in survey.capacity:
             self._set_capacity(league, survey.capacity[league.pk])
         # The next round as read (or announced) in the trip that completed the previous one.
@@ -1886,15 +1889,14 @@ class Conductor:
     async def supervise(self, league: League, in_play: list[InPlay] | None = None) -> None:
         """Every ``supervise_every`` s: reassign overdue matches; resend start_match for assignments
         nobody is sending (a dead conductor's); ask referees that hold matches about them
-        (``_check``) and probe the agents marked unreachable (``probe``). ``in_play``: the
-        league's matches in play if the tick's survey read them (it does when supervision is due)."""
+        (``_check``). ``in_play``: the league's matches in play if the tick's survey read them
+        (it does when supervision is due)."""
         now = time.monotonic()
         if in_play is None:
             if now - self._supervised.get(league.pk, 0.0) < self.supervise_every:
                 return
             in_play = await sync_to_async(in_play_matches)(league.pk)
         self._supervised[league.pk] = now
-        await self.probe(league, now)
         wall = timezone.now()
         for row in in_play:
             if row.deadline_at is None or row.deadline_at >= wall:
@@ -1990,7 +1992,7 @@ class Conductor:
     async def probe(self, league: League, now: float) -> None:
         """Every ``probe_every`` s, read the league's agents marked unreachable (players) or
         suspended by the conductor (referees) and ping those due, each with its own backoff
-        (``PROBE_FIRST`` doubling to ``COOLDOWN_MAX``). One that answers is let back in."""
+        (``PROBE_FIRST`` doubling to ``PROBE_MAX``). One that answers is let back in."""
         if now - self._probed.get(league.pk, 0.0) < self.probe_every:
             return
         self._probed[league.pk] = now
@@ -2000,7 +2002,7 @@ class Conductor:
             due, delay = self._probes.setdefault(key, (now + PROBE_FIRST, PROBE_FIRST))
             if due > now or key in self._pinging:
                 continue
-            self._probes[key] = (now + delay * 2, min(COOLDOWN_MAX, delay * 2))
+            self._probes[key] = (now + delay, min(PROBE_MAX, delay * 2))
             self._pinging.add(key)
             task = self.background(self._probe_one(league, agent, key))
             task.add_done_callback(lambda _t, key=key: self._pinging.discard(key))
