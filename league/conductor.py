@@ -744,11 +744,10 @@ def unreachable_failure(exc: CallFailed) -> bool:
     return exc.code in (ErrorCode.TIMEOUT_ERROR, ErrorCode.CONNECTION_ERROR) or "too large" in exc.detail
 
 
-def referee_cooldown(league: League, failures: int, poll: float) -> float:
+def referee_cooldown(league: League, failures: int, base: float = 1.0) -> float:
     """Seconds a referee gets no match after its ``failures``-th failure in a row: doubling from
-    the league's retry delay, at most ``COOLDOWN_MAX``."""
-    base = max(league.retry_delay, poll, 1.0)
-    return min(COOLDOWN_MAX, base * 2 ** max(0, failures - 1))
+    ``base`` (or the league's retry delay, if longer), at most ``COOLDOWN_MAX``."""
+    return min(COOLDOWN_MAX, max(league.retry_delay, base) * 2 ** max(0, failures - 1))
 
 
 def referee_failed(referee_pk: int, reason: str) -> tuple[bool, int]:
@@ -1478,6 +1477,7 @@ class Conductor:
     # players' matches start anyway (an invitation before the announcement is fine for players).
     notify_patience: float = 0.5
     probe_every: float = 1.0  # seconds between reads of the agents to probe, per league
+    cooldown_base: float = 1.0  # seconds a referee is left alone after a first failure (``referee_cooldown``)
     _background: set[asyncio.Task] = field(default_factory=set)  # straggling chains, probes
     _failing: dict[tuple[int, str], int] = field(default_factory=dict)  # (league, player) → failed calls in a row
     _gone: dict[int, set[str]] = field(default_factory=dict)  # league pk → players marked unreachable here
@@ -1848,7 +1848,7 @@ class Conductor:
     async def _count_failure(self, league: League, referee_pk: int, reason: str, cooldown: float = 0.0) -> None:
         """One failure of a referee; it gets no match for ``referee_cooldown`` (at least ``cooldown``)."""
         _suspended, failures = await sync_to_async(referee_failed)(referee_pk, reason)
-        wait = max(cooldown, referee_cooldown(league, failures, self.poll))
+        wait = max(cooldown, referee_cooldown(league, failures, max(self.poll, self.cooldown_base)))
         self._cooldown[referee_pk] = time.monotonic() + wait
 
     async def dispatch_embedded(self, league: League, rnd: Round) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from typing import Any
 
 import httpx
 import pytest
@@ -30,8 +31,8 @@ FAST = {
 }
 
 
-def conduct(league_id: str, timeout: float = 30.0) -> Conductor:
-    worker = Conductor(league_id=league_id, poll=0.02)
+def conduct(league_id: str, timeout: float = 30.0, **options: Any) -> Conductor:
+    worker = Conductor(league_id=league_id, poll=0.02, **options)
 
     async def main() -> None:
         await asyncio.wait_for(worker.run(until_done=True), timeout)
@@ -203,7 +204,8 @@ def test_it_suspends_a_referee_that_keeps_failing(lm_server, players, referees):
     )
     close_window(league)
 
-    conduct(league.league_id)
+    # Short cooldowns between its failures: suspended within this short league.
+    conduct(league.league_id, cooldown_base=0.1)
 
     league.refresh_from_db()
     assert league.status == League.Status.COMPLETED
