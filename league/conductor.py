@@ -2035,6 +2035,9 @@ class Conductor:
             return
         self._probed[league.pk] = now
         agents = await sync_to_async(unreachable_agents)(league.pk)
+        gone = self._gone.get(league.pk)
+        if gone:  # players let back in elsewhere (a registration again, another conductor)
+            gone.intersection_update(a.player_id for a in agents if isinstance(a, Player))
         for agent in agents:
             key = (type(agent).__name__, agent.pk)
             due, delay = self._probes.setdefault(key, (now + PROBE_FIRST, PROBE_FIRST))
