@@ -12,24 +12,29 @@ Per league, each ``tick`` does the next due step:
 - READY: store the round-robin schedule (Rounds + Matches) and go RUNNING.
 - RUNNING, current round PENDING: ROUND_ANNOUNCEMENT to every player, round ANNOUNCED.
 - ANNOUNCED: claim SCHEDULED matches for referees with free capacity and send ``start_match``;
-  a REJECTED or unreachable referee gives the match back (and counts a failure; SUSPENDED after
-  ``SUSPEND_AFTER`` in a row); a match not reported by its ``deadline_at``, or whose referee
-  stopped answering pings, goes back to SCHEDULED and is dispatched again (attempt + 1).
-  ``record_result`` only accepts the currently assigned referee, so a late report from the old
-  one is refused and nothing counts twice.
+  a REJECTED or unreachable referee gives the match back (and counts one failure, then gets no
+  match for a cooldown that doubles; SUSPENDED after ``SUSPEND_AFTER`` in a row, probed, and
+  ACTIVE again once it answers); a match not reported by its ``deadline_at``, whose referee
+  stopped answering pings, or that its referee no longer knows (a restarted referee: E006 from
+  ``get_match_state``, no failure counted) goes back to SCHEDULED and is dispatched again
+  (attempt + 1). A match with a player marked unreachable is decided at once, a technical loss
+  for that player (``decide_unreachable``). ``record_result`` only accepts the currently
+  assigned referee, so a late report from the old one is refused and nothing counts twice.
 - every match FINISHED (round PLAYED): LEAGUE_STANDINGS_UPDATE, then ROUND_COMPLETED, to every
   player; round COMPLETED. When the next round follows at once (no ``round_pause``), each
   player's chain goes on with the next ROUND_ANNOUNCEMENT while, on the database thread, the
   round is COMPLETED with its notices owed (``Round.notices_owed``), the next ANNOUNCED and its
-  first matches claimed; the matches start once every player has had its chain, and the notices
-  are recorded (no longer owed) as they play.
+  first matches claimed; the matches start once every player has had its chain (or after
+  ``notify_patience``: a slow player's chain goes on in the background), and the notices are
+  recorded (no longer owed) as they play.
 - last round COMPLETED: LEAGUE_COMPLETED to every player and referee; league COMPLETED with
   its champion.
 
 Notifications are sent concurrently and at least once (a conductor that dies between sending and
 recording sends again; one that finds a round's notices owed sends the whole boundary again
 before anything else of that league); a player that cannot be reached is logged and never
-blocks the league.
+blocks the league: after ``UNREACHABLE_AFTER`` failed calls in a row it is marked unreachable,
+sent nothing more, and probed until it answers. A database outage is waited out (``run``).
 Claims lock the candidate matches with ``select_for_update(skip_locked=True)`` and the league's
 referees with ``select_for_update()`` (capacity is counted under that lock), so two conductors
 never dispatch the same match nor overfill a referee. SQLite has no row locks, but its writers are
