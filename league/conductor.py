@@ -66,6 +66,7 @@ from django.utils import timezone
 
 from league import actions, queries
 from league.auth import lm_token, lm_token_for
+from league.endpoints import ConnectPolicy
 from league.events import EventValues, append_events, broadcast, broadcast_all, event_values, record_event
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 from league.prepared import Prepared, update_row
@@ -1535,7 +1536,7 @@ class Conductor:
         """Tick every ``poll`` seconds; ``once``: one tick; ``until_done``: until no league is in progress."""
         own_client = self.client is None
         if own_client:
-            self.client = AgentClient()
+            self.client = AgentClient(address_check=ConnectPolicy())  # re-checks each address (DNS rebinding)
         log.info(
             "conductor started (pid %d, database %s, %s)",
             os.getpid(),
