@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hmac
 import logging
 import re
 from collections import OrderedDict
@@ -27,7 +26,7 @@ from leagueproto.envelope import make_message, new_conversation_id
 from leagueproto.errors import MISSING, RETRYABLE, ErrorCode, LeagueError, refusal, see
 from leagueproto.messages import Ack, LeagueMessage, LeagueReply, RoundNumber
 from leagueproto.server import McpServer
-from leagueproto.tools import CallContext, Toolset
+from leagueproto.tools import CallContext, Toolset, same_token
 from referee.games import GAMES, get_game
 from referee.runner import MatchRunner, MatchSpec, Seat, Timeouts
 from referee.store import StateStore
@@ -419,12 +418,24 @@ class Referee:
             problem=f"{what} sent to the referee as a call of its own is not an answer",
         )
 
-    def _check_lm_token(self, token: str | None) -> None:
-        """Once registered we know the LM's token for us: only the LM may assign matches."""
+    def _check_lm_token(self, token: Any) -> None:
+        """Once registered we know the LM's token for us: only the LM may assign matches.
+
+        ``token`` is what the caller sent, of any JSON type (the short run_match form reads it
+        unvalidated): anything but a string is refused like a wrong token, never an exception."""
         expected = self.league_manager_token
         if not expected:
             return
         wanted = "the league_manager_token this referee received at registration"
+        if token is not None and not isinstance(token, str):
+            raise refusal(
+                ErrorCode.AUTH_TOKEN_INVALID,
+                "auth_token",
+                f"{wanted} (a string)",
+                token,
+                SEE_REFEREE_SIDE,
+                problem=f"auth_token must be a string, not {type(token).__name__}",
+            )
         if not token:
             raise refusal(
                 ErrorCode.AUTH_TOKEN_MISSING,
@@ -434,7 +445,7 @@ class Referee:
                 SEE_REFEREE_SIDE,
                 problem="auth_token is required: the LM's token for this referee",
             )
-        if not hmac.compare_digest(token.encode(), expected.encode()):
+        if not same_token(token, expected):
             raise refusal(
                 ErrorCode.AUTH_TOKEN_INVALID,
                 "auth_token",
@@ -619,19 +630,25 @@ class Referee:
 
     # -- the short form: synchronous run_match ------------------------------------------------------------
     async def _run_seed_match(self, raw: dict[str, Any]) -> dict[str, Any]:
-        match_id = str(raw.get("match_id") or new_conversation_id("match"))
-        game_type = raw.get("game_type") or "even_odd"
+        # The short form is read unvalidated (its players are free-form objects): every field is
+        # checked for its type here, so no value a caller sends reaches an exception.
+        match_id = _short_text(raw, "match_id") or new_conversation_id("match")
+        game_type = _short_text(raw, "game_type") or "even_odd"
         seats = []
         for n in (1, 2):
             player = raw.get(f"player{n}")
             if not isinstance(player, dict) or not isinstance(player.get("endpoint"), str):
-                raise LeagueError(
+                raise refusal(
                     ErrorCode.MISSING_REQUIRED_FIELD,
-                    f"player{n}.endpoint is required",
-                    context={"missing_fields": [f"player{n}.endpoint"]},
+                    f"player{n}.endpoint",
+                    "the player's /mcp URL, e.g. http://127.0.0.1:8101/mcp",
+                    player.get("endpoint", MISSING) if isinstance(player, dict) else player,
+                    SEE_REFEREE_TOOLS,
+                    missing_fields=[f"player{n}.endpoint"],
                 )
-            pid = _safe_name(str(player.get("player_id") or player.get("display_name") or f"player{n}"))
-            seats.append(Seat(pid, player["endpoint"], player.get("display_name")))
+            name = _short_text(player, "display_name", f"player{n}.display_name")
+            pid = _safe_name(_short_text(player, "player_id", f"player{n}.player_id") or name or f"player{n}")
+            seats.append(Seat(pid, player["endpoint"], name))
         if seats[0].player_id == seats[1].player_id:
             seats[1] = Seat(seats[1].player_id + "_2", seats[1].endpoint, seats[1].display_name)
         if game_type not in GAMES:
@@ -640,12 +657,12 @@ class Referee:
         if key in self.matches and self.matches[key].result is not None:
             runner = self.matches[key]
         else:
-            refusal = self._admit(key)
-            if refusal:
-                raise LeagueError(ErrorCode.INVALID_GAME_STATE, f"cannot run the match now: {refusal}")
+            busy = self._admit(key)
+            if busy:
+                raise LeagueError(ErrorCode.INVALID_GAME_STATE, f"cannot run the match now: {busy}")
             spec = MatchSpec(
                 league_id=None,
-                round_id=raw.get("round_id") if isinstance(raw.get("round_id"), int) else None,
+                round_id=raw["round_id"] if type(raw.get("round_id")) is int else None,
                 match_id=match_id,
                 game_type=game_type,
                 player_a=seats[0],
@@ -655,6 +672,19 @@ class Referee:
             runner = self._new_runner(spec)
             await self._spawn_match(key, runner.run())
         return self.toolset.reply(raw, "MATCH_RESULT", **seed_result(runner))
+
+
+def _short_text(raw: Mapping[str, Any], key: str, field_name: str | None = None) -> str | None:
+    """A text field of the short run_match form: a string or a whole number (ids written as
+    numbers), absent or null as None; any other type is refused (E002) naming the field."""
+    value = raw.get(key)
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise refusal(ErrorCode.INVALID_MESSAGE_FORMAT, field_name or key, "a string", value, SEE_REFEREE_TOOLS)
 
 
 def seed_result(runner: MatchRunner) -> dict[str, Any]:
