@@ -31,7 +31,7 @@ from leagueproto.envelope import make_message, parse_sender, parse_timestamp, ut
 from leagueproto.errors import MISSING, ErrorCode, LeagueError, refusal, see
 from leagueproto.messages import Ack
 from leagueproto.serve import ThreadedServer, bind_sockets, make_server, tune_gc
-from leagueproto.server import McpServer
+from leagueproto.server import McpServer, agent_hosts
 from leagueproto.tools import CallContext, Tool, Toolset, same_token
 from players import messages as m
 from players.memory import Memory, load_state, save_state
@@ -80,6 +80,7 @@ class PlayerConfig:
     register_attempts: int = 10
     register_backoff: float = 0.5  # first retry delay; doubles, capped at 10 s
     strategy_options: dict[str, Any] = field(default_factory=dict)
+    allowed_hosts: tuple[str, ...] = ()  # Host names answered besides host, advertise_host, loopback
 
 
 def time_budget(
@@ -169,6 +170,7 @@ class Player:
         self.toolset = self._build_toolset()
         wrap = getattr(self.strategy, "wrap_server", None)  # fault-injection players (players/faults.py)
         self.server: McpServer = wrap(self) if wrap else McpServer(self.toolset)
+        self.server.set_allowed_hosts(agent_hosts(config.host, config.advertise_host, extra=config.allowed_hosts))
 
     # -- identity ------------------------------------------------------------------------------
     @property

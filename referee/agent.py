@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,7 +26,7 @@ from leagueproto.client import AgentClient, CallFailed, RetryPolicy
 from leagueproto.envelope import make_message, new_conversation_id
 from leagueproto.errors import MISSING, RETRYABLE, ErrorCode, LeagueError, refusal, see
 from leagueproto.messages import Ack, LeagueMessage, LeagueReply, RoundNumber
-from leagueproto.server import McpServer
+from leagueproto.server import McpServer, agent_hosts
 from leagueproto.tools import CallContext, Toolset, same_token
 from referee.games import GAMES, get_game
 from referee.runner import MatchRunner, MatchSpec, Seat, Timeouts
@@ -64,6 +65,8 @@ class RefereeConfig:
     backoff_max: float = 30.0
     report_retry: RetryPolicy = field(default_factory=RetryPolicy)
     rng: Random | None = None
+    allowed_hosts: tuple[str, ...] = ()  # Host names answered besides host, advertise_host, loopback
+    max_reply_bytes: int = 64 * 1024  # a player's reply past this is a technical failure
 
     @property
     def contact_endpoint(self) -> str:
@@ -184,7 +187,8 @@ class Referee:
         self._register_task: asyncio.Task | None = None
         self._registered: asyncio.Event | None = None
         self._last_refusal: str | None = None
-        self.client: AgentClient | None = None
+        self.client: AgentClient | None = None  # to the League Manager
+        self.player_client: AgentClient | None = None  # to players: replies read up to max_reply_bytes
         self.toolset = self._build_toolset()
         self.server = McpServer(self.toolset)
 
@@ -207,7 +211,13 @@ class Referee:
 
     # -- lifecycle (run inside the server's event loop) ---------------------------------------
     async def startup(self) -> None:
+        # The endpoint is known by now (tests set it after construction): answer for its host.
+        advertised = urlsplit(self.config.contact_endpoint).hostname
+        self.server.set_allowed_hosts(
+            agent_hosts(self.config.host, self.config.advertise_host, advertised, extra=self.config.allowed_hosts)
+        )
         self.client = AgentClient()
+        self.player_client = AgentClient(max_response_bytes=self.config.max_reply_bytes)
         self._registered = asyncio.Event()
         identity = self.store.load_identity()
         if identity and identity.get("league_url") == self.config.league_url:
@@ -238,8 +248,9 @@ class Referee:
         for task in leftovers:
             task.cancel()
         await asyncio.gather(*leftovers, return_exceptions=True)
-        if self.client:
-            await self.client.close()
+        for client in (self.client, self.player_client):
+            if client:
+                await client.close()
 
     # -- registration -------------------------------------------------------------------------
     def _adopt(self, identity: Mapping[str, Any]) -> None:
@@ -525,8 +536,8 @@ class Referee:
         return task
 
     def _new_runner(self, spec: MatchSpec) -> MatchRunner:
-        assert self.client is not None, "the referee serves only after startup()"
-        runner = MatchRunner(spec, get_game(spec.game_type, self.config.rng), self.client, lambda: self.sender)
+        assert self.player_client is not None, "the referee serves only after startup()"
+        runner = MatchRunner(spec, get_game(spec.game_type, self.config.rng), self.player_client, lambda: self.sender)
         self.matches[spec.key] = runner
         while len(self.matches) > FINISHED_KEPT:
             oldest_key, oldest = next(iter(self.matches.items()))

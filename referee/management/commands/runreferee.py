@@ -9,6 +9,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandParser
 
 from leagueproto.serve import bind_sockets, make_server, tune_gc
+from leagueproto.server import split_hosts
 from referee.agent import Referee, RefereeConfig
 
 
@@ -25,6 +26,18 @@ class Command(BaseCommand):
         parser.add_argument("--league-id", default=None, help="The league to join (default: the one open).")
         parser.add_argument("--state-dir", default=None, help="Keep identity and unsent reports here.")
         parser.add_argument("--advertise-host", default=None, help="Host the LM and players should use.")
+        parser.add_argument(
+            "--allowed-hosts",
+            default="",
+            help="Comma-separated Host names /mcp answers besides --host, --advertise-host and localhost "
+            "(e.g. a DNS name the LM uses); other Hosts get HTTP 400 ('*': any).",
+        )
+        parser.add_argument(
+            "--max-reply-bytes",
+            type=int,
+            default=64 * 1024,
+            help="A player's reply is read up to this size; a longer one is a technical failure (default 64 KiB).",
+        )
         parser.add_argument("--grace", type=float, default=30.0, help="Seconds running matches get at shutdown.")
         parser.add_argument("--log-level", default="info")
 
@@ -41,6 +54,8 @@ class Command(BaseCommand):
             state_dir=opts["state_dir"],
             advertise_host=opts["advertise_host"],
             grace_seconds=opts["grace"],
+            allowed_hosts=split_hosts(opts["allowed_hosts"]),
+            max_reply_bytes=max(1024, opts["max_reply_bytes"]),
         )
         sockets = bind_sockets(config.host, [config.port])
         config.port = sockets[0].getsockname()[1]  # --port 0 picks a free port
