@@ -67,6 +67,7 @@ class RefereeConfig:
     rng: Random | None = None
     allowed_hosts: tuple[str, ...] = ()  # Host names answered besides host, advertise_host, loopback
     max_reply_bytes: int = 64 * 1024  # a player's reply past this is a technical failure
+    key: str | None = None  # the operator's referee key, sent as referee_key at registration
 
     @property
     def contact_endpoint(self) -> str:
@@ -156,6 +157,15 @@ class MatchState(LeagueReply):
     match_log: list[dict[str, Any]]
 
 
+class RegistrationRefused(Exception):
+    """The LM refused this referee for good (its referee key): runreferee says why and exits 1."""
+
+
+def _field_of(reply: Mapping[str, Any]) -> Any:
+    context = reply.get("context")
+    return context.get("field") if isinstance(context, dict) else None
+
+
 def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", name)[:64] or "referee"
 
@@ -187,6 +197,8 @@ class Referee:
         self._register_task: asyncio.Task | None = None
         self._registered: asyncio.Event | None = None
         self._last_refusal: str | None = None
+        self.refused: str | None = None  # why the LM refused us for good (the referee key)
+        self.on_refused: Callable[[str], None] | None = None  # runreferee stops serving then
         self.client: AgentClient | None = None  # to the League Manager
         self.player_client: AgentClient | None = None  # to players: replies read up to max_reply_bytes
         self.toolset = self._build_toolset()
@@ -274,6 +286,8 @@ class Referee:
         }
         if self.league_id:
             fields["league_id"] = self.league_id
+        if self.config.key:
+            fields["referee_key"] = self.config.key
         # A known token lets the LM update this referee instead of registering a new one.
         return make_message(
             "REFEREE_REGISTER_REQUEST", f"referee:{_safe_name(self.config.name)}", auth_token=self.auth_token, **fields
@@ -291,7 +305,17 @@ class Referee:
         reply = result.reply
         if result.is_error or reply.get("status") != "ACCEPTED" or not reply.get("referee_id"):
             why = reply.get("reason") or reply.get("error_description") or reply
-            self._last_refusal = f"{reply.get('error_code') or reply.get('status') or 'not accepted'}: {why}"
+            code = reply.get("error_code")
+            self._last_refusal = f"{code or reply.get('status') or 'not accepted'}: {why}"
+            if code in (ErrorCode.AUTH_TOKEN_INVALID, ErrorCode.AUTH_TOKEN_MISSING):
+                if self.auth_token and _field_of(reply) != "referee_key":
+                    # Our saved identity is stale (another LM, a reset league): join afresh.
+                    self.echo(f"the League Manager refused our saved identity ({code}); registering afresh")
+                    self.referee_id = self.auth_token = self.league_manager_token = None
+                else:
+                    # Refused for the referee key: retrying cannot help, the operator must act.
+                    given = "the key given (--key / REFEREE_KEY)" if self.config.key else "no key (--key / REFEREE_KEY)"
+                    raise RegistrationRefused(f"the League Manager refused {given}: {code}: {why}")
             return False
         identity = {
             "league_url": self.config.league_url,
@@ -320,6 +344,12 @@ class Referee:
                 cause = f"the League Manager answered {self._last_refusal}"
             except CallFailed as exc:
                 cause = f"{exc.detail} ({self.config.league_url})"
+            except RegistrationRefused as exc:
+                self.refused = str(exc)
+                self.echo(f"registration refused: {exc}")
+                if self.on_refused is not None:
+                    self.on_refused(str(exc))
+                return
             self.echo(f"registration attempt {attempt} failed: {cause}; retrying in {delay:.1f} s")
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.config.backoff_max)

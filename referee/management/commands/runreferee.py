@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 
@@ -39,6 +40,11 @@ class Command(BaseCommand):
             help="A player's reply is read up to this size; a longer one is a technical failure (default 64 KiB).",
         )
         parser.add_argument("--grace", type=float, default=30.0, help="Seconds running matches get at shutdown.")
+        parser.add_argument(
+            "--key",
+            default=os.environ.get("REFEREE_KEY") or None,
+            help="The operator's referee key the League Manager asks for (default: $REFEREE_KEY).",
+        )
         parser.add_argument("--log-level", default="info")
 
     def handle(self, *args, **opts) -> None:
@@ -56,6 +62,7 @@ class Command(BaseCommand):
             grace_seconds=opts["grace"],
             allowed_hosts=split_hosts(opts["allowed_hosts"]),
             max_reply_bytes=max(1024, opts["max_reply_bytes"]),
+            key=opts["key"],
         )
         sockets = bind_sockets(config.host, [config.port])
         config.port = sockets[0].getsockname()[1]  # --port 0 picks a free port
@@ -69,6 +76,7 @@ class Command(BaseCommand):
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, _exit_cleanly)
         server = make_server(referee.asgi_app(), log_level="warning")
+        referee.on_refused = lambda _why: setattr(server, "should_exit", True)
         tune_gc()
         try:
             server.run(sockets=sockets)
@@ -77,6 +85,12 @@ class Command(BaseCommand):
             kept = f"; {pending} report(s) kept in --state-dir for the next start" if pending else ""
             who = referee.referee_id or config.name
             self._echo(f"referee {who} stopped after {referee.matches_run} match(es){kept}")
+        if referee.refused:
+            self.stderr.write(
+                f"runreferee: {referee.refused}. Ask the League Manager's operator for the referee key "
+                "and pass it with --key or the environment variable REFEREE_KEY (docs/operations.md)."
+            )
+            sys.exit(1)
 
     def _echo(self, line: str) -> None:
         self.stdout.write(line)
