@@ -68,6 +68,8 @@ class RefereeConfig:
     allowed_hosts: tuple[str, ...] = ()  # Host names answered besides host, advertise_host, loopback
     max_reply_bytes: int = 64 * 1024  # a player's reply past this is a technical failure
     key: str | None = None  # the operator's referee key, sent as referee_key at registration
+    follow: bool = True  # without league_id: register with every league the LM lists, as they open
+    follow_interval: float = 3.0  # seconds between list_leagues polls
 
     @property
     def contact_endpoint(self) -> str:
@@ -182,6 +184,9 @@ class Referee:
         self.auth_token: str | None = None
         self.league_manager_token: str | None = None
         self.league_id: str | None = config.league_id
+        # league_id → our identity there (referee_id, auth_token, league_manager_token): the first
+        # league's is also in the attributes above; a referee following the LM has more.
+        self.seats: dict[str, dict[str, Any]] = {}
         self.accepting = True
         self.matches: OrderedDict[str, MatchRunner] = OrderedDict()
         # key → the LM's acknowledgement, oldest first. An OrderedDict because the oldest is dropped
@@ -233,11 +238,17 @@ class Referee:
         self._registered = asyncio.Event()
         identity = self.store.load_identity()
         if identity and identity.get("league_url") == self.config.league_url:
-            self._adopt(identity)
+            leagues = identity.get("leagues")
+            if isinstance(leagues, dict):
+                self.seats.update({k: v for k, v in leagues.items() if isinstance(v, dict)})
+            if identity.get("referee_id"):
+                self._adopt(identity)
         for pending in self.store.pending_reports():
             self._start_report(pending["key"], pending)
         if self.config.register and self.config.league_url:
-            self._register_task = asyncio.create_task(self._register_loop(), name="referee-register")
+            follow = self.config.follow and not self.config.league_id
+            task = self._follow() if follow else self._register_loop()
+            self._register_task = asyncio.create_task(task, name="referee-register")
 
     async def shutdown(self) -> None:
         """Stop taking matches; let running ones finish within the grace period.
@@ -266,14 +277,30 @@ class Referee:
 
     # -- registration -------------------------------------------------------------------------
     def _adopt(self, identity: Mapping[str, Any]) -> None:
+        """Take ``identity`` as this referee's first (primary) league, and as its seat there."""
         self.referee_id = identity.get("referee_id")
         self.auth_token = identity.get("auth_token")
         self.league_manager_token = identity.get("league_manager_token")
         self.league_id = identity.get("league_id") or self.league_id
+        if self.league_id and self.referee_id:
+            self.seats[self.league_id] = dict(identity)
         if self._registered is not None and self.referee_id and self.auth_token:
             self._registered.set()
 
-    def registration_request(self) -> dict[str, Any]:
+    def _seat(self, league_id: Any) -> Mapping[str, Any] | None:
+        """Our identity in ``league_id`` (a referee following the LM has one per league)."""
+        return self.seats.get(league_id) if isinstance(league_id, str) else None
+
+    def sender_for(self, league_id: str | None) -> str:
+        seat = self._seat(league_id)
+        return f"referee:{seat['referee_id']}" if seat and seat.get("referee_id") else self.sender
+
+    def token_for(self, league_id: str | None) -> str | None:
+        seat = self._seat(league_id)
+        return seat.get("auth_token") if seat else self.auth_token
+
+    def registration_request(self, league_id: str | None = None) -> dict[str, Any]:
+        target = league_id or self.league_id
         fields: dict[str, Any] = {
             "referee_meta": {
                 "display_name": self.config.name,
@@ -284,23 +311,27 @@ class Referee:
                 "max_concurrent_matches": self.config.max_concurrent,
             }
         }
-        if self.league_id:
-            fields["league_id"] = self.league_id
+        if target:
+            fields["league_id"] = target
         if self.config.key:
             fields["referee_key"] = self.config.key
-        # A known token lets the LM update this referee instead of registering a new one.
+        # A known token lets the LM update this referee instead of registering a new one; a token
+        # of another league is never sent (it proves nothing there).
+        seat = self._seat(target)
+        token = seat.get("auth_token") if seat else (self.auth_token if target == self.league_id else None)
         return make_message(
-            "REFEREE_REGISTER_REQUEST", f"referee:{_safe_name(self.config.name)}", auth_token=self.auth_token, **fields
+            "REFEREE_REGISTER_REQUEST", f"referee:{_safe_name(self.config.name)}", auth_token=token, **fields
         )
 
-    async def register_once(self) -> bool:
-        """One REFEREE_REGISTER_REQUEST; True when the LM accepted it (else it says why)."""
+    async def register_once(self, league_id: str | None = None) -> bool:
+        """One REFEREE_REGISTER_REQUEST (to ``league_id``, else our league or the one open); True
+        when the LM accepted it, else ``_last_refusal`` says why. RegistrationRefused when the LM
+        refuses the referee key: no retry can help."""
         assert self.client is not None and self.config.league_url
+        target = league_id or self.league_id
+        request = self.registration_request(league_id)
         result = await self.client.call(
-            self.config.league_url,
-            "register_referee",
-            self.registration_request(),
-            timeout=self.config.register_timeout,
+            self.config.league_url, "register_referee", request, timeout=self.config.register_timeout
         )
         reply = result.reply
         if result.is_error or reply.get("status") != "ACCEPTED" or not reply.get("referee_id"):
@@ -308,55 +339,117 @@ class Referee:
             code = reply.get("error_code")
             self._last_refusal = f"{code or reply.get('status') or 'not accepted'}: {why}"
             if code in (ErrorCode.AUTH_TOKEN_INVALID, ErrorCode.AUTH_TOKEN_MISSING):
-                if self.auth_token and _field_of(reply) != "referee_key":
+                if request.get("auth_token") and _field_of(reply) != "referee_key":
                     # Our saved identity is stale (another LM, a reset league): join afresh.
                     self.echo(f"the League Manager refused our saved identity ({code}); registering afresh")
-                    self.referee_id = self.auth_token = self.league_manager_token = None
+                    self.seats.pop(target, None)  # type: ignore[arg-type]
+                    if target == self.league_id:
+                        self.referee_id = self.auth_token = self.league_manager_token = None
                 else:
                     # Refused for the referee key: retrying cannot help, the operator must act.
                     given = "the key given (--key / REFEREE_KEY)" if self.config.key else "no key (--key / REFEREE_KEY)"
                     raise RegistrationRefused(f"the League Manager refused {given}: {code}: {why}")
             return False
+        seat = self._seat(target) or {}
         identity = {
             "league_url": self.config.league_url,
             "referee_id": reply["referee_id"],
-            "auth_token": reply.get("auth_token") or self.auth_token,
+            "auth_token": reply.get("auth_token") or seat.get("auth_token"),
             "league_manager_token": reply.get("league_manager_token"),
-            "league_id": reply.get("league_id") or self.league_id,
+            "league_id": reply.get("league_id") or target,
         }
-        self.store.save_identity(identity)
-        self._adopt(identity)
+        if self.referee_id is None or identity["league_id"] == self.league_id:
+            self._adopt(identity)  # our first league (or our league again, with a rotated token)
+        else:
+            self.seats[identity["league_id"]] = identity
+            if self._registered is not None:
+                self._registered.set()
+        self._save_identity()
         self.echo(
-            f"referee {self.config.name} registered as {self.referee_id} in league {self.league_id} "
+            f"referee {self.config.name} registered as {identity['referee_id']} in league {identity['league_id']} "
             f"({self.config.league_url}); waiting for matches"
         )
         return True
 
-    async def _register_loop(self) -> None:
+    def _save_identity(self) -> None:
+        primary = self._seat(self.league_id) or {"league_url": self.config.league_url, "league_id": self.league_id}
+        self.store.save_identity({**primary, "leagues": self.seats})
+
+    async def _register_loop(self, league_id: str | None = None) -> None:
         delay = self.config.backoff_initial
         attempt = 0
         while True:
             attempt += 1
             self._last_refusal = None
             try:
-                if await self.register_once():
+                if await self.register_once(league_id):
                     return
                 cause = f"the League Manager answered {self._last_refusal}"
             except CallFailed as exc:
                 cause = f"{exc.detail} ({self.config.league_url})"
             except RegistrationRefused as exc:
-                self.refused = str(exc)
-                self.echo(f"registration refused: {exc}")
-                if self.on_refused is not None:
-                    self.on_refused(str(exc))
+                self._refused_for_good(exc)
                 return
             self.echo(f"registration attempt {attempt} failed: {cause}; retrying in {delay:.1f} s")
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.config.backoff_max)
 
-    async def reregister(self) -> None:
+    def _refused_for_good(self, exc: RegistrationRefused) -> None:
+        self.refused = str(exc)
+        self.echo(f"registration refused: {exc}")
+        if self.on_refused is not None:
+            self.on_refused(str(exc))
+
+    async def _follow(self) -> None:
+        """Serve every league that needs a referee: poll the LM's ``list_leagues`` and register
+        with each league of a game we know as it appears (one line each). An LM without that
+        tool (another implementation) gets the single registration of ``_register_loop``."""
+        assert self.client is not None and self.config.league_url
+        delay = self.config.follow_interval
+        declined: dict[str, str] = {}  # league → its status when it last refused us (asked again on a change)
+        failing = False
+        while True:
+            try:
+                result = await self.client.call(
+                    self.config.league_url, "list_leagues", {}, timeout=self.config.register_timeout
+                )
+            except CallFailed as exc:
+                if exc.code == ErrorCode.INVALID_MESSAGE_FORMAT:  # it answered, but lists no leagues
+                    log.info("the League Manager has no list_leagues (%s): registering once", exc.detail)
+                    await self._register_loop()
+                    return
+                if not failing:
+                    self.echo(f"cannot list the leagues: {exc.detail} ({self.config.league_url}); retrying")
+                failing = True
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.config.backoff_max)
+                continue
+            failing, delay = False, self.config.follow_interval
+            leagues = result.reply.get("leagues") if not result.is_error else None
+            for entry in leagues if isinstance(leagues, list) else []:
+                if not isinstance(entry, dict) or entry.get("game_type") not in GAMES:
+                    continue
+                league_id, status = entry.get("league_id"), str(entry.get("status"))
+                if not isinstance(league_id, str) or league_id in self.seats or declined.get(league_id) == status:
+                    continue
+                try:
+                    joined = await self.register_once(league_id)
+                except CallFailed:
+                    break  # the LM went away: the next poll says so
+                except RegistrationRefused as exc:
+                    self._refused_for_good(exc)
+                    return
+                if not joined:
+                    declined[league_id] = status
+                    self.echo(f"league {league_id} ({status}) did not take us: {self._last_refusal}")
+            await asyncio.sleep(delay)
+
+    async def reregister(self, league_id: str | None = None) -> None:
         """The LM no longer knows our token (E012/E013): register again (once at a time)."""
         if not (self.config.register and self.config.league_url):
+            return
+        if league_id is not None and league_id != self.league_id and league_id in self.seats:
+            await self._register_loop(league_id)  # a league we follow: only its report waits
             return
         if self._register_task is None or self._register_task.done():
             assert self._registered is not None
@@ -379,7 +472,7 @@ class Referee:
         @tool("start_match", StartMatch, message_types=("START_MATCH",), output=StartMatchResponse)
         async def start_match(msg: StartMatch, ctx: CallContext) -> dict[str, Any]:
             """Assign a match to this referee; answers at once, the match runs in the background."""
-            self._check_lm_token(msg.auth_token or ctx.bearer_token)
+            self._check_lm_token(msg.auth_token or ctx.bearer_token, msg.league_id)
             return self._start(msg)
 
         @tool("run_match", RunMatch, envelope=False)
@@ -413,14 +506,14 @@ class Referee:
         @tool("notify_round", RoundAnnouncement, message_types=("ROUND_ANNOUNCEMENT",), output=Ack)
         async def notify_round(msg: RoundAnnouncement, ctx: CallContext) -> dict[str, Any]:
             """ROUND_ANNOUNCEMENT from the LM (informational)."""
-            self._check_lm_token(msg.auth_token or ctx.bearer_token)
+            self._check_lm_token(msg.auth_token or ctx.bearer_token, (msg.model_extra or {}).get("league_id"))
             self.last_round = {"round_id": msg.round_id, "matches": msg.matches}
             return toolset.reply(msg, "ACK", status="received", round_id=msg.round_id)
 
         @tool("notify_league_completed", LeagueCompleted, message_types=("LEAGUE_COMPLETED",), output=Ack)
         async def notify_league_completed(msg: LeagueCompleted, ctx: CallContext) -> dict[str, Any]:
             """LEAGUE_COMPLETED from the LM."""
-            self._check_lm_token(msg.auth_token or ctx.bearer_token)
+            self._check_lm_token(msg.auth_token or ctx.bearer_token, (msg.model_extra or {}).get("league_id"))
             self.league_completed = {"champion": msg.champion, "final_standings": msg.final_standings}
             return toolset.reply(msg, "ACK", status="received")
 
@@ -459,12 +552,13 @@ class Referee:
             problem=f"{what} sent to the referee as a call of its own is not an answer",
         )
 
-    def _check_lm_token(self, token: Any) -> None:
+    def _check_lm_token(self, token: Any, league_id: Any = None) -> None:
         """Once registered we know the LM's token for us: only the LM may assign matches.
 
         ``token`` is what the caller sent, of any JSON type (the short run_match form reads it
         unvalidated): anything but a string is refused like a wrong token, never an exception."""
-        expected = self.league_manager_token
+        seat = self._seat(league_id)
+        expected = seat.get("league_manager_token") if seat else self.league_manager_token
         if not expected:
             return
         wanted = "the league_manager_token this referee received at registration"
@@ -567,7 +661,10 @@ class Referee:
 
     def _new_runner(self, spec: MatchSpec) -> MatchRunner:
         assert self.player_client is not None, "the referee serves only after startup()"
-        runner = MatchRunner(spec, get_game(spec.game_type, self.config.rng), self.player_client, lambda: self.sender)
+        league = spec.league_id
+        runner = MatchRunner(
+            spec, get_game(spec.game_type, self.config.rng), self.player_client, lambda: self.sender_for(league)
+        )
         self.matches[spec.key] = runner
         while len(self.matches) > FINISHED_KEPT:
             oldest_key, oldest = next(iter(self.matches.items()))
@@ -629,11 +726,12 @@ class Referee:
         while True:
             if self.config.register and not self._registered.is_set():
                 await self._registered.wait()
+            league_id = pending["fields"].get("league_id")
             message = make_message(
                 "MATCH_RESULT_REPORT",
-                self.sender,
+                self.sender_for(league_id),
                 conversation_id=pending["conversation_id"],
-                auth_token=self.auth_token,
+                auth_token=self.token_for(league_id),
                 **pending["fields"],
             )
             try:
@@ -659,7 +757,7 @@ class Referee:
                 ):
                     log.warning("LM does not know our token (%s): registering again", code)
                     if self.config.register:
-                        await self.reregister()
+                        await self.reregister(league_id)
                         continue
                 elif result.is_error and code not in RETRYABLE:
                     # The LM will never take this report (unknown match, another referee's, conflict).
