@@ -200,6 +200,7 @@ class Referee:
         self._running: set[asyncio.Task] = set()
         self._report_tasks: dict[str, asyncio.Task] = {}
         self._register_task: asyncio.Task | None = None
+        self._league_registrations: dict[str, asyncio.Task] = {}  # followed leagues registering again
         self._registered: asyncio.Event | None = None
         self._last_refusal: str | None = None
         self.refused: str | None = None  # why the LM refused us for good (the referee key)
@@ -266,8 +267,9 @@ class Referee:
         if reports:
             await asyncio.wait(reports, timeout=max(0.0, min(deadline - loop.time(), 5.0)))
         leftovers = [t for t in (*self._match_tasks.values(), *self._report_tasks.values()) if not t.done()]
-        if self._register_task and not self._register_task.done():
-            leftovers.append(self._register_task)
+        for task in (self._register_task, *self._league_registrations.values()):
+            if task is not None and not task.done():
+                leftovers.append(task)
         for task in leftovers:
             task.cancel()
         await asyncio.gather(*leftovers, return_exceptions=True)
@@ -407,6 +409,9 @@ class Referee:
         assert self.client is not None and self.config.league_url
         delay = self.config.follow_interval
         declined: dict[str, str] = {}  # league → its status when it last refused us (asked again on a change)
+        # Leagues joined by this run: a seat kept in --state-dir is registered again (presenting
+        # its token), as a restarted referee does with its one league.
+        joined: set[str] = set()
         failing = False
         while True:
             try:
@@ -430,16 +435,18 @@ class Referee:
                 if not isinstance(entry, dict) or entry.get("game_type") not in GAMES:
                     continue
                 league_id, status = entry.get("league_id"), str(entry.get("status"))
-                if not isinstance(league_id, str) or league_id in self.seats or declined.get(league_id) == status:
+                if not isinstance(league_id, str) or league_id in joined or declined.get(league_id) == status:
                     continue
                 try:
-                    joined = await self.register_once(league_id)
+                    ok = await self.register_once(league_id)
                 except CallFailed:
                     break  # the LM went away: the next poll says so
                 except RegistrationRefused as exc:
                     self._refused_for_good(exc)
                     return
-                if not joined:
+                if ok:
+                    joined.add(league_id)
+                else:
                     declined[league_id] = status
                     self.echo(f"league {league_id} ({status}) did not take us: {self._last_refusal}")
             await asyncio.sleep(delay)
@@ -449,7 +456,12 @@ class Referee:
         if not (self.config.register and self.config.league_url):
             return
         if league_id is not None and league_id != self.league_id and league_id in self.seats:
-            await self._register_loop(league_id)  # a league we follow: only its report waits
+            # A league we follow: one registration at a time for it too (each rotates the token).
+            task = self._league_registrations.get(league_id)
+            if task is None or task.done():
+                task = asyncio.create_task(self._register_loop(league_id), name=f"referee-reregister-{league_id}")
+                self._league_registrations[league_id] = task
+            await asyncio.shield(task)
             return
         if self._register_task is None or self._register_task.done():
             assert self._registered is not None
