@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
@@ -67,7 +68,9 @@ class RefereeConfig:
     rng: Random | None = None
     allowed_hosts: tuple[str, ...] = ()  # Host names answered besides host, advertise_host, loopback
     max_reply_bytes: int = 64 * 1024  # a player's reply past this is a technical failure
-    key: str | None = None  # the operator's referee key, sent as referee_key at registration
+    # The operator's referee key, sent as referee_key at registration ($REFEREE_KEY by default, as
+    # runreferee reads it, so referees built in-process by demo, bench or tests carry it too).
+    key: str | None = field(default_factory=lambda: os.environ.get("REFEREE_KEY") or None)
     follow: bool = True  # without league_id: register with every league the LM lists, as they open
     follow_interval: float = 3.0  # seconds between list_leagues polls
 
