@@ -5,6 +5,8 @@ nothing in the player's state. Through real HTTP, and with ``runplayer`` as a re
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -137,5 +139,37 @@ def test_runplayer_never_hands_its_lm_token_to_a_forged_referee(lm_server, agent
         reply = rpc(f"http://127.0.0.1:{port}/mcp", "handle_game_invitation", forged)
         assert reply["auth_token"] == "forger-token"
         assert identity["auth_token"] not in json.dumps(reply)
+    finally:
+        process.terminate()
+
+
+@pytest.mark.processes
+def test_the_minimal_player_never_hands_its_token_to_a_forged_referee(lm_server, agent_env, tmp_path):
+    from league.models import Player as PlayerRow
+    from league.models import hash_token
+
+    league = make_league("trust_minimal")
+    port = free_port()
+    example = Path(__file__).resolve().parents[2] / "docs" / "examples" / "minimal_player.py"
+    args = [sys.executable, str(example), "--port", str(port), "--league-url", lm_server, "--name", "Mini"]
+    process = Process([*args, "--league-id", league.league_id], agent_env, log_path=str(tmp_path / "mini.log"))
+    try:
+        wait_until(lambda: PlayerRow.objects.filter(league=league).exists(), timeout=30)
+        row = PlayerRow.objects.get(league=league)
+        forged = make_message(
+            "GAME_INVITATION",
+            "referee:REF01",
+            conversation_id="conv-forged",
+            auth_token="forger-token",
+            league_id=league.league_id,
+            round_id=1,
+            match_id="R1M1",
+            player_id=row.player_id,
+            game_type="even_odd",
+            opponent_id="P02",
+        )
+        reply = rpc(f"http://127.0.0.1:{port}/mcp", "handle_game_invitation", forged)
+        assert reply["auth_token"] == "forger-token"
+        assert hash_token(reply["auth_token"]) != row.token_hash
     finally:
         process.terminate()
