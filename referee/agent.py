@@ -359,7 +359,9 @@ class Referee:
         identity = {
             "league_url": self.config.league_url,
             "referee_id": reply["referee_id"],
-            "auth_token": reply.get("auth_token") or seat.get("auth_token"),
+            "auth_token": reply.get("auth_token")
+            or seat.get("auth_token")
+            or (self.auth_token if target == self.league_id else None),
             "league_manager_token": reply.get("league_manager_token"),
             "league_id": reply.get("league_id") or target,
         }
