@@ -406,7 +406,17 @@ def _register(
             same.game_types = meta.get("game_types") or same.game_types
             same.last_seen_at = timezone.now()
             token, same.token_hash = new_token()
-            same.save(update_fields=["endpoint", "display_name", "version", "game_types", "last_seen_at", "token_hash"])
+            fields = ["endpoint", "display_name", "version", "game_types", "last_seen_at", "token_hash"]
+            if same.unreachable_since is not None:
+                # Marked unreachable by the conductor (league/conductor.py), and here it is again:
+                # back in play at once (a referee the conductor suspended is ACTIVE again; one an
+                # admin suspended has no such mark and stays suspended).
+                same.unreachable_since, same.unreachable_reason, same.failures = None, "", 0
+                fields += ["unreachable_since", "unreachable_reason", "failures"]
+                if same.status == AgentStatus.SUSPENDED:
+                    same.status = AgentStatus.ACTIVE
+                    fields.append("status")
+            same.save(update_fields=fields)
             agent_id = same.player_id if kind == "player" else same.referee_id
             record_event(
                 league,
