@@ -16,9 +16,6 @@ from django.urls import reverse
 
 from league import actions
 from league.models import Event, League, Match, MatchResult, Player, Referee
-from leagueproto.serve import ThreadedServer
-from referee.agent import Referee as RefereeAgent
-from referee.agent import RefereeConfig
 from tests.league.lm_support import (
     assigned_match,
     call,
@@ -317,23 +314,3 @@ def test_odd_values_get_a_league_error_never_an_exception(lm_server):
         assert body.get("result", {}).get("error_code") != "E010", body
     # A bend that changes nothing the rules read may be recorded; then the match has its result.
     assert MatchResult.objects.count() <= 1 and not Referee.objects.exclude(referee_id="REF01").exists()
-
-
-def test_a_referee_whose_saved_token_the_lm_refuses_registers_afresh(lm_server, tmp_path):
-    """The LM no longer takes an unknown token for a new referee; our referee, back with the
-    identity of a league long gone, drops that token and registers anew."""
-    make_league()
-    config = RefereeConfig(name="Ref", league_url=lm_server, backoff_initial=0.05, state_dir=tmp_path)
-    referee = RefereeAgent(config)
-    stale = {"league_url": lm_server, "referee_id": "REF07", "auth_token": "a-token-of-a-league-long-gone"}
-    referee.store.save_identity(stale)
-    server = ThreadedServer(referee.asgi_app())
-    config.endpoint = server.url
-    server.start()
-    try:
-        _wait_for(lambda: referee.referee_id == "REF01")  # the agent has the LM's reply
-    finally:
-        server.stop()
-    assert Referee.objects.get().referee_id == "REF01" and referee.auth_token not in (None, stale["auth_token"])
-    refused = Event.objects.filter(direction="OUT", kind="LEAGUE_ERROR").values_list("payload", flat=True)
-    assert [p["context"]["field"] for p in refused] == ["auth_token"]
