@@ -23,6 +23,7 @@ from league.dbexec import insert_rows
 from league.events import EventValues, append_events, broadcast, broadcast_all, event_values, record_event
 from league.models import AgentStatus, League, Match, MatchResult, Player, Referee, Round
 from league.prepared import Prepared
+from league.relay import CONNECT, relay_endpoint
 from leagueproto.envelope import check_agent_protocol_version
 from leagueproto.errors import ErrorCode, LeagueError
 from leagueproto.jsonutil import dumps
@@ -37,6 +38,7 @@ REGISTRATION_CLOSED = "Registration closed"
 LEAGUE_FULL = "League full"
 GAME_TYPE_NOT_SUPPORTED = "Game type not supported"
 ENDPOINT_TAKEN = "Endpoint already registered"
+NO_RELAY_ADDRESS = "The League Manager does not know its own address for relay endpoints (LM_BASE_URL)"
 # A referee's last_seen_at is refreshed by its reports at most this often (a write per report saved).
 LAST_SEEN_EVERY = timedelta(seconds=10)
 
@@ -287,10 +289,14 @@ def _register(
     league_id: str | None,
     meta: dict[str, Any],
     presented_token: str | None,
+    relay_base: str | None = None,
 ) -> Registration:
     model: type[Player] | type[Referee] = Player if kind == "player" else Referee
     prefix = "P" if kind == "player" else "REF"
     endpoint = meta["contact_endpoint"]
+    # A player that cannot be reached connects out: the LM assigns it an endpoint on its relay
+    # (league/relay/), which the endpoint policy does not judge: the LM made it.
+    relay = kind == "player" and endpoint == CONNECT
     with transaction.atomic():
         league = registration_league(league_id, for_referee=kind == "referee")
         # Serialise registrations per league: ids and the capacity check stay exact.
@@ -310,10 +316,16 @@ def _register(
                     f"that auth_token belongs to a {other_kind}; a {other_kind} cannot register as a {kind}",
                 )
             if same is not None and same.league_id == league.pk and same.status != AgentStatus.REMOVED:
-                problem = endpoint_problem(endpoint, league.allowed_networks)
+                if relay:
+                    if not relay_base:
+                        return rejected(NO_RELAY_ADDRESS)
+                    endpoint = relay_endpoint(relay_base, league.league_id, same.player_id)
+                problem = None if relay else endpoint_problem(endpoint, league.allowed_networks)
                 if problem:
                     return rejected(problem)
                 same.endpoint = endpoint
+                if kind == "player":
+                    same.connection = Player.Connection.RELAY if relay else Player.Connection.DIRECT
                 same.display_name = meta.get("display_name") or same.display_name
                 same.version = meta.get("version") or same.version
                 same.game_types = meta.get("game_types") or same.game_types
@@ -321,6 +333,7 @@ def _register(
                 token, same.token_hash = new_token()
                 same.save(
                     update_fields=["endpoint", "display_name", "version", "game_types", "last_seen_at", "token_hash"]
+                    + (["connection"] if kind == "player" else [])
                 )
                 agent_id = same.player_id if kind == "player" else same.referee_id
                 record_event(
@@ -353,13 +366,17 @@ def _register(
         limit = league.max_players if kind == "player" else league.max_referees
         if count >= limit:
             return rejected(LEAGUE_FULL)
-        problem = endpoint_problem(endpoint, league.allowed_networks)
+        if relay and not relay_base:
+            return rejected(NO_RELAY_ADDRESS)
+        problem = None if relay else endpoint_problem(endpoint, league.allowed_networks)
         if problem:
             return rejected(problem)
         if taken:
             return rejected(ENDPOINT_TAKEN)
 
         agent_id = _next_id(model, league, prefix, top)
+        if relay:
+            endpoint = relay_endpoint(relay_base, league.league_id, agent_id)
         token, token_hash = new_token()
         now = timezone.now()
         # Every column, as the model's defaults would fill them: one plain INSERT (insert_rows).
@@ -378,6 +395,9 @@ def _register(
         if kind == "player":
             fields["player_id"] = agent_id
             fields["protocol_version"] = meta.get("protocol_version") or UNKNOWN_PROTOCOL_VERSION
+            fields["connection"] = Player.Connection.RELAY if relay else Player.Connection.DIRECT
+            fields["relay_channel"] = ""
+            fields["relay_changed_at"] = None
         else:
             fields["referee_id"] = agent_id
             fields["max_concurrent_matches"] = meta.get("max_concurrent_matches") or 2
@@ -413,11 +433,16 @@ def _register(
 UNKNOWN_PROTOCOL_VERSION = "unknown"
 
 
-def register_player(league_id: str | None, player_meta: dict[str, Any], presented_token: str | None) -> Registration:
+def register_player(
+    league_id: str | None, player_meta: dict[str, Any], presented_token: str | None, relay_base: str | None = None
+) -> Registration:
     """E018 when protocol_version is given and below 2.0.0 (absent is fine: recorded as unknown);
-    REJECTED when closed, full, game type or endpoint refused (docs/protocol.md, "Registering")."""
+    REJECTED when closed, full, game type or endpoint refused (docs/protocol.md, "Registering").
+    ``relay_base``: the LM's address for the endpoint of a player registering with "connect"."""
     check_agent_protocol_version(player_meta.get("protocol_version"))
-    return _register(kind="player", league_id=league_id, meta=player_meta, presented_token=presented_token)
+    return _register(
+        kind="player", league_id=league_id, meta=player_meta, presented_token=presented_token, relay_base=relay_base
+    )
 
 
 def register_referee(league_id: str | None, referee_meta: dict[str, Any], presented_token: str | None) -> Registration:

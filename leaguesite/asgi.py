@@ -1,4 +1,4 @@
-"""ASGI entry point: Django for HTTP, Channels for the dashboard's websockets."""
+"""ASGI entry point: Django for HTTP, Channels for the dashboard's websockets and the relay's."""
 
 import os
 
@@ -12,6 +12,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from league.mcp_view import lean_mcp  # noqa: E402
+from league.relay.routing import websocket_urlpatterns as relay_urlpatterns  # noqa: E402
 from league.routing import websocket_urlpatterns  # noqa: E402
 from leagueproto.serve import tune_gc  # noqa: E402
 
@@ -29,10 +30,20 @@ async def lifespan(scope, receive, send) -> None:
             return
 
 
+dashboard_sockets = AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+# Agents are programs, not browsers: they send no Origin and authenticate with their token.
+agent_sockets = URLRouter(relay_urlpatterns)
+
+
+async def websockets(scope, receive, send) -> None:
+    app = agent_sockets if scope["path"].startswith("/agents/") else dashboard_sockets
+    await app(scope, receive, send)
+
+
 application = ProtocolTypeRouter(
     {
         "http": lean_mcp(django_asgi_app),  # POST /mcp without Django's request stack
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": websockets,
         "lifespan": lifespan,
     }
 )

@@ -78,6 +78,7 @@ class PlayerConfig:
     register_attempts: int = 10
     register_backoff: float = 0.5  # first retry delay; doubles, capped at 10 s
     strategy_options: dict[str, Any] = field(default_factory=dict)
+    connect: bool = False  # answer over the LM's relay (players/connect.py) instead of a port
 
 
 def time_budget(
@@ -176,6 +177,8 @@ class Player:
 
     @property
     def endpoint(self) -> str:
+        if self.config.connect:
+            return "connect"  # the LM assigns a relay endpoint (docs/protocol.md, "Playing from behind NAT")
         port = getattr(self.strategy, "advertise_port", None) or self.port  # the "dead" fault lies here
         return f"http://{self.config.advertise_host or self.config.host}:{port}/mcp"
 

@@ -1,0 +1,118 @@
+"""``POST /relay/<league_id>/<player_id>/mcp``: the endpoint the LM assigns to a relay player.
+
+Referees and the conductor call it like any player's endpoint. The call goes through the channel
+layer to the consumer holding the player's socket (in this process, or, with Redis, in any LM
+process) and its reply comes back the same way. The caller's deadline holds: the view waits at
+most ``X-Relay-Timeout`` seconds (else ``RELAY_CALL_TIMEOUT``), and stops waiting when the caller
+hangs up. An agent that is not connected is unreachable, as a direct endpoint that refuses
+connections: the call waits ``RELAY_RECONNECT_WAIT`` seconds for it to reconnect, then is
+answered 502 (a 5xx without a JSON-RPC body, which callers count as a failed call: the usual
+retries and technical losses follow).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from channels.db import database_sync_to_async
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from league.relay import hub, state
+from leagueproto.jsonutil import dumps, loads
+
+# How often a call waiting for an agent to reconnect looks again.
+RECONNECT_POLL = 0.1
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: bytes
+    content_type: str = "text/plain; charset=utf-8"
+
+
+def _rpc_error(code: int, message: str) -> Answer:
+    body = dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
+    return Answer(400, body, "application/json")
+
+
+def call_timeout(value: str | None) -> float:
+    """The seconds a caller gives its call: its ``X-Relay-Timeout`` header, else the setting."""
+    try:
+        seconds = float(value) if value else 0.0
+    except ValueError:
+        seconds = 0.0
+    return min(seconds, 600.0) if seconds > 0 else float(settings.RELAY_CALL_TIMEOUT)
+
+
+async def forward(league_id: str, player_id: str, body: bytes, timeout: float) -> Answer:
+    """Relay one JSON-RPC request to the player's socket; its reply, or why there is none."""
+    if len(body) > settings.RELAY_MAX_MESSAGE_BYTES:
+        return Answer(413, f"request body larger than {settings.RELAY_MAX_MESSAGE_BYTES} bytes".encode())
+    try:
+        request = loads(body)
+    except ValueError:
+        return _rpc_error(-32700, "Parse error: the body is not JSON")
+    if not isinstance(request, dict) or not isinstance(request.get("method"), str):
+        return _rpc_error(-32600, "Invalid Request: one JSON-RPC request object (batches are not relayed)")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    channel = await _socket_of(league_id, player_id, min(deadline, loop.time() + settings.RELAY_RECONNECT_WAIT))
+    if channel is None:
+        return Answer(404, f"no relay player {player_id} in league {league_id}".encode())
+    if not channel:
+        return Answer(502, f"player {player_id} is not connected to the relay".encode())
+    layer = get_channel_layer()
+    reply_to = await layer.new_channel("relay")
+    expires = time.time() + (deadline - loop.time())
+    await layer.send(channel, {"type": "relay.call", "body": body.decode(), "reply_to": reply_to, "expires": expires})
+    try:
+        async with asyncio.timeout_at(deadline):
+            reply = await layer.receive(reply_to)
+    except TimeoutError:
+        return Answer(504, f"player {player_id} did not answer within {timeout:g} s".encode())
+    if reply["status"] == 200:
+        return Answer(200, reply["body"].encode(), "application/json")
+    return Answer(reply["status"], reply["body"].encode())
+
+
+async def _socket_of(league_id: str, player_id: str, wait_until: float) -> str | None:
+    """The channel of the player's socket; "" when it is not connected (after waiting until
+    ``wait_until`` for it to come back); None when there is no such relay player."""
+    loop = asyncio.get_running_loop()
+    # With the in-memory layer only this process's sockets can be reached; with a shared layer
+    # (Redis) the database names the socket of any LM process.
+    shared = not isinstance(get_channel_layer(), InMemoryChannelLayer)
+    known = False
+    while True:
+        channel = hub.local_channel(league_id, player_id)
+        if channel:
+            return channel
+        if shared or not known:
+            target = await database_sync_to_async(state.target)(league_id, player_id)
+            if target is None or not target.relay:
+                return None
+            known = True
+            if shared and target.channel:
+                return target.channel
+        if loop.time() >= wait_until:
+            return ""
+        await asyncio.sleep(RECONNECT_POLL)
+
+
+@csrf_exempt
+async def relay_view(request: HttpRequest, league_id: str, player_id: str) -> HttpResponse:
+    if request.method != "POST":
+        response = HttpResponse("the relay endpoint takes POST (JSON-RPC)", status=405)
+        response["Allow"] = "POST"
+        return response
+    declared = request.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > settings.RELAY_MAX_MESSAGE_BYTES:
+        return HttpResponse(f"request body larger than {settings.RELAY_MAX_MESSAGE_BYTES} bytes", status=413)
+    answer = await forward(league_id, player_id, request.body, call_timeout(request.headers.get("X-Relay-Timeout")))
+    return HttpResponse(answer.body, status=answer.status, content_type=answer.content_type)
