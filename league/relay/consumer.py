@@ -42,6 +42,7 @@ _socket_numbers = itertools.count(1)
 
 class RelayConsumer(AsyncWebsocketConsumer):
     holder: state.Holder | None = None
+    closing = False  # once the LM closes the socket, nothing more is sent or read on it
 
     async def connect(self) -> None:
         self.pending: dict[int, tuple[str, Any, float]] = {}  # socket id → (reply channel, caller's id, expiry)
@@ -66,6 +67,10 @@ class RelayConsumer(AsyncWebsocketConsumer):
             asyncio.ensure_future(self._refuse(UNAUTHORIZED, "no auth_token received"))
 
     async def _refuse(self, code: int, reason: str) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        await self._fail_pending()
         await self.send(text_data=dumps({"type": "error", "code": code, "reason": reason}).decode())
         await self.close(code=code, reason=reason[:120])
 
@@ -90,13 +95,19 @@ class RelayConsumer(AsyncWebsocketConsumer):
         if self.holder is None:
             return
         hub.detach(self.holder.league_id, self.holder.player_id, self.channel_name)
-        for reply_to, _, _ in self.pending.values():
-            await self._answer(reply_to, 502, "the agent's connection to the relay closed")
-        self.pending.clear()
+        await self._fail_pending()
         await database_sync_to_async(state.disconnected)(self.holder, self.channel_name)
+
+    async def _fail_pending(self) -> None:
+        """The calls waiting on this socket get their answer now: the agent is gone."""
+        pending, self.pending = self.pending, {}
+        for reply_to, _, _ in pending.values():
+            await self._answer(reply_to, 502, "the agent's connection to the relay closed")
 
     # -- from the agent -----------------------------------------------------------------------
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.closing:
+            return
         data = text_data if text_data is not None else bytes_data or b""
         if len(data) > settings.RELAY_MAX_MESSAGE_BYTES:
             await self._refuse(TOO_BIG, f"message larger than {settings.RELAY_MAX_MESSAGE_BYTES} bytes")
@@ -140,8 +151,8 @@ class RelayConsumer(AsyncWebsocketConsumer):
     # -- from the view (channel layer) ----------------------------------------------------------
     async def relay_call(self, event: dict[str, Any]) -> None:
         """A call for the agent: {"body": JSON-RPC request, "reply_to": channel, "expires": epoch s}."""
-        if self.holder is None:
-            await self._answer(event["reply_to"], 502, "the agent's socket is not authenticated")
+        if self.holder is None or self.closing:
+            await self._answer(event["reply_to"], 502, "the agent's socket is closing")
             return
         self._forget_expired()
         if len(self.pending) >= settings.RELAY_MAX_IN_FLIGHT:
