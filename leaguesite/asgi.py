@@ -13,6 +13,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from league.mcp_view import lean_mcp  # noqa: E402
 from league.relay.routing import websocket_urlpatterns as relay_urlpatterns  # noqa: E402
+from league.relay.view import lean_relay  # noqa: E402
 from league.routing import websocket_urlpatterns  # noqa: E402
 from leagueproto.serve import tune_gc  # noqa: E402
 
@@ -42,7 +43,8 @@ async def websockets(scope, receive, send) -> None:
 
 application = ProtocolTypeRouter(
     {
-        "http": lean_mcp(django_asgi_app),  # POST /mcp without Django's request stack
+        # POST /mcp and POST /relay/<league_id>/<player_id>/mcp without Django's request stack
+        "http": lean_relay(lean_mcp(django_asgi_app)),
         "websocket": websockets,
         "lifespan": lifespan,
     }
