@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from league.auth import find_by_token
 from league.events import broadcast, record_event
-from league.models import AgentStatus, Player
+from league.models import AgentStatus, League, Player
 
 # Players whose socket is refused: the admin took them out of the league.
 SHUT_OUT = (AgentStatus.SUSPENDED, AgentStatus.REMOVED)
@@ -21,6 +21,7 @@ class Holder:
     """A relay player as the consumer knows it once authenticated."""
 
     pk: int
+    league_pk: int
     league_id: str
     player_id: str
     endpoint: str
@@ -35,18 +36,21 @@ def authenticate(token: str) -> Holder | str:
         return f"player {player.player_id} is {player.status.lower()}"
     if player.connection != Player.Connection.RELAY:
         return f"player {player.player_id} registered an endpoint: register with contact_endpoint 'connect'"
-    return Holder(player.pk, player.league.league_id, player.player_id, player.endpoint)
+    return Holder(player.pk, player.league_id, player.league.league_id, player.player_id, player.endpoint)
 
 
 def connected(holder: Holder, channel: str) -> str:
     """Record that ``channel`` now serves the player; the channel it replaces ("" if none)."""
     with transaction.atomic():
-        player = Player.objects.select_for_update().select_related("league").get(pk=holder.pk)
-        previous = player.relay_channel
-        player.relay_channel, player.relay_changed_at = channel, timezone.now()
-        player.save(update_fields=["relay_channel", "relay_changed_at"])
+        # One UPDATE: a league's players all connecting at once queue for SQLite's write lock.
+        previous = Player.objects.filter(pk=holder.pk).values_list("relay_channel", flat=True).first() or ""
+        Player.objects.filter(pk=holder.pk).update(relay_channel=channel, relay_changed_at=timezone.now())
         record_event(
-            player.league, "STATE", "relay_connected", agent=player.player_id, payload={"replaced": bool(previous)}
+            League(pk=holder.league_pk),
+            "STATE",
+            "relay_connected",
+            agent=holder.player_id,
+            payload={"replaced": bool(previous)},
         )
         broadcast(holder.league_id, "player_connection", {"player_id": holder.player_id, "connected": True})
     return previous if previous != channel else ""
@@ -59,8 +63,7 @@ def disconnected(holder: Holder, channel: str) -> bool:
             relay_channel="", relay_changed_at=timezone.now()
         )
         if changed:
-            player = Player.objects.select_related("league").get(pk=holder.pk)
-            record_event(player.league, "STATE", "relay_disconnected", agent=holder.player_id)
+            record_event(League(pk=holder.league_pk), "STATE", "relay_disconnected", agent=holder.player_id)
             broadcast(holder.league_id, "player_connection", {"player_id": holder.player_id, "connected": False})
     return bool(changed)
 
