@@ -19,7 +19,6 @@ import itertools
 import time
 from typing import Any
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
@@ -77,12 +76,12 @@ class RelayConsumer(AsyncWebsocketConsumer):
     async def _authenticate(self, token: str) -> None:
         if self.hello_timer is not None:
             self.hello_timer.cancel()
-        found = await database_sync_to_async(state.authenticate)(token)
+        found = await state.on_db_thread(state.authenticate, token)
         if isinstance(found, str):
             await self._refuse(UNAUTHORIZED, found)
             return
         self.holder = found
-        previous = await database_sync_to_async(state.connected)(found, self.channel_name)
+        previous = await state.on_db_thread(state.connected, found, self.channel_name)
         if previous:
             await self.channel_layer.send(previous, {"type": "relay.replaced"})
         hub.attach(found.league_id, found.player_id, self.channel_name)
@@ -96,7 +95,7 @@ class RelayConsumer(AsyncWebsocketConsumer):
             return
         hub.detach(self.holder.league_id, self.holder.player_id, self.channel_name)
         await self._fail_pending()
-        await database_sync_to_async(state.disconnected)(self.holder, self.channel_name)
+        await state.on_db_thread(state.disconnected, self.holder, self.channel_name)
 
     async def _fail_pending(self) -> None:
         """The calls waiting on this socket get their answer now: the agent is gone."""

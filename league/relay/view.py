@@ -19,7 +19,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -98,7 +97,7 @@ async def _socket_of(league_id: str, player_id: str, wait_until: float) -> str |
         if channel:
             return channel
         if shared or not known:
-            target = await database_sync_to_async(state.target)(league_id, player_id)
+            target = await state.on_db_thread(state.target, league_id, player_id)
             if target is None or not target.relay:
                 return None
             known = True
