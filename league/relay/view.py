@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -73,7 +74,11 @@ async def forward(league_id: str, player_id: str, body: bytes, timeout: float) -
     layer = get_channel_layer()
     reply_to = await layer.new_channel("relay")
     expires = time.time() + (deadline - loop.time())
-    await layer.send(channel, {"type": "relay.call", "body": body.decode(), "reply_to": reply_to, "expires": expires})
+    call = {"type": "relay.call", "body": body.decode(), "reply_to": reply_to, "expires": expires}
+    try:
+        await layer.send(channel, call)
+    except ChannelFull:  # the socket's consumer is that far behind: as busy as too many calls
+        return Answer(503, f"player {player_id} has too many calls waiting".encode())
     try:
         async with asyncio.timeout_at(deadline):
             reply = await layer.receive(reply_to)
