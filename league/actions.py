@@ -23,7 +23,7 @@ from league.dbexec import insert_rows
 from league.events import EventValues, append_events, broadcast, broadcast_all, event_values, record_event
 from league.models import AgentStatus, League, Match, MatchResult, Player, Referee, Round
 from league.prepared import Prepared
-from league.relay import CONNECT, relay_endpoint
+from league.relay import CONNECT, is_relay_endpoint, relay_endpoint
 from leagueproto.envelope import check_agent_protocol_version
 from leagueproto.errors import ErrorCode, LeagueError
 from leagueproto.jsonutil import dumps
@@ -238,6 +238,13 @@ def endpoint_problem(endpoint: str, allowed_networks: str) -> str | None:
     return None
 
 
+def _direct_endpoint_problem(endpoint: str, allowed_networks: str) -> str | None:
+    """``endpoint_problem``, and a relay endpoint is not an agent's own: the LM assigns those."""
+    if is_relay_endpoint(endpoint):
+        return "Endpoint is a relay endpoint of this League Manager: register with contact_endpoint 'connect'"
+    return endpoint_problem(endpoint, allowed_networks)
+
+
 def _agents_sql(model: type[Player] | type[Referee]) -> str:
     """One query for what a registration needs to know of the league's agents of a kind: how many
     are not removed, how many of those use an endpoint, and the highest id (the longest, then the
@@ -320,7 +327,7 @@ def _register(
                     if not relay_base:
                         return rejected(NO_RELAY_ADDRESS)
                     endpoint = relay_endpoint(relay_base, league.league_id, same.player_id)
-                problem = None if relay else endpoint_problem(endpoint, league.allowed_networks)
+                problem = None if relay else _direct_endpoint_problem(endpoint, league.allowed_networks)
                 if problem:
                     return rejected(problem)
                 same.endpoint = endpoint
@@ -368,7 +375,7 @@ def _register(
             return rejected(LEAGUE_FULL)
         if relay and not relay_base:
             return rejected(NO_RELAY_ADDRESS)
-        problem = None if relay else endpoint_problem(endpoint, league.allowed_networks)
+        problem = None if relay else _direct_endpoint_problem(endpoint, league.allowed_networks)
         if problem:
             return rejected(problem)
         if taken:

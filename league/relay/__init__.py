@@ -12,8 +12,9 @@ docs/protocol.md, "Playing from behind NAT", is the agent's side of it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from django.conf import settings
 
@@ -24,6 +25,18 @@ CONNECT = "connect"
 def relay_endpoint(base_url: str, league_id: str, player_id: str) -> str:
     """The endpoint the LM assigns to a relay player: on the LM itself."""
     return f"{base_url.rstrip('/')}/relay/{quote(league_id)}/{quote(player_id)}/mcp"
+
+
+# The path of a relay endpoint (league/relay/view.py serves it).
+RELAY_PATH = re.compile(r"^/relay/([A-Za-z0-9_-]{1,64})/([A-Za-z0-9_-]{1,16})/mcp/?$")
+
+
+def is_relay_endpoint(endpoint: str) -> bool:
+    """Whether ``endpoint`` has a relay endpoint's path (on any host: the LM may have several names)."""
+    try:
+        return bool(RELAY_PATH.match(urlsplit(endpoint).path))
+    except ValueError:
+        return False
 
 
 def lm_base_url(headers: Mapping[str, str]) -> str | None:

@@ -13,7 +13,6 @@ retries and technical losses follow).
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from league.mcp_view import _host_allowed, _security_headers
-from league.relay import hub, state
+from league.relay import RELAY_PATH, hub, state
 from leagueproto.jsonutil import dumps, loads
 
 # How often a call waiting for an agent to reconnect looks again.
@@ -131,14 +130,13 @@ async def relay_view(request: HttpRequest, league_id: str, player_id: str) -> Ht
 # hops for the request signals, the middleware) cost more than the relaying itself. As for /mcp
 # (league/mcp_view.py), the ASGI application sends these calls straight here, and to Django only
 # what Django must see first (a Host not allowed, plain http under SECURE_SSL_REDIRECT).
-_RELAY_PATH = re.compile(r"^/relay/([A-Za-z0-9_-]{1,64})/([A-Za-z0-9_-]{1,16})/mcp$")
 
 
 def lean_relay(django_app: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
     """ASGI: ``POST /relay/<league_id>/<player_id>/mcp`` relayed at once; the rest to ``django_app``."""
 
     async def app(scope: dict[str, Any], receive: Callable, send: Callable) -> None:
-        found = _RELAY_PATH.match(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
+        found = RELAY_PATH.match(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
         if (
             found is None
             or not _host_allowed(scope)

@@ -232,3 +232,10 @@ def test_an_unknown_player_or_a_direct_one_has_no_relay_endpoint(lm_server, leag
     for player_id in ("P99", direct["player_id"]):
         answer = _call(f"{base}/relay/relay_unit/{player_id}/mcp", {"jsonrpc": "2.0", "id": 1, "method": "ping"})
         assert answer.status_code == 404
+
+
+def test_a_direct_player_cannot_register_a_relay_endpoint(lm_server, league):
+    victim = _relay_player(lm_server)
+    endpoint = PlayerRow.objects.get(league=league, player_id=victim["player_id"]).endpoint
+    reply = _register(lm_server, "mallory", contact_endpoint=endpoint)
+    assert reply["status"] == "REJECTED" and "contact_endpoint 'connect'" in reply["reason"]
