@@ -27,6 +27,7 @@ from league.relay import CONNECT, is_relay_endpoint, relay_endpoint
 from leagueproto.envelope import check_agent_protocol_version
 from leagueproto.errors import ErrorCode, LeagueError
 from leagueproto.jsonutil import dumps
+from leagueproto.scoring import match_score
 
 # Cloud metadata services: never an agent, whatever network they sit in.
 METADATA_ADDRESSES = frozenset(
@@ -506,21 +507,21 @@ def _checked_outcome(match_id: str, a: str, b: str, result: dict[str, Any]) -> d
     if status == "WIN":
         if winner is None or technical:
             raise bad("a WIN names a winner and no technical loss")
-        expected = {winner: 3, (b if winner == a else a): 0}
+        expected = match_score(a, b, winner)
     elif status == "DRAW":
         if winner is not None or technical:
             raise bad("a DRAW has no winner and no technical loss")
-        expected = {a: 1, b: 1}
+        expected = match_score(a, b, None)
     elif status == "TECHNICAL_LOSS":
         if len(technical) == 1:
             other = b if technical[0] == a else a
             if winner != other:
                 raise bad(f"with {technical[0]} losing technically the winner is {other}")
-            expected = {other: 3, technical[0]: 0}
+            expected = match_score(a, b, other, technical)
         elif len(technical) == 2:
             if winner is not None:
                 raise bad("when both players fail there is no winner")
-            expected = {a: 0, b: 0}
+            expected = match_score(a, b, None, technical)
         else:
             raise bad("a TECHNICAL_LOSS lists the offender(s) in technical_loss")
     else:
@@ -696,7 +697,7 @@ def _mark_round_played(round_pk: int) -> bool:
 def record_result(
     referee: Referee, match_id: str, result: dict[str, Any], match_log: list[Any] | None = None
 ) -> Recorded:
-    """Store a referee's MATCH_RESULT_REPORT (contract 2), once.
+    """Store a referee's MATCH_RESULT_REPORT (docs/protocol.md, "Reporting a result"), once.
 
     E006 unknown match; E015 the match is assigned to another referee, was cancelled, or already
     has a different result (the conflict is logged); an identical repeat is DUPLICATE.

@@ -1,4 +1,4 @@
-"""The conductor: drives leagues from closed registration to champion (PROTOCOL.md §5-§8).
+"""The conductor: drives leagues from closed registration to champion (docs/architecture.md).
 
 A long-running async worker (``manage.py runleague``). The database is the single source of
 truth: every step below is a state transition in its own transaction, recorded in the Event
@@ -55,7 +55,7 @@ import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections, connection, connections, transaction
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from league import actions, queries
@@ -64,10 +64,11 @@ from league.events import EventValues, append_events, broadcast, broadcast_all, 
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 from league.prepared import Prepared, update_row
 from league.schedule import schedule_matches
-from league.standings import ResultRow, StandingsTable, id_sort_key
+from league.standings import RESULT_FIELDS
 from leagueproto.client import AgentClient, CallFailed, RetryPolicy
 from leagueproto.envelope import make_message, new_conversation_ids
 from leagueproto.jsonutil import dumps
+from leagueproto.scoring import ResultRow, StandingsTable, id_sort_key, record_field
 
 log = logging.getLogger("league.conductor")
 T = TypeVar("T")
@@ -78,7 +79,7 @@ LIVE = (AgentStatus.REGISTERED, AgentStatus.ACTIVE)
 IN_PLAY = (Match.Status.ASSIGNED, Match.Status.RUNNING)
 DONE = (Match.Status.FINISHED, Match.Status.CANCELLED)
 WORKING = (League.Status.REGISTERING, League.Status.READY, League.Status.RUNNING)
-EMBEDDED_REFEREE = "EMBEDDED"  # the LM's built-in referee (seed 002), used when none is registered
+EMBEDDED_REFEREE = "EMBEDDED"  # the LM's built-in referee, used when none is registered
 EMBEDDED_CAPACITY = 8  # matches the built-in referee runs at once per conductor
 
 
@@ -110,7 +111,7 @@ def retry_policy(league: League) -> RetryPolicy:
 
 
 def match_token(league_id: str, match_id: str, attempt: int) -> str:
-    """The per-match bearer a referee shows the players (contract 1): derived, so a resent
+    """The per-match bearer a referee shows the players: derived, so a resent
     start_match carries the same token, and new for each attempt."""
     key = settings.SECRET_KEY.encode()
     return hmac.new(key, f"match:{league_id}:{match_id}:{attempt}".encode(), hashlib.sha256).hexdigest()
@@ -148,7 +149,7 @@ _ROUND_MATCHES = Prepared(
     lambda round_pk: (
         Match.objects.filter(round_id=round_pk)
         .order_by("id")
-        .values_list("match_id", "game_type", "player_a__player_id", "player_b__player_id")
+        .values_list("match_id", "game_type", "player_a__player_id", "player_b__player_id", "referee__endpoint")
     ),
     -701,
 )
@@ -185,7 +186,7 @@ _ROUND_RESULTS = Prepared(
     lambda league_pk, number: (
         MatchResult.objects.filter(match__round__league_id=league_pk, match__round__number=number)
         .order_by()
-        .values_list(*queries.RESULT_FIELDS)
+        .values_list(*RESULT_FIELDS)
     ),
     -701,
     1_000_702,
@@ -287,11 +288,46 @@ def create_schedule(league_pk: int) -> bool:
     return True
 
 
+def expected_referees(league_pk: int, count: int) -> list[str | None]:
+    """The endpoints of the referees that ``claim_matches`` is expected to give the next ``count``
+    unassigned matches, in order: the same choice (most free capacity, then the oldest referee),
+    starting again from full capacity once every referee is busy (a wave of matches ends before
+    the next is claimed). None each when the league has no live referee (the LM's built-in one
+    plays: it has no endpoint of its own)."""
+    referees = list(
+        Referee.objects.filter(league_id=league_pk, status__in=LIVE)
+        .order_by("id")
+        .values_list("pk", "endpoint", "max_concurrent_matches")
+    )
+    if not referees or count <= 0:
+        return [None] * max(count, 0)
+    busy = dict(_BUSY_REFEREES.rows(league_pk))
+    free = {pk: size - busy.get(pk, 0) for pk, _, size in referees}
+    expected: list[str | None] = []
+    for _ in range(count):
+        if max(free.values()) <= 0:
+            free = {pk: size for pk, _, size in referees}
+        pk, endpoint, _ = max(referees, key=lambda r: (free[r[0]], -r[0]))
+        free[pk] -= 1
+        expected.append(endpoint)
+    return expected
+
+
 def round_matches(rnd: Round) -> list[dict[str, Any]]:
-    """The round's matches as ROUND_ANNOUNCEMENT lists them (in id order)."""
+    """The round's matches as ROUND_ANNOUNCEMENT lists them (in id order), each with the
+    ``referee_endpoint`` the course's announcement carries: its referee's, once assigned, else the
+    one it is expected to get (``expected_referees``)."""
+    rows = _ROUND_MATCHES.rows(rnd.pk)
+    expected = iter(expected_referees(rnd.league_id, sum(1 for row in rows if row[4] is None)))
     return [
-        {"match_id": match_id, "game_type": game_type, "player_A_id": a, "player_B_id": b}
-        for match_id, game_type, a, b in _ROUND_MATCHES.rows(rnd.pk)
+        {
+            "match_id": match_id,
+            "game_type": game_type,
+            "player_A_id": a,
+            "player_B_id": b,
+            "referee_endpoint": endpoint if endpoint is not None else next(expected),
+        }
+        for match_id, game_type, a, b, endpoint in rows
     ]
 
 
@@ -387,13 +423,13 @@ def round_records(rnd: Round) -> dict[str, dict[str, int]]:
         rows = (
             MatchResult.objects.filter(league_id=rnd.league_id, match__round__number__lt=rnd.number)
             .order_by()
-            .values_list(*queries.RESULT_FIELDS)
+            .values_list(*RESULT_FIELDS)
         )
     for row in rows:
         result = ResultRow(*row)
         for player_id, points in ((result.player_a, result.points_a), (result.player_b, result.points_b)):
             record = records.setdefault(player_id, dict(_NO_RECORD))
-            record["wins" if points == 3 else "draws" if points == 1 else "losses"] += 1
+            record[record_field(points)] += 1
     if rnd.announced_at:
         if len(_ROUND_RECORDS) > 256:
             _ROUND_RECORDS.clear()
@@ -933,7 +969,7 @@ def round_standings(league: League, rnd: Round, names: dict[str, str] | None = N
     if running is None or running.round_number != rnd.number - 1 or running.names.keys() != names.keys():
         results = MatchResult.objects.filter(league=league, match__round__number__lte=rnd.number)
         running = _RunningTable(names, StandingsTable.for_players(sorted(names, key=id_sort_key)), rnd.number)
-        rows = results.order_by().values_list(*queries.RESULT_FIELDS)
+        rows = results.order_by().values_list(*RESULT_FIELDS)
     else:
         rows = _ROUND_RESULTS.rows(league.pk, rnd.number)
         running.names, running.round_number = names, rnd.number
@@ -987,6 +1023,8 @@ def round_boundary(league: League, rnd: Round, *, again: bool = False) -> Bounda
         "notify_round_completed",
         "ROUND_COMPLETED",
         **round_fields,
+        # matches_played is the course's name for it; matches_completed stays for agents that read it.
+        matches_played=finished,
         matches_completed=finished,
         next_round_id=nxt.number if nxt else None,
     )
@@ -1765,17 +1803,3 @@ class Conductor:
         deliveries, champion, table = await sync_to_async(league_end_messages)(league)
         await self.deliver(league, deliveries, league.default_timeout)
         await sync_to_async(complete_league)(league.pk, champion, table)
-
-
-def progress(league: League) -> dict[str, Any]:
-    """Matches done/total, current round and leader (for the demo's progress bar)."""
-    totals = league.matches.aggregate(total=Count("id"), done=Count("id", filter=Q(status__in=DONE)))
-    table = queries.standings(league) if totals["done"] else []
-    return {
-        "status": league.status,
-        "round": league.current_round,
-        "rounds": league.rounds.count(),
-        "done": totals["done"],
-        "total": totals["total"],
-        "leader": table[0] if table else None,
-    }

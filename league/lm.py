@@ -1,4 +1,4 @@
-"""The League Manager as an agent: its tools, resources and authenticator (PROTOCOL.md §4).
+"""The League Manager as an agent: its tools, resources and authenticator (docs/protocol.md).
 
 Transport (both dialects, JSON-RPC errors, MCP) is leagueproto's; rules and state changes are in
 league/actions.py and league/queries.py. Every tool call is written to the Event log: the message

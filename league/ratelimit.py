@@ -223,8 +223,7 @@ class RateLimiter:
         buckets = buckets_for(message, bearer, client_host, limit)
         if not buckets:
             return
-        store = self._store()
-        empty = await store.take(buckets) if store is not None else self.local.take(buckets)
+        empty = await self.take(buckets)
         if empty is not None:
             raise LeagueError(
                 ErrorCode.RATE_LIMIT_EXCEEDED,
@@ -237,6 +236,12 @@ class RateLimiter:
                 retryable=True,
                 http_status=429,
             )
+
+    async def take(self, buckets: list[Bucket]) -> Bucket | None:
+        """Take one token from every bucket (in Redis when there is one), or from none: returns the
+        first empty bucket. Other limits (``league.checkagent``'s) draw from the same store."""
+        store = self._store()
+        return await store.take(buckets) if store is not None else self.local.take(buckets)
 
     async def reset(self) -> None:
         """Forget every bucket (tests; an admin lifting a block at once)."""

@@ -195,6 +195,11 @@ MCP_RATE_LIMIT_PER_ADDRESS = env_int("MCP_RATE_LIMIT_PER_ADDRESS", 12_000)
 MCP_RATE_LIMIT_REFEREE_FACTOR = env_int("MCP_RATE_LIMIT_REFEREE_FACTOR", 20)
 MCP_RATE_LIMIT_ADDRESS_FACTOR = env_int("MCP_RATE_LIMIT_ADDRESS_FACTOR", 20)
 MCP_RATE_LIMIT_PREFIX = env_str("MCP_RATE_LIMIT_PREFIX", "league:rl:")
+# "Check my agent" (/check/, league/checkagent.py): checks a minute per client address (each plays a
+# practice match, seconds of work), and the networks a checked endpoint may be in (empty: the
+# leagues' default, league.models.DEFAULT_ALLOWED_NETWORKS).
+CHECKAGENT_PER_MINUTE = env_int("CHECKAGENT_PER_MINUTE", 3)
+CHECKAGENT_ALLOWED_NETWORKS = env_str("CHECKAGENT_ALLOWED_NETWORKS", "")
 # The largest payload one Event row stores (bytes of JSON); larger ones are summarised.
 EVENT_PAYLOAD_MAX_BYTES = env_int("EVENT_PAYLOAD_MAX_BYTES", 32 * 1024)
 

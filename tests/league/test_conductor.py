@@ -11,9 +11,9 @@ from asgiref.sync import sync_to_async
 
 from league.conductor import SUSPEND_AFTER, Conductor
 from league.models import AgentStatus, Event, League, Match, MatchResult, Referee, Round
-from league.queries import result_rows
-from league.standings import compute_standings
+from league.standings import result_rows
 from leagueproto.client import AgentClient
+from leagueproto.scoring import compute_standings
 from tests.league.conductor_support import ScriptedPlayers, ScriptedReferee
 from tests.league.lm_support import make_league, player_meta, referee_meta, register_player, register_referee
 from tests.support.servers import free_port
