@@ -7,15 +7,17 @@ import asyncio
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from leagueproto.client import AgentClient, CallFailed
 from players.agent import Player, PlayerConfig, PlayerHost
-from players.connect import ConnectHost, connect_url
 from players.strategies import STRATEGIES
+
+if TYPE_CHECKING:
+    from players.connect import ConnectHost
 
 QUERIES = ("GET_STANDINGS", "GET_SCHEDULE", "GET_NEXT_MATCH", "GET_PLAYER_STATS")
 
@@ -137,6 +139,8 @@ class Command(BaseCommand):
 
     def _connect(self, config: PlayerConfig, options: dict[str, Any], mix: list[str]) -> None:
         """--connect: the players answer over the LM's relay (players/connect.py)."""
+        from players.connect import ConnectHost, connect_url  # the websockets client: only when asked for
+
         host = ConnectHost.build(
             config,
             options["count"],
