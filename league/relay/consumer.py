@@ -19,6 +19,7 @@ import itertools
 import time
 from typing import Any
 
+from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
@@ -42,6 +43,15 @@ _socket_numbers = itertools.count(1)
 class RelayConsumer(AsyncWebsocketConsumer):
     holder: state.Holder | None = None
     closing = False  # once the LM closes the socket, nothing more is sent or read on it
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels closes stale database connections before every message, a hop to a worker
+        # thread and back: most of what relaying a call cost. This consumer's database work runs
+        # on the LM's database thread, which looks after its own connections (league/dbexec.py).
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def connect(self) -> None:
         self.pending: dict[int, tuple[str, Any, float]] = {}  # socket id → (reply channel, caller's id, expiry)
