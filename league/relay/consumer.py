@@ -27,6 +27,9 @@ from league.ratelimit import Bucket, LocalBuckets
 from league.relay import hub, state
 from leagueproto.jsonutil import dumps, loads
 
+# Where a call's answer goes: the reply channel of a view, or the future of a view of this process.
+ReplyTo = str | asyncio.Future
+
 # Close codes (4000-4999 are the application's): the agent's client reports them.
 BAD_MESSAGE = 4400  # not JSON, or not a reply to a call in flight
 UNAUTHORIZED = 4401  # no token in time, or a token the LM refuses
@@ -54,7 +57,9 @@ class RelayConsumer(AsyncWebsocketConsumer):
         await handler(message)
 
     async def connect(self) -> None:
-        self.pending: dict[int, tuple[str, Any, float]] = {}  # socket id → (reply channel, caller's id, expiry)
+        # socket id → (where the reply goes: a channel, or a future of this process; the caller's
+        # id; when the caller stops waiting)
+        self.pending: dict[int, tuple[ReplyTo, Any, float]] = {}
         self.late: dict[int, float] = {}  # ids whose caller gave up → when to forget them
         self.ids = itertools.count(1)
         self.frames = Bucket(f"relay:f:{next(_socket_numbers)}", settings.RELAY_FRAMES_PER_MINUTE, "frames")
@@ -94,7 +99,7 @@ class RelayConsumer(AsyncWebsocketConsumer):
         previous = await state.on_db_thread(state.connected, found, self.channel_name)
         if previous:
             await self.channel_layer.send(previous, {"type": "relay.replaced"})
-        hub.attach(found.league_id, found.player_id, self.channel_name)
+        hub.attach(found.league_id, found.player_id, self.channel_name, self)
         welcome = {"type": "welcome", "league_id": found.league_id, "player_id": found.player_id}
         await self.send(text_data=dumps({**welcome, "endpoint": found.endpoint}).decode())
 
@@ -159,7 +164,9 @@ class RelayConsumer(AsyncWebsocketConsumer):
 
     # -- from the view (channel layer) ----------------------------------------------------------
     async def relay_call(self, event: dict[str, Any]) -> None:
-        """A call for the agent: {"body": JSON-RPC request, "reply_to": channel, "expires": epoch s}."""
+        """A call for the agent: {"body": JSON-RPC request, "reply_to": channel or future, "expires": epoch s}.
+
+        From the channel layer, or called directly by a view of this process (``view.forward``)."""
         if self.holder is None or self.closing:
             await self._answer(event["reply_to"], 502, "the agent's socket is closing")
             return
@@ -169,13 +176,21 @@ class RelayConsumer(AsyncWebsocketConsumer):
             return
         request = loads(event["body"])
         if "id" not in request:  # a notification: delivered, nothing to wait for
-            await self.send(text_data=event["body"])
+            try:
+                await self.send(text_data=event["body"])
+            except OSError:
+                await self._answer(event["reply_to"], 502, "the agent's connection to the relay closed")
+                return
             await self._answer(event["reply_to"], 202, "")
             return
         socket_id = next(self.ids)
         self.pending[socket_id] = (event["reply_to"], request["id"], float(event["expires"]))
         request["id"] = socket_id
-        await self.send(text_data=dumps(request).decode())
+        try:
+            await self.send(text_data=dumps(request).decode())
+        except OSError:  # the socket went away under us (uvicorn's ClientDisconnected)
+            if self.pending.pop(socket_id, None) is not None:
+                await self._answer(event["reply_to"], 502, "the agent's connection to the relay closed")
 
     async def relay_replaced(self, event: dict[str, Any]) -> None:
         await self._refuse(REPLACED, "the same player connected again")
@@ -189,7 +204,11 @@ class RelayConsumer(AsyncWebsocketConsumer):
         for socket_id in [k for k, until in self.late.items() if until < now]:
             del self.late[socket_id]
 
-    async def _answer(self, reply_to: str, status: int, body: str) -> None:
+    async def _answer(self, reply_to: ReplyTo, status: int, body: str) -> None:
+        if isinstance(reply_to, asyncio.Future):
+            if not reply_to.done():  # (a caller that hung up cancelled it)
+                reply_to.set_result({"status": status, "body": body})
+            return
         await self.channel_layer.send(reply_to, {"type": "relay.reply", "status": status, "body": body})
 
 

@@ -70,22 +70,38 @@ async def forward(league_id: str, player_id: str, body: bytes, timeout: float) -
         return Answer(404, f"no relay player {player_id} in league {league_id}".encode())
     if not channel:
         return Answer(502, f"player {player_id} is not connected to the relay".encode())
-    layer = get_channel_layer()
-    reply_to = await layer.new_channel("relay")
     expires = time.time() + (deadline - loop.time())
-    call = {"type": "relay.call", "body": body.decode(), "reply_to": reply_to, "expires": expires}
-    try:
-        await layer.send(channel, call)
-    except ChannelFull:  # the socket's consumer is that far behind: as busy as too many calls
-        return Answer(503, f"player {player_id} has too many calls waiting".encode())
+    consumer = hub.local_consumer(channel)
     try:
         async with asyncio.timeout_at(deadline):
-            reply = await layer.receive(reply_to)
+            if consumer is not None:
+                # The socket is this process's: straight to its consumer, no channel-layer trip.
+                answered = loop.create_future()
+                await consumer.relay_call({"body": body.decode(), "reply_to": answered, "expires": expires})
+                reply = await answered
+            else:
+                reply = await _through_layer(channel, body, expires)
     except TimeoutError:
         return Answer(504, f"player {player_id} did not answer within {timeout:g} s".encode())
+    if reply is None:
+        return Answer(503, f"player {player_id} has too many calls waiting".encode())
     if reply["status"] == 200:
         return Answer(200, reply["body"].encode(), "application/json")
     return Answer(reply["status"], reply["body"].encode())
+
+
+async def _through_layer(channel: str, body: bytes, expires: float) -> dict[str, Any] | None:
+    """Send the call to the consumer of ``channel`` (any LM process) and wait for its reply; None
+    when the consumer's queue is full (it is that far behind: as busy as too many calls)."""
+    layer = get_channel_layer()
+    reply_to = await layer.new_channel("relay")
+    try:
+        await layer.send(
+            channel, {"type": "relay.call", "body": body.decode(), "reply_to": reply_to, "expires": expires}
+        )
+    except ChannelFull:
+        return None
+    return await layer.receive(reply_to)
 
 
 async def _socket_of(league_id: str, player_id: str, wait_until: float) -> str | None:
