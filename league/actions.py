@@ -7,12 +7,9 @@ these functions, so every path obeys the same rules and leaves the same trail in
 from __future__ import annotations
 
 import hashlib
-import ipaddress
-import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.db import connection, models, transaction
 from django.utils import timezone
@@ -20,6 +17,7 @@ from django.utils import timezone
 from league import queries
 from league.auth import find_by_token, lm_token, new_token
 from league.dbexec import insert_rows
+from league.endpoints import endpoint_problem, endpoint_taken
 from league.events import EventValues, append_events, broadcast, broadcast_all, event_values, record_event
 from league.models import AgentStatus, League, Match, MatchResult, Player, Referee, Round
 from league.prepared import Prepared
@@ -28,12 +26,6 @@ from leagueproto.envelope import check_agent_protocol_version
 from leagueproto.errors import ErrorCode, LeagueError
 from leagueproto.jsonutil import dumps
 from leagueproto.scoring import match_score
-
-# Cloud metadata services: never an agent, whatever network they sit in.
-METADATA_ADDRESSES = frozenset(
-    ipaddress.ip_address(a) for a in ("169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254")
-)
-LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
 
 REGISTRATION_CLOSED = "Registration closed"
 LEAGUE_FULL = "League full"
@@ -208,37 +200,6 @@ def registration_league(league_id: str | None, *, for_referee: bool = False) -> 
     )
 
 
-def endpoint_problem(endpoint: str, allowed_networks: str) -> str | None:
-    """Why an agent endpoint is refused, or None. Resolves the host (agents must be reachable)."""
-    try:
-        parts = urlsplit(endpoint)
-        port = parts.port
-    except ValueError:
-        return "Endpoint is not a valid URL"
-    if parts.scheme not in ("http", "https"):
-        return "Endpoint must be an http:// or https:// URL"
-    if not parts.hostname:
-        return "Endpoint has no host"
-    try:
-        infos = socket.getaddrinfo(parts.hostname, port or 80, proto=socket.IPPROTO_TCP)
-    except (OSError, UnicodeError):
-        return f"Endpoint host {parts.hostname} does not resolve"
-    networks = []
-    for item in allowed_networks.split(","):
-        if item.strip():
-            try:
-                networks.append(ipaddress.ip_network(item.strip(), strict=False))
-            except ValueError:
-                continue
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%")[0])
-        if address in METADATA_ADDRESSES or any(address in net for net in LINK_LOCAL):
-            return f"Endpoint address {address} is link-local or a metadata service"
-        if not any(address.version == net.version and address in net for net in networks):
-            return f"Endpoint address {address} is outside the league's allowed networks"
-    return None
-
-
 def _direct_endpoint_problem(endpoint: str, allowed_networks: str) -> str | None:
     """``endpoint_problem``, and a relay endpoint is not an agent's own: the LM assigns those."""
     if is_relay_endpoint(endpoint):
@@ -339,10 +300,19 @@ def _register(
                 same.game_types = meta.get("game_types") or same.game_types
                 same.last_seen_at = timezone.now()
                 token, same.token_hash = new_token()
-                same.save(
-                    update_fields=["endpoint", "display_name", "version", "game_types", "last_seen_at", "token_hash"]
-                    + (["connection"] if kind == "player" else [])
-                )
+                fields = ["endpoint", "display_name", "version", "game_types", "last_seen_at", "token_hash"]
+                if same.unreachable_since is not None:
+                    # Marked unreachable by the conductor (league/conductor.py), and here it is again:
+                    # back in play at once (a referee the conductor suspended is ACTIVE again; one an
+                    # admin suspended has no such mark and stays suspended).
+                    same.unreachable_since, same.unreachable_reason, same.failures = None, "", 0
+                    fields += ["unreachable_since", "unreachable_reason", "failures"]
+                    if same.status == AgentStatus.SUSPENDED:
+                        same.status = AgentStatus.ACTIVE
+                        fields.append("status")
+                if kind == "player":
+                    fields.append("connection")
+                same.save(update_fields=fields)
                 agent_id = same.player_id if kind == "player" else same.referee_id
                 record_event(
                     league,
@@ -379,7 +349,7 @@ def _register(
         problem = None if relay else _direct_endpoint_problem(endpoint, league.allowed_networks)
         if problem:
             return rejected(problem)
-        if taken:
+        if taken or endpoint_taken(model, league.pk, endpoint):  # the same URL, or another spelling of it
             return rejected(ENDPOINT_TAKEN)
 
         agent_id = _next_id(model, league, prefix, top)

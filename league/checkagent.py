@@ -22,12 +22,12 @@ from typing import Any
 
 from django.conf import settings
 
-from league.queries import standing_dict
 from league.ratelimit import Bucket, limiter
-from league.standings import ResultRow, compute_standings
+from league.standings import standing_dict
 from leagueproto.client import NO_RETRY, AgentClient, CallFailed, CallResult
 from leagueproto.envelope import make_message, parse_timestamp
 from leagueproto.errors import LeagueError, see
+from leagueproto.scoring import ResultRow, compute_standings
 from referee.games import get_game
 from referee.runner import MatchRunner, MatchSpec, Seat, Timeouts, redact
 
@@ -111,7 +111,8 @@ class Report:
 # -- the house bot --------------------------------------------------------------------------
 def house_reply(method: str, message: dict[str, Any]) -> dict[str, Any]:
     """What the house bot answers: it joins, plays at random and acknowledges everything else."""
-    fields: dict[str, Any] = {"match_id": message.get("match_id"), "player_id": HOUSE_ID}
+    me = str(message.get("player_id") or HOUSE_ID)  # the seat the referee asks it as
+    fields: dict[str, Any] = {"match_id": message.get("match_id"), "player_id": me}
     kind = message.get("message_type")
     if kind == "GAME_INVITATION":
         reply_type, fields["accept"] = "GAME_JOIN_ACK", True
@@ -122,7 +123,7 @@ def house_reply(method: str, message: dict[str, Any]) -> dict[str, Any]:
         fields["game_round"] = message.get("game_round")
     else:
         reply_type, fields["status"] = "ACK", "received"
-    return make_message(reply_type, f"player:{HOUSE_ID}", conversation_id=message.get("conversation_id"), **fields)
+    return make_message(reply_type, f"player:{me}", conversation_id=message.get("conversation_id"), **fields)
 
 
 class HouseClient(AgentClient):
@@ -292,7 +293,16 @@ def judge_reply(step: Step, reply: dict[str, Any], is_error: bool, timeout: floa
 
 
 # -- the run ---------------------------------------------------------------------------------
-def match_steps(log: list[dict[str, Any]], peer: str, game_type: str) -> list[Step]:
+def _limit(message_type: str, timeouts: Timeouts) -> float:
+    """Seconds the referee gave a reply to ``message_type``."""
+    if message_type == "GAME_INVITATION":
+        return timeouts.join
+    if message_type in ("CHOOSE_PARITY_CALL", "MOVE_REQUEST"):
+        return timeouts.move
+    return timeouts.game_over if message_type == "GAME_OVER" else timeouts.default
+
+
+def match_steps(log: list[dict[str, Any]], peer: str, game_type: str, timeouts: Timeouts = TIMEOUTS) -> list[Step]:
     """The referee's match log, as steps: each OUT to ``peer`` with the IN that answered it."""
     steps: list[Step] = []
     mine = [e for e in log if e.get("peer") == peer]
@@ -306,10 +316,8 @@ def match_steps(log: list[dict[str, Any]], peer: str, game_type: str) -> list[St
             code, _, detail = str(entry.get("error") or "E002: no reply").partition(": ")
             _failed_call(step, code, detail)
             continue
-        timeout = TIMEOUTS.join if step.message_type == "GAME_INVITATION" else TIMEOUTS.default
-        if step.message_type in ("CHOOSE_PARITY_CALL", "MOVE_REQUEST"):
-            timeout = TIMEOUTS.move
-        judge_reply(step, answer["message"] or {}, answer["outcome"] == "error", timeout, from_league=False)
+        limit = _limit(step.message_type, timeouts)
+        judge_reply(step, answer["message"] or {}, answer["outcome"] == "error", limit, from_league=False)
         if answer["outcome"] == "invalid":
             error = next(
                 (e["message"] for e in mine[n + 2 :] if e["direction"] == "OUT" and e["message_type"] == "GAME_ERROR"),
@@ -359,7 +367,8 @@ class Check:
         return step
 
     async def _run(self, client: HouseClient, report: Report) -> None:
-        a, b = self.player_id, HOUSE_ID
+        # The house bot is P02, or P01 when the agent is to be called P02.
+        a, b = self.player_id, HOUSE_ID if self.player_id != HOUSE_ID else AGENT_ID
         match = {
             "match_id": "R1M1",
             "game_type": self.game_type,
@@ -389,7 +398,7 @@ class Check:
         runner = MatchRunner(spec, get_game(self.game_type), client, "referee:REF01")
         result = await runner.run()
         report.match_result = result.to_dict()
-        report.steps += match_steps(runner.log.entries, a, self.game_type)
+        report.steps += match_steps(runner.log.entries, a, self.game_type, self.timeouts)
 
         points = result.score
         row = ResultRow("R1M1", a, b, points[a], points[b], a in result.technical_loss, b in result.technical_loss)
@@ -439,7 +448,7 @@ def reply_summary(step: Step) -> str:
 # -- what callers apply first ------------------------------------------------------------------
 def endpoint_refusal(endpoint: str) -> str | None:
     """Why the check will not call ``endpoint`` (the leagues' endpoint policy), or None."""
-    from league.actions import endpoint_problem
+    from league.endpoints import endpoint_problem
     from league.models import DEFAULT_ALLOWED_NETWORKS
 
     return endpoint_problem(endpoint, settings.CHECKAGENT_ALLOWED_NETWORKS or DEFAULT_ALLOWED_NETWORKS)

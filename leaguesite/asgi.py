@@ -16,6 +16,9 @@ from league.relay.routing import websocket_urlpatterns as relay_urlpatterns  # n
 from league.relay.view import lean_relay  # noqa: E402
 from league.routing import websocket_urlpatterns  # noqa: E402
 from leagueproto.serve import tune_gc  # noqa: E402
+from leaguesite.limits import RequestLimits, guard_daphne  # noqa: E402
+
+guard_daphne()  # under daphne (runserver): refuse oversized and slow requests before they are buffered
 
 
 async def lifespan(scope, receive, send) -> None:
@@ -43,8 +46,9 @@ async def websockets(scope, receive, send) -> None:
 
 application = ProtocolTypeRouter(
     {
-        # POST /mcp and POST /relay/<league_id>/<player_id>/mcp without Django's request stack
-        "http": lean_relay(lean_mcp(django_asgi_app)),
+        # Body size and read deadline first (leaguesite/limits.py), then POST /mcp and POST
+        # /relay/<league_id>/<player_id>/mcp without Django's request stack, the rest through Django.
+        "http": RequestLimits(lean_relay(lean_mcp(django_asgi_app))),
         "websocket": websockets,
         "lifespan": lifespan,
     }

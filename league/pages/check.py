@@ -3,7 +3,9 @@
 The check runs within the request: well under a second for a working agent; every wait is bounded
 by the check's timeouts (about a minute in all for an agent slow to everything), and an agent that
 does not answer its first message is sent nothing more.
-Async, so a running check holds no worker thread while it waits on the agent.
+Async, so a running check holds no worker thread while it waits on the agent. league.checkagent
+(and the HTTP client and referee it brings) is imported on the first check, not with the URLconf:
+every page's first request would otherwise pay for it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from functools import cache
+from typing import TYPE_CHECKING
 
 from asgiref.sync import sync_to_async
 from django import forms
@@ -18,8 +21,10 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from league.checkagent import AGENT_ID, Report, endpoint_refusal, reply_summary, run_check, take_check_slot
 from referee.games import GAMES
+
+if TYPE_CHECKING:
+    from league.checkagent import Report
 
 PROTOCOL_DOC = settings.BASE_DIR / "docs" / "protocol.md"
 
@@ -47,6 +52,12 @@ def protocol(request: HttpRequest) -> HttpResponse:
     return render(request, "league/protocol.html", {"html": protocol_html()})
 
 
+def default_player_id() -> str:
+    from league.checkagent import AGENT_ID
+
+    return AGENT_ID
+
+
 class CheckForm(forms.Form):
     endpoint = forms.CharField(
         label="Your agent's /mcp URL",
@@ -58,7 +69,7 @@ class CheckForm(forms.Form):
         label="Call it as",
         regex=r"^[A-Za-z0-9_-]{1,32}$",
         required=False,
-        initial=AGENT_ID,
+        initial=default_player_id,
         help_text="the player id your agent answers as, if it is registered under another one",
     )
 
@@ -67,6 +78,8 @@ class CheckForm(forms.Form):
 
 
 def _rows(report: Report) -> list[dict]:
+    from league.checkagent import reply_summary
+
     return [
         {
             "n": n,
@@ -80,6 +93,8 @@ def _rows(report: Report) -> list[dict]:
 
 
 async def check_agent(request: HttpRequest) -> HttpResponse:
+    from league.checkagent import AGENT_ID, endpoint_refusal, run_check, take_check_slot
+
     form = CheckForm(request.POST or None)
     context: dict = {"form": form, "per_minute": settings.CHECKAGENT_PER_MINUTE}
     status = 200

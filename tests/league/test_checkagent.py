@@ -193,3 +193,15 @@ def test_an_answer_left_for_later_and_an_answer_under_another_id_are_explained()
     assert steps["ROUND_ANNOUNCEMENT"].fix.startswith("Serve the tool notify_round")
     assert steps["GAME_OVER"].verdict == OK  # the match itself ends normally for the check
     assert report.match_result["technical_loss"] == ["P01"]
+
+
+def test_an_agent_called_p02_plays_the_house_bot_as_p01():
+    player = ScriptedPlayer("P02", choices=["odd"])
+    with serving(player.app()) as server:
+        report = asyncio.run(run_check(server.url, player_id="P02", timeouts=ONE_SECOND))
+    game = [s for s in report.steps if s.message_type in ("GAME_INVITATION", "CHOOSE_PARITY_CALL", "GAME_OVER")]
+    assert [(s.message_type, s.verdict) for s in game] == [
+        ("GAME_INVITATION", OK), ("CHOOSE_PARITY_CALL", OK), ("GAME_OVER", OK)
+    ]  # fmt: skip
+    assert game[0].sent["player_id"] == "P02" and game[0].sent["opponent_id"] == "P01"
+    assert report.match_result["technical_loss"] == [] and set(report.match_result["score"]) == {"P01", "P02"}
