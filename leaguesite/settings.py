@@ -263,7 +263,8 @@ RELAY_FRAMES_PER_MINUTE = env_int("RELAY_FRAMES_PER_MINUTE", 6000)
 RELAY_CONNECTS_PER_MINUTE = env_int("RELAY_CONNECTS_PER_MINUTE", 120)
 # How long a relayed call waits for its reply when the call names no deadline of its own.
 RELAY_CALL_TIMEOUT = env_int("RELAY_CALL_TIMEOUT", 30)
-# A call to an agent whose socket dropped waits this long for it to reconnect, then is 502.
-RELAY_RECONNECT_WAIT = env_int("RELAY_RECONNECT_WAIT", 5)
+# A call to an agent whose socket is down waits this long for it to reconnect, then is 502. By
+# default as long as a call may wait: to the caller the agent is a host that does not answer.
+RELAY_RECONNECT_WAIT = env_int("RELAY_RECONNECT_WAIT", 30)
 # Seconds an agent has to send its token after opening the socket.
 RELAY_HELLO_TIMEOUT = env_int("RELAY_HELLO_TIMEOUT", 10)

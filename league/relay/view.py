@@ -4,10 +4,11 @@ Referees and the conductor call it like any player's endpoint. The call goes thr
 layer to the consumer holding the player's socket (in this process, or, with Redis, in any LM
 process) and its reply comes back the same way. The caller's deadline holds: the view waits at
 most ``X-Relay-Timeout`` seconds (else ``RELAY_CALL_TIMEOUT``), and stops waiting when the caller
-hangs up. An agent that is not connected is unreachable, as a direct endpoint that refuses
-connections: the call waits ``RELAY_RECONNECT_WAIT`` seconds for it to reconnect, then is
-answered 502 (a 5xx without a JSON-RPC body, which callers count as a failed call: the usual
-retries and technical losses follow).
+hangs up. A call to an agent that is not connected waits for it to reconnect (``RELAY_RECONNECT_WAIT``,
+by default the whole call: to its caller the agent is as a host that does not answer, so the
+caller's own timeout, retries, technical losses and unreachable marking apply); one whose socket
+drops before the reply is sent again on the socket that replaces it. When the wait is shorter
+than the call the answer is 502, a 5xx without a JSON-RPC body (a failed call).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from league.mcp_view import _host_allowed, _security_headers
 from league.relay import RELAY_PATH, hub, state
 from leagueproto.jsonutil import dumps, loads
 
+# The status a consumer answers a call with when its socket closes before the reply.
+DROPPED = 502
 # How often a call waiting for an agent to reconnect looks again.
 RECONNECT_POLL = 0.1
 
@@ -65,24 +68,31 @@ async def forward(league_id: str, player_id: str, body: bytes, timeout: float) -
         return _rpc_error(-32600, "Invalid Request: one JSON-RPC request object (batches are not relayed)")
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    channel = await _socket_of(league_id, player_id, min(deadline, loop.time() + settings.RELAY_RECONNECT_WAIT))
-    if channel is None:
-        return Answer(404, f"no relay player {player_id} in league {league_id}".encode())
-    if not channel:
-        return Answer(502, f"player {player_id} is not connected to the relay".encode())
-    expires = time.time() + (deadline - loop.time())
-    consumer = hub.local_consumer(channel)
-    try:
-        async with asyncio.timeout_at(deadline):
-            if consumer is not None:
-                # The socket is this process's: straight to its consumer, no channel-layer trip.
-                answered = loop.create_future()
-                await consumer.relay_call({"body": body.decode(), "reply_to": answered, "expires": expires})
-                reply = await answered
-            else:
-                reply = await _through_layer(channel, body, expires)
-    except TimeoutError:
-        return Answer(504, f"player {player_id} did not answer within {timeout:g} s".encode())
+    while True:
+        wait_until = min(deadline, loop.time() + settings.RELAY_RECONNECT_WAIT)
+        channel = await _socket_of(league_id, player_id, wait_until)
+        if channel is None:
+            return Answer(404, f"no relay player {player_id} in league {league_id}".encode())
+        if not channel:
+            return Answer(502, f"player {player_id} is not connected to the relay".encode())
+        expires = time.time() + (deadline - loop.time())
+        consumer = hub.local_consumer(channel)
+        try:
+            async with asyncio.timeout_at(deadline):
+                if consumer is not None:
+                    # The socket is this process's: straight to its consumer, no channel-layer trip.
+                    answered = loop.create_future()
+                    await consumer.relay_call({"body": body.decode(), "reply_to": answered, "expires": expires})
+                    reply = await answered
+                else:
+                    reply = await _through_layer(channel, body, expires)
+        except TimeoutError:
+            return Answer(504, f"player {player_id} did not answer within {timeout:g} s".encode())
+        if reply is None or reply["status"] != DROPPED or loop.time() >= deadline:
+            break
+        # The socket dropped with the call in flight: send it again on the socket that replaces it
+        # (what a caller's retry would do, within the same deadline), once that one is there.
+        await asyncio.sleep(RECONNECT_POLL)
     if reply is None:
         return Answer(503, f"player {player_id} has too many calls waiting".encode())
     if reply["status"] == 200:

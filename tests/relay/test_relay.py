@@ -163,6 +163,7 @@ def test_a_message_over_the_size_limit_closes_the_socket(lm_server, league, sett
 
 def test_a_socket_over_the_frame_rate_is_closed(lm_server, league, settings):
     settings.RELAY_FRAMES_PER_MINUTE = 3
+    settings.RELAY_RECONNECT_WAIT = 0  # the calls in flight fail at once instead of awaiting a new socket
     reply = _relay_player(lm_server)
     socket = _welcomed(lm_server, reply["auth_token"])  # the hello is the first frame
     endpoint = PlayerRow.objects.get(player_id=reply["player_id"], league=league).endpoint
@@ -239,3 +240,17 @@ def test_a_direct_player_cannot_register_a_relay_endpoint(lm_server, league):
     endpoint = PlayerRow.objects.get(league=league, player_id=victim["player_id"]).endpoint
     reply = _register(lm_server, "mallory", contact_endpoint=endpoint)
     assert reply["status"] == "REJECTED" and "contact_endpoint 'connect'" in reply["reason"]
+
+
+def test_a_call_in_flight_when_the_socket_drops_is_sent_again_on_the_next_socket(lm_server, league, pool):
+    reply = _relay_player(lm_server)
+    endpoint = PlayerRow.objects.get(player_id=reply["player_id"], league=league).endpoint
+    first = _welcomed(lm_server, reply["auth_token"])
+    pending = pool.submit(_call, endpoint, {"jsonrpc": "2.0", "id": "c-1", "method": "choose_parity"})
+    assert json.loads(first.recv(5))["method"] == "choose_parity"
+    first.close()  # dropped before answering: the agent reconnects
+    second = _welcomed(lm_server, reply["auth_token"])
+    again = json.loads(second.recv(5))
+    assert again["method"] == "choose_parity"
+    second.send(json.dumps({"jsonrpc": "2.0", "id": again["id"], "result": {"parity_choice": "even"}}))
+    assert pending.result(10).json() == {"jsonrpc": "2.0", "id": "c-1", "result": {"parity_choice": "even"}}
