@@ -11,9 +11,11 @@ from typing import Any
 
 import httpx
 import pytest
+from asgiref.sync import async_to_sync
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
+from league.endpoints import ConnectPolicy
 from league.models import Player as PlayerRow
 from players.connect import connect_url
 from tests.league.lm_support import make_league, player_meta, register_player
@@ -254,3 +256,13 @@ def test_a_call_in_flight_when_the_socket_drops_is_sent_again_on_the_next_socket
     assert again["method"] == "choose_parity"
     second.send(json.dumps({"jsonrpc": "2.0", "id": again["id"], "result": {"parity_choice": "even"}}))
     assert pending.result(10).json() == {"jsonrpc": "2.0", "id": "c-1", "result": {"parity_choice": "even"}}
+
+
+def test_the_conductors_address_check_lets_relay_endpoints_through(lm_server):
+    """A public LM's own address is in no league's networks; its relay endpoints pass anyway."""
+    make_league("relay_unit", allowed_networks="10.0.0.0/8")
+    _relay_player(lm_server)
+    port = int(lm_server.split(":")[2].split("/")[0])
+    policy = ConnectPolicy()
+    assert async_to_sync(policy)("127.0.0.1", port, "127.0.0.1") is None
+    assert "outside" in async_to_sync(policy)("127.0.0.1", port + 1, "127.0.0.1")
