@@ -33,7 +33,9 @@ FIRST_PAUSE, LONGEST_PAUSE = 0.2, 5.0
 # Close codes from the LM (league/relay/consumer.py) after which reconnecting is pointless.
 REFUSED = 4401  # the token is not accepted: register again first
 REPLACED = 4409  # another process of ours took the socket over
-_JSON_HEADERS = {"content-type": "application/json"}
+# A relayed call did not come by HTTP, so no Host to check against DNS rebinding: it is the LM's,
+# over the socket we opened. Loopback is a host every player's server answers.
+_JSON_HEADERS = {"content-type": "application/json", "host": "127.0.0.1"}
 
 
 def connect_url(league_url: str) -> str:
