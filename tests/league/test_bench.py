@@ -231,7 +231,7 @@ ROUND_LOCK = 1 if connection.features.has_select_for_update else 0
 REPORT_QUERIES = 7 + ROUND_LOCK
 DUPLICATE_QUERIES = 3
 BATCH_QUERIES = 8 + ROUND_LOCK  # a whole batch of reports through /mcp: authentication and Event log included
-REGISTRATION_QUERIES = 7
+REGISTRATION_QUERIES = 8  # one of them reads the league's endpoints, compared in canonical form
 # A read through /mcp (lm.read_logged): the caller's token, the answer, the Event log's insert in
 # its transaction. The standings are cached while their key query says nothing changed.
 READ_QUERIES = {"GET_STANDINGS": 5, "GET_NEXT_MATCH": 5, "GET_PLAYER_STATS": 6, "get_standings": 5}
