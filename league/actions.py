@@ -24,6 +24,7 @@ from league.endpoints import canonical_endpoint, endpoint_problem, endpoint_take
 from league.events import EventValues, append_events, broadcast, broadcast_all, event_values, record_event
 from league.models import AgentStatus, League, Match, MatchResult, Player, Referee, Round, hash_token
 from league.prepared import Prepared
+from league.relay import CONNECT, is_relay_endpoint, relay_endpoint
 from leagueproto.envelope import check_agent_protocol_version
 from leagueproto.errors import MISSING, ErrorCode, LeagueError, refusal, see
 from leagueproto.jsonutil import dumps
@@ -36,6 +37,7 @@ REGISTRATION_CLOSED = "Registration closed"
 LEAGUE_FULL = "League full"
 GAME_TYPE_NOT_SUPPORTED = "Game type not supported"
 ENDPOINT_TAKEN = "Endpoint already registered"
+NO_RELAY_ADDRESS = "The League Manager does not know its own address for relay endpoints (LM_BASE_URL)"
 # A referee's last_seen_at is refreshed by its reports at most this often (a write per report saved).
 LAST_SEEN_EVERY = timedelta(seconds=10)
 
@@ -270,6 +272,13 @@ def _other_model(model: type[Player] | type[Referee]) -> type[Player] | type[Ref
     return Referee if model is Player else Player
 
 
+def _direct_endpoint_problem(endpoint: str, allowed_networks: str) -> str | None:
+    """``endpoint_problem``, and a relay endpoint is not an agent's own: the LM assigns those."""
+    if is_relay_endpoint(endpoint):
+        return "Endpoint is a relay endpoint of this League Manager: register with contact_endpoint 'connect'"
+    return endpoint_problem(endpoint, allowed_networks)
+
+
 def _agents_sql(model: type[Player] | type[Referee]) -> str:
     """One query for what a registration needs to know of the league's agents of a kind: how many
     are not removed, how many of those use an endpoint, and the highest id (the longest, then the
@@ -368,10 +377,14 @@ def _register(
     presented_token: str | None,
     sender_id: str | None = None,
     referee_key: Any = None,
+    relay_base: str | None = None,
 ) -> Registration:
     model: type[Player] | type[Referee] = Player if kind == "player" else Referee
     prefix = "P" if kind == "player" else "REF"
     endpoint = meta["contact_endpoint"]
+    # A player that cannot be reached connects out: the LM assigns it an endpoint on its relay
+    # (league/relay/), which the endpoint policy does not judge: the LM made it.
+    relay = kind == "player" and endpoint == CONNECT
     with transaction.atomic():
         league = registration_league(league_id, for_referee=kind == "referee")
         # Serialise registrations per league: ids and the capacity check stay exact.
@@ -391,7 +404,11 @@ def _register(
             game_types = meta.get("game_types")
             if game_types is not None and league.game_type not in game_types:
                 return rejected(GAME_TYPE_NOT_SUPPORTED)
-            problem = endpoint_problem(endpoint, league.allowed_networks)
+            if relay:
+                if not relay_base:
+                    return rejected(NO_RELAY_ADDRESS)
+                endpoint = relay_endpoint(relay_base, league.league_id, same.player_id)
+            problem = None if relay else _direct_endpoint_problem(endpoint, league.allowed_networks)
             if problem:
                 return rejected(problem)
             wanted = canonical_endpoint(endpoint)  # any spelling of the URL counts (league/endpoints.py)
@@ -401,6 +418,8 @@ def _register(
             if endpoint_taken(_other_model(model), league.pk, endpoint):
                 return rejected(ENDPOINT_OF_OTHER_KIND.format(kind="referee" if kind == "player" else "player"))
             same.endpoint = endpoint
+            if kind == "player":
+                same.connection = Player.Connection.RELAY if relay else Player.Connection.DIRECT
             same.display_name = meta.get("display_name") or same.display_name
             same.version = meta.get("version") or same.version
             same.game_types = meta.get("game_types") or same.game_types
@@ -416,6 +435,8 @@ def _register(
                 if same.status == AgentStatus.SUSPENDED:
                     same.status = AgentStatus.ACTIVE
                     fields.append("status")
+            if kind == "player":
+                fields.append("connection")
             same.save(update_fields=fields)
             agent_id = same.player_id if kind == "player" else same.referee_id
             record_event(
@@ -448,7 +469,9 @@ def _register(
         limit = league.max_players if kind == "player" else league.max_referees
         if count >= limit:
             return rejected(LEAGUE_FULL)
-        problem = endpoint_problem(endpoint, league.allowed_networks)
+        if relay and not relay_base:
+            return rejected(NO_RELAY_ADDRESS)
+        problem = None if relay else _direct_endpoint_problem(endpoint, league.allowed_networks)
         if problem:
             return rejected(problem)
         if taken or endpoint_taken(model, league.pk, endpoint):  # the same URL, or another spelling of it
@@ -457,6 +480,8 @@ def _register(
             return rejected(ENDPOINT_OF_OTHER_KIND.format(kind="referee" if kind == "player" else "player"))
 
         agent_id = _next_id(model, league, prefix, top)
+        if relay:
+            endpoint = relay_endpoint(relay_base, league.league_id, agent_id)
         token, token_hash = new_token()
         now = timezone.now()
         # Every column, as the model's defaults would fill them: one plain INSERT (insert_rows).
@@ -475,6 +500,9 @@ def _register(
         if kind == "player":
             fields["player_id"] = agent_id
             fields["protocol_version"] = meta.get("protocol_version") or UNKNOWN_PROTOCOL_VERSION
+            fields["connection"] = Player.Connection.RELAY if relay else Player.Connection.DIRECT
+            fields["relay_channel"] = ""
+            fields["relay_changed_at"] = None
         else:
             fields["referee_id"] = agent_id
             fields["max_concurrent_matches"] = meta.get("max_concurrent_matches") or 2
@@ -511,15 +539,25 @@ UNKNOWN_PROTOCOL_VERSION = "unknown"
 
 
 def register_player(
-    league_id: str | None, player_meta: dict[str, Any], presented_token: str | None, sender_id: str | None = None
+    league_id: str | None,
+    player_meta: dict[str, Any],
+    presented_token: str | None,
+    relay_base: str | None = None,
+    sender_id: str | None = None,
 ) -> Registration:
     """E018 when protocol_version is given and below 2.0.0 (absent is fine: recorded as unknown);
     E012 for a token that is not this league's live player token, or one sent under another
     player's id; REJECTED when closed, full, game type or endpoint refused (docs/protocol.md,
-    "Registering")."""
+    "Registering"). ``relay_base``: the LM's address for the endpoint of a player registering
+    with "connect"."""
     check_agent_protocol_version(player_meta.get("protocol_version"))
     return _register(
-        kind="player", league_id=league_id, meta=player_meta, presented_token=presented_token, sender_id=sender_id
+        kind="player",
+        league_id=league_id,
+        meta=player_meta,
+        presented_token=presented_token,
+        relay_base=relay_base,
+        sender_id=sender_id,
     )
 
 

@@ -291,14 +291,34 @@ class ConnectPolicy:
 
     The league an address belongs to is not known down there, so an address passes when some
     league not finished allows its network (read again every few seconds); metadata and
-    link-local addresses and the service ports never pass.
+    link-local addresses and the service ports never pass. The host and port of a relay endpoint
+    (league/relay/) pass too: the LM gave it to the player, on its own address, whatever the
+    leagues' networks (a public LM for students behind NAT).
     """
 
     REFRESH = 5.0
 
     def __init__(self) -> None:
         self._allowed: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+        self._relay: set[tuple[str, int]] = set()
         self._loaded_at = float("-inf")
+
+    @staticmethod
+    def _relay_targets() -> set[tuple[str, int]]:
+        """(host, port) of the relay endpoints the LM assigned in leagues not finished."""
+        from league.models import League, Player
+
+        live = Player.objects.filter(connection=Player.Connection.RELAY).exclude(
+            league__status__in=(League.Status.COMPLETED, League.Status.CANCELLED)
+        )
+        found = set()
+        for endpoint in live.order_by().values_list("endpoint", flat=True).distinct():
+            try:
+                parts = urlsplit(endpoint)
+                found.add(((parts.hostname or "").lower(), parts.port or (443 if parts.scheme == "https" else 80)))
+            except ValueError:
+                continue
+        return found
 
     @staticmethod
     def _load() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
@@ -322,5 +342,8 @@ class ConnectPolicy:
             from asgiref.sync import sync_to_async
 
             self._allowed = await sync_to_async(self._load)()
+            self._relay = await sync_to_async(self._relay_targets)()
             self._loaded_at = time.monotonic()
+        if (host.lower(), port) in self._relay:
+            return None
         return address_problem(parsed, self._allowed)

@@ -25,6 +25,7 @@ from league.auth import Identity, authenticate, authenticate_many, presented_tok
 from league.events import EventValues, append_events, event_values
 from league.models import League, check_league_id
 from league.ratelimit import limiter
+from league.relay import lm_base_url
 from leagueproto.errors import ErrorCode, LeagueError, refusal, see
 from leagueproto.jsonrpc import JsonRpcError
 from leagueproto.jsonutil import dumps
@@ -52,7 +53,11 @@ class PlayerMeta(BaseModel):
     game_types: list[GameType] | None = Field(
         None, max_length=16, description="Games you can play, e.g. ['even_odd'] (left out: the league's game)."
     )
-    contact_endpoint: str = Field(max_length=500, description="Your POST /mcp URL, e.g. http://127.0.0.1:8101/mcp.")
+    contact_endpoint: str = Field(
+        max_length=500,
+        description="Your POST /mcp URL, e.g. http://127.0.0.1:8101/mcp; or 'connect' to answer over a WebSocket"
+        " to /agents/connect instead (docs/protocol.md, 'Playing from behind NAT').",
+    )
 
 
 class RefereeMeta(BaseModel):
@@ -313,7 +318,8 @@ class LeagueManagerToolset(Toolset):
         trips to the DB thread, each with its transaction, plus a query for the league to log)."""
         try:
             message = self.checked(tool, arguments, from_json=ctx.from_json)
-            return await sync_to_async(register_logged)(tool, arguments, message, ctx.bearer_token), False
+            relay_base = lm_base_url(ctx.headers)
+            return await sync_to_async(register_logged)(tool, arguments, message, ctx.bearer_token, relay_base), False
         except LeagueError as err:  # nothing of the refused registration was written: log the refusal
             return await self._refused(tool, arguments, err)
 
@@ -585,9 +591,13 @@ REGISTRATION_TOOLS = frozenset({"register_player", "register_referee"})
 
 
 def registration(
-    tool_name: str, msg: RegisterPlayerRequest | RegisterRefereeRequest, bearer: str | None
+    tool_name: str,
+    msg: RegisterPlayerRequest | RegisterRefereeRequest,
+    bearer: str | None,
+    relay_base: str | None = None,
 ) -> tuple[dict[str, Any], int | None]:
     """Run a registration (sync, in the caller's transaction): the reply and the league's key.
+    ``relay_base``: the LM's address, for a player that registers with contact_endpoint "connect".
 
     Only a player registers as a player and only a referee as a referee (E012 otherwise): the
     sender's kind is the first thing a registration claims.
@@ -604,7 +614,9 @@ def registration(
             see("registering"),
         )
     if isinstance(msg, RegisterPlayerRequest):
-        reg = actions.register_player(msg.league_id, msg.player_meta.model_dump(), token, sender_id)
+        reg = actions.register_player(
+            msg.league_id, msg.player_meta.model_dump(), token, relay_base, sender_id=sender_id
+        )
         return _registration_reply(msg, "LEAGUE_REGISTER_RESPONSE", "player_id", reg), reg.league_pk
     reg = actions.register_referee(
         msg.league_id, msg.referee_meta.model_dump(), token, referee_key=msg.referee_key, sender_id=sender_id
@@ -612,10 +624,12 @@ def registration(
     return _registration_reply(msg, "REFEREE_REGISTER_RESPONSE", "referee_id", reg), reg.league_pk
 
 
-def register_logged(tool: Tool, arguments: dict[str, Any], msg: BaseModel, bearer: str | None) -> dict[str, Any]:
+def register_logged(
+    tool: Tool, arguments: dict[str, Any], msg: BaseModel, bearer: str | None, relay_base: str | None = None
+) -> dict[str, Any]:
     """A registration and the IN/OUT Event rows of its call, in one transaction."""
     with transaction.atomic():
-        reply, league_pk = registration(tool.name, msg, bearer)
+        reply, league_pk = registration(tool.name, msg, bearer, relay_base)
         append_events(exchange_rows(tool, arguments, reply, None, league_pk))
     return reply
 
@@ -630,7 +644,7 @@ def register_logged(tool: Tool, arguments: dict[str, Any], msg: BaseModel, beare
 )
 async def register_player(msg: RegisterPlayerRequest, ctx: CallContext) -> dict[str, Any]:
     # Through /mcp, LeagueManagerToolset.call runs registrations with their logging (register_logged).
-    return (await sync_to_async(registration)("register_player", msg, ctx.bearer_token))[0]
+    return (await sync_to_async(registration)("register_player", msg, ctx.bearer_token, lm_base_url(ctx.headers)))[0]
 
 
 @toolset.tool(

@@ -196,6 +196,18 @@ class Player(Agent):
     player_id = models.CharField(max_length=16)  # P01, P02 … P100
     protocol_version = models.CharField(max_length=32, default="2.0.0")
 
+    class Connection(models.TextChoices):
+        DIRECT = "direct", "Direct (its own endpoint)"
+        RELAY = "relay", "Relay (connects out to the LM)"
+
+    # How the LM and referees reach the player: its own endpoint, or the LM's relay
+    # (league/relay/): the player keeps a WebSocket open to the LM and answers over it.
+    connection = models.CharField(max_length=8, choices=Connection.choices, default=Connection.DIRECT)
+    # The channel-layer name of the socket serving a relay player ("" while none is connected),
+    # and when it last connected or dropped.
+    relay_channel = models.CharField(max_length=200, blank=True, default="")
+    relay_changed_at = models.DateTimeField(null=True, blank=True)
+
     class Meta:
         ordering = ["league", "id"]
         constraints = [models.UniqueConstraint(fields=["league", "player_id"], name="unique_player_id")]

@@ -1,4 +1,4 @@
-"""ASGI entry point: Django for HTTP, Channels for the dashboard's websockets."""
+"""ASGI entry point: Django for HTTP, Channels for the dashboard's websockets and the relay's."""
 
 import os
 
@@ -12,6 +12,8 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from league.mcp_view import lean_mcp  # noqa: E402
+from league.relay.routing import websocket_urlpatterns as relay_urlpatterns  # noqa: E402
+from league.relay.view import lean_relay  # noqa: E402
 from league.routing import websocket_urlpatterns  # noqa: E402
 from leagueproto.serve import tune_gc  # noqa: E402
 from leaguesite.limits import RequestLimits, guard_daphne  # noqa: E402
@@ -32,12 +34,22 @@ async def lifespan(scope, receive, send) -> None:
             return
 
 
+dashboard_sockets = AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+# Agents are programs, not browsers: they send no Origin and authenticate with their token.
+agent_sockets = URLRouter(relay_urlpatterns)
+
+
+async def websockets(scope, receive, send) -> None:
+    app = agent_sockets if scope["path"].startswith("/agents/") else dashboard_sockets
+    await app(scope, receive, send)
+
+
 application = ProtocolTypeRouter(
     {
-        # Body size and read deadline first (leaguesite/limits.py), then POST /mcp without Django's
-        # request stack, everything else through Django.
-        "http": RequestLimits(lean_mcp(django_asgi_app)),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # Body size and read deadline first (leaguesite/limits.py), then POST /mcp and POST
+        # /relay/<league_id>/<player_id>/mcp without Django's request stack, the rest through Django.
+        "http": RequestLimits(lean_relay(lean_mcp(django_asgi_app))),
+        "websocket": websockets,
         "lifespan": lifespan,
     }
 )

@@ -250,3 +250,24 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
 }
+
+# -- the relay (league/relay/, docs/protocol.md "Playing from behind NAT") ---------------------
+# Players registered with contact_endpoint "connect" keep a WebSocket open to /agents/connect and
+# are called at <LM_BASE_URL>/relay/<league_id>/<player_id>/mcp. Unset: the scheme and Host of
+# the registration request (set it when the LM sits behind a proxy or has a public name).
+LM_BASE_URL = env_str("LM_BASE_URL", "").rstrip("/")
+# The largest message either way (a relayed call's body, an agent's reply frame), in bytes.
+RELAY_MAX_MESSAGE_BYTES = env_int("RELAY_MAX_MESSAGE_BYTES", 256 * 1024)
+# Calls in flight to one agent at once; one more is answered 503 without reaching the agent.
+RELAY_MAX_IN_FLIGHT = env_int("RELAY_MAX_IN_FLIGHT", 32)
+# Frames an agent may send per minute (a burst of a tenth of that), and socket opens per
+# address per minute; over either, the socket is closed (4429).
+RELAY_FRAMES_PER_MINUTE = env_int("RELAY_FRAMES_PER_MINUTE", 6000)
+RELAY_CONNECTS_PER_MINUTE = env_int("RELAY_CONNECTS_PER_MINUTE", 120)
+# How long a relayed call waits for its reply when the call names no deadline of its own.
+RELAY_CALL_TIMEOUT = env_int("RELAY_CALL_TIMEOUT", 30)
+# A call to an agent whose socket is down waits this long for it to reconnect, then is 502. By
+# default as long as a call may wait: to the caller the agent is a host that does not answer.
+RELAY_RECONNECT_WAIT = env_int("RELAY_RECONNECT_WAIT", 30)
+# Seconds an agent has to send its token after opening the socket.
+RELAY_HELLO_TIMEOUT = env_int("RELAY_HELLO_TIMEOUT", 10)

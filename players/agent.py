@@ -81,6 +81,7 @@ class PlayerConfig:
     register_backoff: float = 0.5  # first retry delay; doubles, capped at 10 s
     strategy_options: dict[str, Any] = field(default_factory=dict)
     allowed_hosts: tuple[str, ...] = ()  # Host names answered besides host, advertise_host, loopback
+    connect: bool = False  # answer over the LM's relay (players/connect.py) instead of a port
 
 
 def time_budget(
@@ -183,6 +184,8 @@ class Player:
 
     @property
     def endpoint(self) -> str:
+        if self.config.connect:
+            return "connect"  # the LM assigns a relay endpoint (docs/protocol.md, "Playing from behind NAT")
         port = getattr(self.strategy, "advertise_port", None) or self.port  # the "dead" fault lies here
         return f"http://{self.config.advertise_host or self.config.host}:{port}/mcp"
 

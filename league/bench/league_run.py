@@ -63,6 +63,7 @@ class LeagueBench:
     lm_server: str = "uvicorn"
     lm_workers: int = 1
     mix: tuple[str, ...] = INSTANT_MIX
+    connect: bool = False  # every player connects out to the LM's relay (league/relay/)
     poll: float = 0.05
     timeout: float = 900.0
     log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="league-bench-")))
@@ -111,6 +112,7 @@ class LeagueBench:
                 hosts_per_group=self.player_hosts,
                 stay=True,
                 names={mix: "Bench"},
+                connect=self.connect,
             )
             registration_seconds = self.wait_for_registrations(league)
             self.cluster.mark()
@@ -127,6 +129,7 @@ class LeagueBench:
         return report
 
     def create_league(self, suffix: str = "") -> League:
+        suffix = suffix or ("_relay" if self.connect else "")
         league_id = f"bench_{time.strftime('%Y%m%d_%H%M%S')}_{self.players}p{suffix}"
         league = actions.create_league(
             name=f"Bench {self.players} players ({self.game})",
@@ -143,7 +146,10 @@ class LeagueBench:
         began = time.monotonic()
         while time.monotonic() - began < timeout:
             self.cluster.check()
-            players = league.players.exclude(status=AgentStatus.REMOVED).count()
+            players = league.players.exclude(status=AgentStatus.REMOVED)
+            if self.connect:  # registered is not enough: the player's socket must be open
+                players = players.exclude(relay_channel="")
+            players = players.count()
             referees = league.referees.exclude(status=AgentStatus.REMOVED).count()
             if players >= self.players and referees >= self.referees:
                 return round(time.monotonic() - began, 2)
@@ -183,6 +189,7 @@ class LeagueBench:
             "referee_capacity": self.max_concurrent,
             "lm_server": self.lm_server,
             "lm_workers": self.lm_workers,
+            "connection": "relay" if self.connect else "direct",
             "matches": matches,
             "registration_seconds": registration_seconds,
             "wall_seconds": round(wall, 3),

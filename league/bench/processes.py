@@ -294,9 +294,11 @@ class Cluster:
         hosts_per_group: int = 1,
         stay: bool = False,
         names: dict[str, str] | None = None,
+        connect: bool = False,
     ) -> list[Child]:
         """One ``runplayer --count`` process per (strategy, count) group (or ``hosts_per_group``);
-        a group's strategy may be a comma-separated mix, dealt out in turn by ``runplayer``."""
+        a group's strategy may be a comma-separated mix, dealt out in turn by ``runplayer``.
+        ``connect``: the players listen on no port and answer over the LM's relay."""
         started = []
         port = base_port
         for strategy, count in groups:
@@ -321,6 +323,8 @@ class Cluster:
                 )
                 if stay:
                     args.append("--stay")
+                if connect:
+                    args.append("--connect")
                 suffix = "" if hosts_per_group == 1 else f"-{part + 1}"
                 started.append(self.spawn(f"players-{label.lower()}{suffix}", "players", args))
                 port += size

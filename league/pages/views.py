@@ -118,9 +118,9 @@ def player_detail(request: HttpRequest, league_id: str, player_id: str) -> HttpR
     player = get_object_or_404(
         Player.objects.select_related("league"), league__league_id=league_id, player_id=player_id
     )
-    return render(
-        request, "league/player_detail.html", {"league": player.league, "p": readmodel.player_profile(player)}
-    )
+    # ``agent``: the row itself, for how the player is reached (direct, or the relay and its socket).
+    context = {"league": player.league, "p": readmodel.player_profile(player), "agent": player}
+    return render(request, "league/player_detail.html", context)
 
 
 def referee_detail(request: HttpRequest, league_id: str, referee_id: str) -> HttpResponse:

@@ -54,6 +54,11 @@ class Command(BaseCommand):
             "--ceiling-runs", type=int, default=3, help="ceiling runs after the league; the ratio uses their median"
         )
         league.add_argument("--quick", action="store_true", help="small and short, for the suite")
+        league.add_argument(
+            "--connect",
+            action="store_true",
+            help="play the league twice, direct then with every player connecting out to the relay; report both",
+        )
         league.add_argument("--json", dest="json_path")
 
         api = sub.add_parser("api", help="the LM /mcp under a steady mixed load")
@@ -159,19 +164,27 @@ class Command(BaseCommand):
     def league(self, options: dict[str, Any]) -> dict[str, Any]:
         from league.bench.league_run import BenchFailed, LeagueBench
 
-        bench = LeagueBench(
-            players=6 if options["quick"] else options["players"],
-            referees=options["referees"],
-            game=options["game"],
-            max_concurrent=options["max_concurrent"],
-            player_hosts=options["player_hosts"],
-            lm_server=options["lm_server"],
-            lm_workers=options["lm_workers"],
-            poll=options["poll"],
-            timeout=120.0 if options["quick"] else options["timeout"],
-            out=self.stderr,
-        )
+        def make(connect: bool = False) -> LeagueBench:
+            return LeagueBench(
+                players=6 if options["quick"] else options["players"],
+                referees=options["referees"],
+                game=options["game"],
+                max_concurrent=options["max_concurrent"],
+                player_hosts=options["player_hosts"],
+                lm_server=options["lm_server"],
+                lm_workers=options["lm_workers"],
+                poll=options["poll"],
+                timeout=120.0 if options["quick"] else options["timeout"],
+                out=self.stderr,
+                connect=connect,
+            )
+
+        bench = make()
         try:
+            if options["connect"]:
+                from league.bench.relay import compare
+
+                return compare(make)
             report = bench.run()
         except BenchFailed as exc:
             raise CommandError(f"bench league failed: {exc}") from exc

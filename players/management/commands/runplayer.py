@@ -7,7 +7,7 @@ import asyncio
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -16,6 +16,9 @@ from leagueproto.client import AgentClient, CallFailed
 from leagueproto.server import split_hosts
 from players.agent import Player, PlayerConfig, PlayerHost
 from players.strategies import STRATEGIES
+
+if TYPE_CHECKING:
+    from players.connect import ConnectHost
 
 QUERIES = ("GET_STANDINGS", "GET_SCHEDULE", "GET_NEXT_MATCH", "GET_PLAYER_STATS")
 
@@ -70,6 +73,11 @@ class Command(BaseCommand):
         parser.add_argument("--state-dir", type=Path, help="Keep identity and memory here (JSON per player).")
         parser.add_argument("--stay", action="store_true", help="Keep serving after LEAGUE_COMPLETED.")
         parser.add_argument("--no-register", action="store_true", help="Serve only; do not register.")
+        parser.add_argument(
+            "--connect",
+            action="store_true",
+            help="Listen on no port: connect out to the LM's relay and answer there (behind NAT, say).",
+        )
         parser.add_argument("--query", choices=QUERIES, help="Ask the LM league_query and print the answer.")
         parser.add_argument("--decision-cap", type=float, default=10.0, help="Max seconds a strategy may think.")
         parser.add_argument("--register-attempts", type=int, default=10)
@@ -113,6 +121,9 @@ class Command(BaseCommand):
             if saved.token:  # a known identity: just ask, no need to serve
                 self._print(asyncio.run(self._query(saved, options["query"])))
                 return
+        if options["connect"]:
+            self._connect(config, options, mix)
+            return
         host = PlayerHost.build(
             config,
             options["count"],
@@ -134,7 +145,28 @@ class Command(BaseCommand):
             # Giving up is a failure: scripts and supervisors must see it in the exit status.
             raise CommandError(f"{len(failed)} of {len(host.players)} player(s) could not join the league")
 
-    def _query_after_registration(self, host: PlayerHost, query_type: str) -> None:
+    def _connect(self, config: PlayerConfig, options: dict[str, Any], mix: list[str]) -> None:
+        """--connect: the players answer over the LM's relay (players/connect.py)."""
+        from players.connect import ConnectHost, connect_url  # the websockets client: only when asked for
+
+        host = ConnectHost.build(
+            config,
+            options["count"],
+            register=not options["no_register"],
+            stay=options["stay"],
+            echo=self._echo,
+            warn=self._warn,
+            strategies=mix,
+        )
+        if options["query"]:
+            self._query_after_registration(host, options["query"])
+        self._echo(f"playing {len(host.players)} player(s) ({', '.join(mix)}) through {connect_url(config.league_url)}")
+        host.serve_forever()
+        failed = [p for p in host.players if p.outcome in ("refused", "gave_up")]
+        if failed:
+            raise CommandError(f"{len(failed)} of {len(host.players)} player(s) could not join the league")
+
+    def _query_after_registration(self, host: PlayerHost | ConnectHost, query_type: str) -> None:
         async def print_query(player: Player) -> None:
             try:
                 self._print(await player.query(query_type))

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('league', '0009_agent_reachability'),  # numbered before it, applied after it
+        ('league', '0008_relay'),
     ]
 
     operations = [

@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""An Even/Odd league player that listens on no port: it connects out to the League Manager.
+
+For a player behind NAT, a home router or a campus Wi-Fi that lets nothing in: it registers
+with ``contact_endpoint: "connect"``, opens a WebSocket to the LM's ``/agents/connect``, sends
+its auth_token, and answers there the JSON-RPC requests a player would receive on POST /mcp
+(docs/protocol.md, "Playing from behind NAT"). The socket is reopened whenever it drops.
+
+Python standard library plus one package, ``websockets`` (``pip install websockets``). Run:
+
+    python connect_player.py --league-url http://league.example.org:8000/mcp --name MyBot
+
+Make it yours by changing ``choose_parity`` (and ``choose_move`` for best-of-5 leagues).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from datetime import datetime, timezone
+from urllib.parse import urlsplit, urlunsplit
+
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.sync.client import connect
+
+# -- your strategy ----------------------------------------------------------------------------
+
+
+def choose_parity(message: dict) -> str:
+    """Return exactly "even" or "odd". ``message["context"]`` names the opponent."""
+    return random.choice(["even", "odd"])
+
+
+def choose_move(message: dict) -> int:
+    """Best-of-5 games: a whole number 1-5. ``message["game_state"]["your_role"]`` is ODD or EVEN."""
+    return random.randint(1, 5)
+
+
+# -- the protocol -----------------------------------------------------------------------------
+
+ME = {"name": "ConnectPlayer", "player_id": None, "auth_token": None, "league_id": None}
+DONE = threading.Event()
+
+
+def now() -> str:
+    """UTC, whole seconds, ending in Z: the only timestamp format the league sends."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: UP017 (Python 3.9+)
+
+
+def reply(request: dict, message_type: str, **fields) -> dict:
+    """A league.v2 message answering ``request`` (same conversation_id)."""
+    message = {
+        "protocol": "league.v2",
+        "message_type": message_type,
+        "sender": f"player:{ME['player_id'] or ME['name']}",
+        "timestamp": now(),
+        "conversation_id": request.get("conversation_id") or str(uuid.uuid4()),
+    }
+    # Echo the token the caller sent (a referee's match token). Never our own auth_token: it goes
+    # only to the League Manager (docs/protocol.md#whom-to-trust), never to a referee.
+    if isinstance(request.get("auth_token"), str):
+        message["auth_token"] = request["auth_token"]
+    for key in ("league_id", "round_id", "match_id"):
+        if request.get(key) is not None:
+            message[key] = request[key]
+    message.update(fields)
+    return message
+
+
+def game_error(request: dict, code: str, name: str, description: str) -> dict:
+    return reply(request, "GAME_ERROR", error_code=code, error_name=name, error_description=description)
+
+
+def ack(request: dict) -> dict:
+    return reply(request, "ACK", status="received", player_id=ME["player_id"])
+
+
+def handle_game_invitation(msg: dict) -> dict:
+    print(f"invited to {msg.get('match_id')} against {msg.get('opponent_id')}", flush=True)
+    return reply(msg, "GAME_JOIN_ACK", player_id=ME["player_id"], arrival_timestamp=now(), accept=True)
+
+
+def handle_choose_parity(msg: dict) -> dict:
+    return reply(msg, "CHOOSE_PARITY_RESPONSE", player_id=ME["player_id"], parity_choice=choose_parity(msg))
+
+
+def handle_make_move(msg: dict) -> dict:
+    number = choose_move(msg)
+    return reply(
+        msg, "MOVE_RESPONSE", player_id=ME["player_id"], game_round=msg.get("game_round"), move={"number": number}
+    )
+
+
+def handle_match_result(msg: dict) -> dict:
+    result = msg.get("game_result") or {}
+    winner = result.get("winner_player_id")
+    outcome = "draw" if result.get("status") == "DRAW" else ("won" if winner == ME["player_id"] else "lost")
+    print(f"{msg.get('match_id')}: {outcome} ({result.get('reason') or result.get('status')})", flush=True)
+    return ack(msg)
+
+
+def handle_league_completed(msg: dict) -> dict:
+    champion = (msg.get("champion") or {}).get("player_id")
+    print(f"league completed, champion {champion}", flush=True)
+    DONE.set()
+    return ack(msg)
+
+
+# tool name → (message type, handler, whether a referee's token is required)
+TOOLS = {
+    "handle_game_invitation": ("GAME_INVITATION", handle_game_invitation, True),
+    "choose_parity": ("CHOOSE_PARITY_CALL", handle_choose_parity, True),
+    "make_move": ("MOVE_REQUEST", handle_make_move, True),
+    "notify_game_start": ("GAME_START", ack, True),
+    "notify_round_result": ("ROUND_RESULT", ack, True),
+    "notify_match_result": ("GAME_OVER", handle_match_result, True),
+    "notify_game_error": ("GAME_ERROR", ack, True),
+    "notify_round": ("ROUND_ANNOUNCEMENT", ack, False),
+    "update_standings": ("LEAGUE_STANDINGS_UPDATE", ack, False),
+    "notify_round_completed": ("ROUND_COMPLETED", ack, False),
+    "notify_league_completed": ("LEAGUE_COMPLETED", handle_league_completed, False),
+}
+BY_MESSAGE_TYPE = {message_type: name for name, (message_type, _, _) in TOOLS.items()}
+
+
+def call_tool(name: str, msg: dict) -> tuple[dict, bool]:
+    """(reply message, is_error) for a league message sent to tool ``name``."""
+    _, handler, needs_token = TOOLS[name]
+    if needs_token and not msg.get("auth_token"):
+        return game_error(msg, "E011", "AUTH_TOKEN_MISSING", "referee calls must carry auth_token"), True
+    return handler(msg), False
+
+
+def handle_rpc(request: dict) -> dict | None:
+    """One JSON-RPC request → its response (None for a notification)."""
+    rid, method, params = request.get("id"), request.get("method"), request.get("params") or {}
+
+    def result(value: dict) -> dict:
+        return {"jsonrpc": "2.0", "id": rid, "result": value}
+
+    if rid is None:  # notifications (e.g. notifications/initialized) get no answer
+        return None
+    if method == "initialize":
+        version = params.get("protocolVersion") or "2025-06-18"
+        return result({"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": {"name": ME["name"]}})
+    if method == "ping":
+        return result({})
+    if method == "tools/list":
+        tools = [{"name": n, "description": t[0], "inputSchema": {"type": "object"}} for n, t in TOOLS.items()]
+        return result({"tools": tools})
+    if method == "tools/call":  # the MCP form: {"name": tool, "arguments": message}
+        name, message = params.get("name"), params.get("arguments") or {}
+        if name not in TOOLS:
+            return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": f"Unknown tool: {name}"}}
+        answer, is_error = call_tool(name, message)
+        text = json.dumps(answer)
+        return result({"content": [{"type": "text", "text": text}], "structuredContent": answer, "isError": is_error})
+    name = method if method in TOOLS else BY_MESSAGE_TYPE.get(method)  # the direct form
+    if name is None:
+        return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"Method not found: {method}"}}
+    return result(call_tool(name, params)[0])
+
+
+def post(url: str, method: str, params: dict, timeout: float = 10.0) -> dict:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+    request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        result = json.loads(response.read()).get("result") or {}
+    return result.get("structuredContent") or result  # either dialect's reply
+
+
+def register(league_url: str, league_id: str | None, attempts: int = 10) -> bool:
+    """The course's registration, with "connect" where an endpoint URL would be."""
+    message = {
+        "protocol": "league.v2",
+        "message_type": "LEAGUE_REGISTER_REQUEST",
+        "sender": f"player:{ME['name']}",
+        "timestamp": now(),
+        "conversation_id": str(uuid.uuid4()),
+        "player_meta": {
+            "display_name": ME["name"],
+            "version": "1.0.0",
+            "game_types": ["even_odd", "even_odd_bo5"],
+            "contact_endpoint": "connect",
+        },
+    }
+    if league_id:
+        message["league_id"] = league_id
+    for attempt in range(attempts):
+        try:
+            answer = post(league_url, "register_player", message)
+        except (OSError, ValueError) as exc:  # LM not up yet: try again
+            print(f"registration attempt {attempt + 1} failed: {exc}", flush=True)
+            time.sleep(min(2**attempt * 0.5, 10))
+            continue
+        if answer.get("status") == "ACCEPTED":
+            ME.update(player_id=answer["player_id"], auth_token=answer["auth_token"], league_id=answer.get("league_id"))
+            print(f"registered as {ME['player_id']} in {ME['league_id']}", flush=True)
+            return True
+        print(f"registration refused: {answer.get('reason') or answer.get('error_description')}", flush=True)
+        if answer.get("error_code") != "E008":  # E008: no league open yet, worth waiting for
+            return False
+        time.sleep(min(2**attempt * 0.5, 10))
+    return False
+
+
+def relay_url(league_url: str) -> str:
+    """http://host:port/mcp → ws://host:port/agents/connect (https → wss)."""
+    parts = urlsplit(league_url)
+    return urlunsplit(("wss" if parts.scheme == "https" else "ws", parts.netloc, "/agents/connect", "", ""))
+
+
+def play(url: str) -> None:
+    """Keep a socket open and answer every request on it, until the league is over."""
+    pause = 0.2
+    while not DONE.is_set():
+        try:
+            with connect(url, open_timeout=10) as socket:
+                socket.send(json.dumps({"auth_token": ME["auth_token"]}))
+                welcome = json.loads(socket.recv(10))
+                if welcome.get("type") != "welcome":
+                    print(f"the relay refused us: {welcome.get('reason')}", flush=True)
+                    return
+                print(f"connected to {url}", flush=True)
+                pause = 0.2
+                for frame in socket:
+                    response = handle_rpc(json.loads(frame))
+                    if response is not None:
+                        socket.send(json.dumps(response))
+                    if DONE.is_set():
+                        return
+        except (OSError, ConnectionClosed, InvalidHandshake, TimeoutError) as exc:
+            print(f"relay connection lost ({exc}); reconnecting in {pause:.1f} s", flush=True)
+        time.sleep(pause)
+        pause = min(pause * 2, 5.0)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="An Even/Odd league player that connects out to the LM.")
+    parser.add_argument("--league-url", default="http://127.0.0.1:8000/mcp")
+    parser.add_argument("--league-id")
+    parser.add_argument("--name", default="ConnectPlayer")
+    args = parser.parse_args()
+    ME["name"] = args.name
+    if not register(args.league_url, args.league_id):
+        return 1
+    try:
+        play(relay_url(args.league_url))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""``/agents/connect``: the WebSocket a relay player keeps open to the LM.
+
+The agent authenticates with its auth_token (an ``Authorization: Bearer`` header, or a first
+message ``{"auth_token": "…"}``) and is welcomed with ``{"type": "welcome", …}``. From then on the
+LM sends it, one per message, the JSON-RPC requests referees and the LM make to its relay
+endpoint, each with an id of the socket's own; the agent answers each with the JSON-RPC
+response of that id, as it would over HTTP. The consumer gives the reply its caller's id back
+and hands it to the waiting view (``view.py``) through the channel layer.
+
+A socket that sends what it was not asked for (a request, a reply to an id it was not sent,
+something not JSON), too much or too fast is closed; a newer socket of the same player replaces
+an older one. When the socket drops, the calls waiting on it are answered 502 at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from typing import Any
+
+from channels.consumer import get_handler_name
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from league.ratelimit import Bucket, LocalBuckets
+from league.relay import hub, state
+from leagueproto.jsonutil import dumps, loads
+
+# Where a call's answer goes: the reply channel of a view, or the future of a view of this process.
+ReplyTo = str | asyncio.Future
+
+# Close codes (4000-4999 are the application's): the agent's client reports them.
+BAD_MESSAGE = 4400  # not JSON, or not a reply to a call in flight
+UNAUTHORIZED = 4401  # no token in time, or a token the LM refuses
+REPLACED = 4409  # the same player connected again elsewhere
+TOO_FAST = 4429  # over the frame or connection rate
+TOO_BIG = 1009  # the WebSocket code for a message too big
+# A reply that comes after its caller gave up is dropped quietly for this long, not an error.
+LATE_GRACE = 60.0
+
+_buckets = LocalBuckets()
+_socket_numbers = itertools.count(1)
+
+
+class RelayConsumer(AsyncWebsocketConsumer):
+    holder: state.Holder | None = None
+    closing = False  # once the LM closes the socket, nothing more is sent or read on it
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels closes stale database connections before every message, a hop to a worker
+        # thread and back: most of what relaying a call cost. This consumer's database work runs
+        # on the LM's database thread, which looks after its own connections (league/dbexec.py).
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
+    async def connect(self) -> None:
+        # socket id → (where the reply goes: a channel, or a future of this process; the caller's
+        # id; when the caller stops waiting)
+        self.pending: dict[int, tuple[ReplyTo, Any, float]] = {}
+        self.late: dict[int, float] = {}  # ids whose caller gave up → when to forget them
+        self.ids = itertools.count(1)
+        self.frames = Bucket(f"relay:f:{next(_socket_numbers)}", settings.RELAY_FRAMES_PER_MINUTE, "frames")
+        self.hello_timer: asyncio.TimerHandle | None = None
+        address = (self.scope.get("client") or ("?",))[0]
+        if _buckets.take([Bucket(f"relay:c:{address}", settings.RELAY_CONNECTS_PER_MINUTE, "address")]):
+            await self.close(code=TOO_FAST)
+            return
+        await self.accept()
+        token = _bearer(self.scope.get("headers") or [])
+        if token:
+            await self._authenticate(token)
+        else:
+            loop = asyncio.get_running_loop()
+            self.hello_timer = loop.call_later(settings.RELAY_HELLO_TIMEOUT, self._hello_expired)
+
+    def _hello_expired(self) -> None:
+        if self.holder is None:
+            asyncio.ensure_future(self._refuse(UNAUTHORIZED, "no auth_token received"))
+
+    async def _refuse(self, code: int, reason: str) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        await self._fail_pending()
+        await self.send(text_data=dumps({"type": "error", "code": code, "reason": reason}).decode())
+        await self.close(code=code, reason=reason[:120])
+
+    async def _authenticate(self, token: str) -> None:
+        if self.hello_timer is not None:
+            self.hello_timer.cancel()
+        found = await state.on_db_thread(state.authenticate, token)
+        if isinstance(found, str):
+            await self._refuse(UNAUTHORIZED, found)
+            return
+        self.holder = found
+        previous = await state.on_db_thread(state.connected, found, self.channel_name)
+        if previous:
+            await self.channel_layer.send(previous, {"type": "relay.replaced"})
+        hub.attach(found.league_id, found.player_id, self.channel_name, self)
+        welcome = {"type": "welcome", "league_id": found.league_id, "player_id": found.player_id}
+        await self.send(text_data=dumps({**welcome, "endpoint": found.endpoint}).decode())
+
+    async def disconnect(self, code: int) -> None:
+        if self.hello_timer is not None:
+            self.hello_timer.cancel()
+        if self.holder is None:
+            return
+        hub.detach(self.holder.league_id, self.holder.player_id, self.channel_name)
+        await self._fail_pending()
+        await state.on_db_thread(state.disconnected, self.holder, self.channel_name)
+
+    async def _fail_pending(self) -> None:
+        """The calls waiting on this socket get their answer now: the agent is gone."""
+        pending, self.pending = self.pending, {}
+        for reply_to, _, _ in pending.values():
+            await self._answer(reply_to, 502, "the agent's connection to the relay closed")
+
+    # -- from the agent -----------------------------------------------------------------------
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.closing:
+            return
+        data = text_data if text_data is not None else bytes_data or b""
+        if len(data) > settings.RELAY_MAX_MESSAGE_BYTES:
+            await self._refuse(TOO_BIG, f"message larger than {settings.RELAY_MAX_MESSAGE_BYTES} bytes")
+            return
+        if _buckets.take([self.frames]):
+            await self._refuse(TOO_FAST, f"more than {settings.RELAY_FRAMES_PER_MINUTE} messages a minute")
+            return
+        try:
+            message = loads(data)
+        except ValueError:
+            await self._refuse(BAD_MESSAGE, "message is not JSON")
+            return
+        if self.holder is None:
+            token = message.get("auth_token") if isinstance(message, dict) else None
+            if not isinstance(token, str) or not token:
+                await self._refuse(UNAUTHORIZED, 'first message must be {"auth_token": "<your auth_token>"}')
+                return
+            await self._authenticate(token)
+            return
+        await self._reply(message)
+
+    async def _reply(self, message: Any) -> None:
+        """A JSON-RPC response from the agent: to the caller waiting for it, or the socket closes."""
+        socket_id = message.get("id") if isinstance(message, dict) else None
+        is_response = (
+            isinstance(message, dict) and "method" not in message and ("result" in message or "error" in message)
+        )
+        if not is_response or isinstance(socket_id, bool) or not isinstance(socket_id, int):
+            await self._refuse(BAD_MESSAGE, "expected a JSON-RPC response to a call sent on this socket")
+            return
+        entry = self.pending.pop(socket_id, None)
+        if entry is None:
+            if self.late.pop(socket_id, None) is not None:
+                return  # its caller gave up: a late answer, not an unsolicited one
+            await self._refuse(BAD_MESSAGE, f"no call with id {socket_id} is waiting for a reply")
+            return
+        reply_to, caller_id, _ = entry
+        message["id"] = caller_id
+        await self._answer(reply_to, 200, dumps(message).decode())
+
+    # -- from the view (channel layer) ----------------------------------------------------------
+    async def relay_call(self, event: dict[str, Any]) -> None:
+        """A call for the agent: {"body": JSON-RPC request, "reply_to": channel or future, "expires": epoch s}.
+
+        From the channel layer, or called directly by a view of this process (``view.forward``)."""
+        if self.holder is None or self.closing:
+            await self._answer(event["reply_to"], 502, "the agent's socket is closing")
+            return
+        self._forget_expired()
+        if len(self.pending) >= settings.RELAY_MAX_IN_FLIGHT:
+            await self._answer(event["reply_to"], 503, f"{settings.RELAY_MAX_IN_FLIGHT} calls already in flight")
+            return
+        request = loads(event["body"])
+        if "id" not in request:  # a notification: delivered, nothing to wait for
+            try:
+                await self.send(text_data=event["body"])
+            except OSError:
+                await self._answer(event["reply_to"], 502, "the agent's connection to the relay closed")
+                return
+            await self._answer(event["reply_to"], 202, "")
+            return
+        socket_id = next(self.ids)
+        self.pending[socket_id] = (event["reply_to"], request["id"], float(event["expires"]))
+        request["id"] = socket_id
+        try:
+            await self.send(text_data=dumps(request).decode())
+        except OSError:  # the socket went away under us (uvicorn's ClientDisconnected)
+            if self.pending.pop(socket_id, None) is not None:
+                await self._answer(event["reply_to"], 502, "the agent's connection to the relay closed")
+
+    async def relay_replaced(self, event: dict[str, Any]) -> None:
+        await self._refuse(REPLACED, "the same player connected again")
+
+    def _forget_expired(self) -> None:
+        """Calls whose callers have given up: their ids stay known a while, for late answers."""
+        now = time.time()
+        for socket_id in [k for k, (_, _, expires) in self.pending.items() if expires < now]:
+            del self.pending[socket_id]
+            self.late[socket_id] = now + LATE_GRACE
+        for socket_id in [k for k, until in self.late.items() if until < now]:
+            del self.late[socket_id]
+
+    async def _answer(self, reply_to: ReplyTo, status: int, body: str) -> None:
+        if isinstance(reply_to, asyncio.Future):
+            if not reply_to.done():  # (a caller that hung up cancelled it)
+                reply_to.set_result({"status": status, "body": body})
+            return
+        await self.channel_layer.send(reply_to, {"type": "relay.reply", "status": status, "body": body})
+
+
+def _bearer(headers: list[tuple[bytes, bytes]]) -> str | None:
+    for name, value in headers:
+        if name.lower() == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+    return None

@@ -1,0 +1,34 @@
+"""The relay sockets held by this process: which channel serves which player, and its consumer.
+The database knows the sockets of every process (``state.py``); this knows its own without a
+query, which is every socket when the channel layer is the in-memory one (one LM process), and
+lets a call reach a consumer of this process without going through the channel layer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_channels: dict[tuple[str, str], str] = {}
+_consumers: dict[str, Any] = {}  # channel → its RelayConsumer
+
+
+def attach(league_id: str, player_id: str, channel: str, consumer: Any) -> None:
+    """``channel`` (``consumer``, of this process) now serves the player."""
+    _channels[(league_id, player_id)] = channel
+    _consumers[channel] = consumer
+
+
+def detach(league_id: str, player_id: str, channel: str) -> None:
+    """``channel`` closed; a newer socket of the same player stays."""
+    key = (league_id, player_id)
+    if _channels.get(key) == channel:
+        del _channels[key]
+    _consumers.pop(channel, None)
+
+
+def local_channel(league_id: str, player_id: str) -> str | None:
+    return _channels.get((league_id, player_id))
+
+
+def local_consumer(channel: str) -> Any | None:
+    """The consumer of ``channel`` when this process holds it."""
+    return _consumers.get(channel)
