@@ -257,28 +257,35 @@ class Cluster:
         return self.spawn("conductor", "conductor", self.manage("runleague", *only, "--poll", str(poll)))
 
     def start_referees(
-        self, lm_url: str, league_id: str, count: int, base_port: int, max_concurrent: int = 4
+        self,
+        lm_url: str,
+        league_id: str,
+        count: int,
+        base_port: int,
+        max_concurrent: int = 4,
+        state_dir: Path | None = None,
     ) -> list[Child]:
-        return [
-            self.spawn(
-                f"referee{i + 1}",
-                "referee",
-                self.manage(
-                    "runreferee",
-                    "--port",
-                    str(base_port + i),
-                    "--league-url",
-                    lm_url,
-                    "--league-id",
-                    league_id,
-                    "--max-concurrent",
-                    str(max_concurrent),
-                    "--log-level",
-                    "warning",
-                ),
+        """``count`` referees; with ``state_dir``, each keeps its identity and unsent reports in a
+        folder of its own there (so that it can be restarted)."""
+        started = []
+        for i in range(count):
+            args = self.manage(
+                "runreferee",
+                "--port",
+                str(base_port + i),
+                "--league-url",
+                lm_url,
+                "--league-id",
+                league_id,
+                "--max-concurrent",
+                str(max_concurrent),
+                "--log-level",
+                "warning",
             )
-            for i in range(count)
-        ]
+            if state_dir is not None:
+                args += ["--state-dir", str(state_dir / f"referee{i + 1}")]
+            started.append(self.spawn(f"referee{i + 1}", "referee", args))
+        return started
 
     def start_players(
         self,
@@ -290,9 +297,11 @@ class Cluster:
         hosts_per_group: int = 1,
         stay: bool = False,
         names: dict[str, str] | None = None,
+        state_dir: Path | None = None,
     ) -> list[Child]:
         """One ``runplayer --count`` process per (strategy, count) group (or ``hosts_per_group``);
-        a group's strategy may be a comma-separated mix, dealt out in turn by ``runplayer``."""
+        a group's strategy may be a comma-separated mix, dealt out in turn by ``runplayer``.
+        With ``state_dir``, each host keeps its players' identities in a folder of its own there."""
         started = []
         port = base_port
         for strategy, count in groups:
@@ -318,6 +327,8 @@ class Cluster:
                 if stay:
                     args.append("--stay")
                 suffix = "" if hosts_per_group == 1 else f"-{part + 1}"
+                if state_dir is not None:
+                    args += ["--state-dir", str(state_dir / f"players-{label.lower()}{suffix}")]
                 started.append(self.spawn(f"players-{label.lower()}{suffix}", "players", args))
                 port += size
         return started
