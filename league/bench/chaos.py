@@ -58,22 +58,26 @@ class Victim:
         args = list(self.child.proc.args)  # type: ignore[arg-type]
         return int(args[args.index("--port") + 1]) if "--port" in args else None
 
+    def probe(self, now: float) -> None:
+        """Note when it starts serving (its port accepts connections; the conductor, which has
+        none, counts from its start)."""
+        if self.ready_at is not None or self.down or self.child.proc.poll() is not None:
+            return
+        port = self.port
+        if port is None:
+            self.ready_at = self.started_at
+            return
+        with socket.socket() as sock:
+            sock.settimeout(0.05)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                self.ready_at = now
+
     def settled(self, now: float, settle: float) -> bool:
-        """Up, serving (its port accepts connections) and left alone for ``settle`` seconds since.
-        A Django process takes seconds to start on a loaded machine: one killed again before it
-        serves would never serve at all, which tests nothing."""
-        if self.down or self.child.proc.poll() is not None:
-            return False
-        if self.ready_at is None:
-            port = self.port
-            if port is None:
-                self.ready_at = self.started_at
-            else:
-                with socket.socket() as sock:
-                    sock.settimeout(0.05)
-                    if sock.connect_ex(("127.0.0.1", port)) == 0:
-                        self.ready_at = now
-        return self.ready_at is not None and now - self.ready_at >= settle
+        """Up, serving and left alone for ``settle`` seconds since. A Django process takes
+        seconds to start on a loaded machine: one killed again before it serves would never
+        serve at all, which tests nothing."""
+        alive = not self.down and self.child.proc.poll() is None
+        return alive and self.ready_at is not None and now - self.ready_at >= settle
 
 
 @dataclass
@@ -90,6 +94,7 @@ class ChaosBench:
     minutes: float = 10.0
     players: int = 8
     referees: int = 2
+    game: str = "even_odd"
     player_hosts: int = 2
     kill_every: tuple[float, float] = (2.0, 5.0)  # seconds between kills, drawn uniformly
     down_for: tuple[float, float] = (0.5, 2.5)  # seconds a killed process stays down
@@ -105,6 +110,7 @@ class ChaosBench:
     outage: Outage = field(init=False)
     outage_ends: float | None = field(init=False, default=None)  # while the database is cut
     next_kill: float = field(init=False, default=0.0)  # monotonic time of the next kill
+    next_outage: float = field(init=False, default=0.0)  # and of the next database cut
     env: dict[str, str] = field(init=False)  # of every process under test
     lm_url: str = field(init=False)
     core: list[Victim] = field(init=False)  # the LM site and the conductor: the whole run
@@ -125,6 +131,7 @@ class ChaosBench:
 
         ends = time.monotonic() + self.minutes * 60
         self.next_kill = time.monotonic() + self.rng.uniform(*self.kill_every)
+        self.next_outage = time.monotonic() + self.rng.uniform(*self.outage_every)
         self.outage, child_database_url = database_outage(free_port())
         # The processes under test reach the database through the outage (a proxy on PostgreSQL).
         self.env = {**os.environ, "DATABASE_URL": child_database_url, "PYTHONUNBUFFERED": "1"}
@@ -158,6 +165,7 @@ class ChaosBench:
             problems = self._wait_for_registrations(league)
             if problems:
                 return LeagueOutcome(league.league_id, self.players, 0, None, problems)
+            self._end_outage()  # the bench writes: on SQLite its own lock would hold it up
             actions.start_league(league)
             started = time.monotonic()
             league, problems = self._play(league, task, number, started)
@@ -185,6 +193,7 @@ class ChaosBench:
         league = actions.create_league(
             name=f"Chaos {number}",
             league_id=f"chaos_{time.strftime('%Y%m%d_%H%M%S')}_{number}",
+            game_type=self.game,
             min_players=2,
             max_players=self.players,
             max_referees=self.referees,
@@ -210,8 +219,8 @@ class ChaosBench:
         return [Victim(child, agents.log_dir) for child in (*referees, *hosts)]
 
     def _wait_for_registrations(self, league: League, timeout: float = 120.0) -> list[str]:
-        """Wait for every agent to register, killing and restarting processes meanwhile (agents
-        retry their registration); the database is not cut here: the bench writes next."""
+        """Wait for every agent to register, under chaos (agents retry their registration): the
+        bench only reads meanwhile, which a cut does not stop (WAL readers; a direct connection)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self._chaos_tick(time.monotonic())
@@ -227,21 +236,10 @@ class ChaosBench:
         """Kill, restart and cut until the league ends, or until twice the bound has passed
         (then it is cancelled, so that it does not hold the conductor for the next one)."""
         problems: list[str] = []
-        now = time.monotonic()
-        next_outage = now + self.rng.uniform(*self.outage_every)
-        next_look = now
+        next_look = time.monotonic()
         while True:
             now = time.monotonic()
             self._chaos_tick(now)
-            if self.outage_ends is None and now >= next_outage:
-                length = self.rng.uniform(*self.outage_for)
-                self.outage.cut()
-                self.outages.append(round(length, 1))
-                self.outage_ends = time.monotonic() + length
-            elif self.outage_ends is not None and now >= self.outage_ends:
-                self.outage.restore()
-                self.outage_ends = None
-                next_outage = now + self.rng.uniform(*self.outage_every)
             if now >= next_look:
                 next_look = now + 0.5
                 league.refresh_from_db()
@@ -266,11 +264,25 @@ class ChaosBench:
             time.sleep(0.05)
 
     def _chaos_tick(self, now: float) -> None:
-        """Restart what is due, and kill the next victim when its time has come."""
+        """Restart what is due, kill the next victim and cut or restore the database when
+        their times have come."""
         self._supervise(now)
         if now >= self.next_kill:
             self._kill_one(now)
             self.next_kill = now + self.rng.uniform(*self.kill_every)
+        if self.outage_ends is None and now >= self.next_outage:
+            length = self.rng.uniform(*self.outage_for)
+            self.outage.cut()
+            self.outages.append(round(length, 1))
+            self.outage_ends = time.monotonic() + length
+        elif self.outage_ends is not None and now >= self.outage_ends:
+            self._end_outage()
+
+    def _end_outage(self) -> None:
+        if self.outage_ends is not None:
+            self.outage.restore()
+            self.outage_ends = None
+            self.next_outage = time.monotonic() + self.rng.uniform(*self.outage_every)
 
     def _victims(self) -> list[Victim]:
         return [*self.core, *self.agents]
@@ -289,6 +301,7 @@ class ChaosBench:
     def _supervise(self, now: float) -> None:
         """Start again what the bench killed once its time is up, and what exited on its own."""
         for victim in self._victims():
+            victim.probe(now)
             child = victim.child
             if victim.down:
                 if now >= (victim.restart_at or 0.0):
@@ -318,9 +331,7 @@ class ChaosBench:
     def _end_chaos(self) -> None:
         """Restore the database and start every killed process again (the LM and the conductor
         serve the next league; the agents are stopped with their league)."""
-        if self.outage_ends is not None:
-            self.outage.restore()
-            self.outage_ends = None
+        self._end_outage()
         for victim in self._victims():
             if victim.down:
                 victim.restart_at = time.monotonic()
@@ -334,6 +345,7 @@ class ChaosBench:
             "minutes": self.minutes,
             "players": self.players,
             "referees": self.referees,
+            "game": self.game,
             "player_hosts": self.player_hosts,
             "bound_seconds": self.bound,
             "database_outage": self.outage.kind,

@@ -89,6 +89,8 @@ class TcpCut:
         self._open |= pair
         try:
             await asyncio.gather(self._pipe(client_reader, server_writer), self._pipe(server_reader, client_writer))
+        except asyncio.CancelledError:
+            pass  # the proxy is closing: ended quietly (asyncio's stream callback would report it)
         finally:
             self._open -= pair
             for writer in pair:
@@ -117,8 +119,15 @@ class TcpCut:
         if self._server is None:
             self._sync(self._listen())
 
+    async def _close(self) -> None:
+        await self._cut()
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+
     def close(self) -> None:
-        self._sync(self._cut())
+        self._sync(self._close())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
 

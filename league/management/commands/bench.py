@@ -87,6 +87,7 @@ class Command(BaseCommand):
         chaos.add_argument("--minutes", type=float, default=10.0)
         chaos.add_argument("--players", type=int, default=8)
         chaos.add_argument("--referees", type=int, default=2)
+        chaos.add_argument("--game", default="even_odd", choices=("even_odd", "even_odd_bo5"))
         chaos.add_argument("--player-hosts", type=int, default=2, help="runplayer processes sharing the players")
         chaos.add_argument("--kill-every", type=float, nargs=2, default=(2.0, 5.0), metavar=("MIN", "MAX"))
         chaos.add_argument("--outage-every", type=float, nargs=2, default=(15.0, 30.0), metavar=("MIN", "MAX"))
@@ -167,6 +168,7 @@ class Command(BaseCommand):
                 minutes=options["minutes"],
                 players=options["players"],
                 referees=options["referees"],
+                game=options["game"],
                 player_hosts=options["player_hosts"],
                 kill_every=tuple(options["kill_every"]),
                 outage_every=tuple(options["outage_every"]),
