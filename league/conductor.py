@@ -43,6 +43,7 @@ import hashlib
 import hmac
 import logging
 import math
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -54,7 +55,7 @@ from typing import Any, TypeVar
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections, connection, connections, transaction
+from django.db import InterfaceError, OperationalError, close_old_connections, connection, connections, transaction
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
@@ -67,13 +68,25 @@ from league.schedule import schedule_matches
 from league.standings import ResultRow, StandingsTable, id_sort_key
 from leagueproto.client import AgentClient, CallFailed, RetryPolicy
 from leagueproto.envelope import make_message, new_conversation_ids
+from leagueproto.errors import ErrorCode
 from leagueproto.jsonutil import dumps
 
 log = logging.getLogger("league.conductor")
 T = TypeVar("T")
 
 SENDER = "league_manager"
-SUSPEND_AFTER = 3  # consecutive failures before a referee is SUSPENDED
+# Consecutive failures before a referee is SUSPENDED. After each failure the referee gets no match
+# for a cooldown that doubles (``referee_cooldown``), so it takes a few seconds of failing to be
+# suspended, not one failed batch; a suspended referee is probed until it answers again.
+SUSPEND_AFTER = 4
+COOLDOWN_MAX = 30.0  # seconds: the longest a failing referee is left alone (and probe backoff cap)
+# Consecutive calls to a player that fail at the transport level (no reply in time, refused
+# connection, a reply over the size limit) before it is marked unreachable.
+UNREACHABLE_AFTER = 2
+PROBE_FIRST = 1.0  # seconds before the first probe of an unreachable agent; then doubling
+PROBE_MAX = 5.0  # seconds between probes at most: an agent back is back in play within this
+# What a lost database connection or a locked SQLite file raises: an outage to ride out, not a bug.
+DB_OUTAGE = (OperationalError, InterfaceError)
 LIVE = (AgentStatus.REGISTERED, AgentStatus.ACTIVE)
 IN_PLAY = (Match.Status.ASSIGNED, Match.Status.RUNNING)
 DONE = (Match.Status.FINISHED, Match.Status.CANCELLED)
@@ -132,6 +145,7 @@ class Recipient:
     agent_id: str
     endpoint: str
     lm_token: str
+    reachable: bool = True  # False: marked unreachable, sent nothing until it answers a probe
 
 
 # The queries of every round (boundary, announcement, claims), compiled once (league/prepared.py).
@@ -140,7 +154,7 @@ _RECIPIENTS = Prepared(
         Player.objects.filter(league_id=league_pk)
         .exclude(status=AgentStatus.REMOVED)
         .order_by()
-        .values_list("player_id", "endpoint", "token_hash", "display_name")
+        .values_list("player_id", "endpoint", "token_hash", "display_name", "unreachable_since")
     ),
     -701,
 )
@@ -201,8 +215,9 @@ def recipients(league: League, names: dict[str, str] | None = None) -> list[Reci
     """The players of ``players_of`` (not REMOVED, in id order), from one query of a few columns;
     their display names go into ``names`` when given (the standings need them)."""
     found = []
-    for player_id, endpoint, token_hash, display_name in _RECIPIENTS.rows(league.pk):
-        found.append(Recipient(player_id, endpoint, lm_token(league.league_id, player_id, token_hash)))
+    for player_id, endpoint, token_hash, display_name, unreachable_since in _RECIPIENTS.rows(league.pk):
+        token = lm_token(league.league_id, player_id, token_hash)
+        found.append(Recipient(player_id, endpoint, token, unreachable_since is None))
         if names is not None:
             names[player_id] = display_name
     return sorted(found, key=lambda r: id_sort_key(r.agent_id))
@@ -210,7 +225,9 @@ def recipients(league: League, names: dict[str, str] | None = None) -> list[Reci
 
 def notices(players: list[Recipient], method: str, message_type: str, **fields: Any) -> list[Delivery]:
     """The same message to every player, each with its own envelope (token, conversation id);
-    ``fields`` (e.g. a round's standings) are shared, not copied."""
+    ``fields`` (e.g. a round's standings) are shared, not copied. Players marked unreachable are
+    left out (the same ones from every batch built from the same list: batches stay aligned)."""
+    players = [p for p in players if p.reachable]
     ids = new_conversation_ids(len(players))
     return [
         Delivery(
@@ -480,6 +497,8 @@ def _dispatch_of(
 _START_COLUMNS = (
     "pk", "match_id", "game_type", "attempt",
     "player_a__player_id", "player_a__endpoint", "player_b__player_id", "player_b__endpoint",
+    # Not sent: a match with an unreachable player is decided instead (``decide_unreachable``).
+    "player_a__unreachable_since", "player_b__unreachable_since",
 )  # fmt: skip
 
 
@@ -574,6 +593,11 @@ def claim_matches(
         if capacity <= 0:
             return []
         rows = _candidates(capacity).rows(round_pk)
+        # Matches of a player marked unreachable are decided here, never sent to a referee.
+        lost = [row[0] for row in rows if row[8] is not None or row[9] is not None]
+        if lost:
+            decide_unreachable(round_pk, lost)
+            rows = [row for row in rows if row[0] not in lost]
         if not rows:
             return []
         if rnd is None or rnd.pk != round_pk:
@@ -581,7 +605,7 @@ def claim_matches(
         # Claimed, each is one attempt further than its row says.
         matches = [
             MatchToStart(pk, match_id, game_type, attempt + 1, rnd, (a_id, a_endpoint), (b_id, b_endpoint))
-            for pk, match_id, game_type, attempt, a_id, a_endpoint, b_id, b_endpoint in rows
+            for pk, match_id, game_type, attempt, a_id, a_endpoint, b_id, b_endpoint, *_unreachable in rows
         ]
         now = timezone.now()
         deadline = now + timedelta(seconds=league.match_deadline)
@@ -712,15 +736,36 @@ def settle_starts(league: League, outcomes: list[tuple[Dispatch, str, dict[str, 
     return moved
 
 
-def referee_failed(referee_pk: int, reason: str) -> bool:
-    """Count a failure; SUSPEND after ``SUSPEND_AFTER`` in a row (and free its matches)."""
+def unreachable_failure(exc: CallFailed) -> bool:
+    """Whether a failed call says the agent is not there: no reply in time, no connection, or a
+    reply over the size limit. Any JSON-RPC answer (even an error) comes from a live agent."""
+    if exc.rpc_error is not None:
+        return False
+    return exc.code in (ErrorCode.TIMEOUT_ERROR, ErrorCode.CONNECTION_ERROR) or "too large" in exc.detail
+
+
+def referee_cooldown(league: League, failures: int, poll: float) -> float:
+    """Seconds a referee gets no match after its ``failures``-th failure in a row: doubling from
+    the league's retry delay, at most ``COOLDOWN_MAX``."""
+    base = max(league.retry_delay, poll, 1.0)
+    return min(COOLDOWN_MAX, base * 2 ** max(0, failures - 1))
+
+
+def referee_failed(referee_pk: int, reason: str) -> tuple[bool, int]:
+    """Count a failure; SUSPEND after ``SUSPEND_AFTER`` in a row (and free its matches). Returns
+    (suspended now, failures in a row). A referee suspended here is marked unreachable: the
+    conductor probes it and lets it back in once it answers (``restore_agent``)."""
     with transaction.atomic():
         referee = Referee.objects.select_for_update().select_related("league").get(pk=referee_pk)
         referee.failures += 1
         suspend = referee.failures >= SUSPEND_AFTER and referee.status in LIVE
+        fields = ["failures", "status"]
         if suspend:
             referee.status = AgentStatus.SUSPENDED
-        referee.save(update_fields=["failures", "status"])
+            referee.unreachable_since = timezone.now()
+            referee.unreachable_reason = reason[:300]
+            fields += ["unreachable_since", "unreachable_reason"]
+        referee.save(update_fields=fields)
         record_event(
             referee.league,
             "STATE",
@@ -732,7 +777,7 @@ def referee_failed(referee_pk: int, reason: str) -> bool:
             log.warning("referee %s suspended after %d failures: %s", referee.referee_id, referee.failures, reason)
             for match in Match.objects.filter(referee=referee, status__in=IN_PLAY):
                 release_match(match.pk, referee.pk, match.attempt, f"referee {referee.referee_id} suspended")
-    return suspend
+    return suspend, referee.failures
 
 
 def release_match(match_pk: int, referee_pk: int | None, attempt: int, reason: str) -> bool:
@@ -766,11 +811,12 @@ class InPlay:
     attempt: int
     assigned_at: Any
     deadline_at: Any
+    match_id: str = ""
 
 
 _IN_PLAY = Prepared(
     lambda league_pk: Match.objects.filter(league_id=league_pk, status__in=IN_PLAY).values_list(
-        "pk", "status", "referee_id", "referee__referee_id", "attempt", "assigned_at", "deadline_at"
+        "pk", "status", "referee_id", "referee__referee_id", "attempt", "assigned_at", "deadline_at", "match_id"
     ),
     -701,
 )
@@ -782,6 +828,18 @@ def in_play_matches(league_pk: int) -> list[InPlay]:
     return [InPlay(*row) for row in _IN_PLAY.rows(league_pk)]
 
 
+def database_writable() -> None:
+    """Raise the database's error unless a write transaction can begin now (SQLite's IMMEDIATE
+    transactions take the write lock at BEGIN; elsewhere this is a round trip)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
+def league_statuses(league_pks: list[int]) -> list[tuple[int, str, str]]:
+    """(pk, league_id, status) of these leagues."""
+    return list(League.objects.filter(pk__in=league_pks).values_list("pk", "league_id", "status"))
+
+
 def has_live_referee(league_pk: int) -> bool:
     return Referee.objects.filter(league_id=league_pk, status__in=LIVE).exists()
 
@@ -791,6 +849,7 @@ def claim_embedded(league_pk: int, round_pk: int, capacity: int) -> list[tuple[i
     if capacity <= 0:
         return []
     with transaction.atomic():
+        decide_unreachable(round_pk)
         league = League.objects.get(pk=league_pk)
         candidates = Match.objects.filter(round_id=round_pk, status=Match.Status.SCHEDULED).order_by("id")
         if connection.features.has_select_for_update_skip_locked:
@@ -851,49 +910,160 @@ def record_embedded_result(match_pk: int, attempt: int, result: dict[str, Any], 
 
     The same checks and bookkeeping as ``actions.record_result`` for a registered referee.
     """
-    from league.events import strip_secrets
-
     with transaction.atomic():
         match = Match.objects.select_for_update().filter(pk=match_pk).first()
         if match is None or match.referee_id is not None or match.attempt != attempt:
             return False
         if match.status != Match.Status.RUNNING or MatchResult.objects.filter(match=match).exists():
             return False
-        match = Match.objects.select_related("league", "player_a", "player_b", "round").get(pk=match_pk)
-        league = match.league
-        outcome = actions._validated_outcome(match, result)
-        now = timezone.now()
-        MatchResult.objects.create(
-            match=match,
-            league=league,
-            referee=None,
-            details=strip_secrets(result.get("details") or {}),
-            log=strip_secrets(match_log),
-            report_digest=actions.report_digest(result),
-            reported_at=now,
-            **outcome,
+        _store_result(match_pk, result, match_log, EMBEDDED_REFEREE)
+    return True
+
+
+def _store_result(match_pk: int, result: dict[str, Any], match_log: list[Any], by: str) -> None:
+    """The result of a match no registered referee reports (the built-in referee's, or one the
+    LM decides itself): stored, the match FINISHED, its round PLAYED when it was the last, all
+    logged and broadcast. In the caller's transaction, with the match row locked."""
+    from league.events import strip_secrets
+
+    match = Match.objects.select_related("league", "player_a", "player_b", "round").get(pk=match_pk)
+    league = match.league
+    outcome = actions._validated_outcome(match, result)
+    now = timezone.now()
+    MatchResult.objects.create(
+        match=match,
+        league=league,
+        referee=None,
+        details=strip_secrets(result.get("details") or {}),
+        log=strip_secrets(match_log),
+        report_digest=actions.report_digest(result),
+        reported_at=now,
+        **outcome,
+    )
+    match.status = Match.Status.FINISHED
+    match.finished_at = now
+    match.save(update_fields=["status", "finished_at"])
+    unfinished = Match.objects.filter(round=match.round).exclude(status__in=DONE)
+    round_played = not unfinished.exists() and match.round.status in (Round.Status.PENDING, Round.Status.ANNOUNCED)
+    if round_played:
+        Round.objects.filter(pk=match.round.pk).update(status=Round.Status.PLAYED)
+        record_event(league, "STATE", "round_played", payload={"round_id": match.round.number})
+    record_event(league, "STATE", "match_finished", agent=by, match_id=match.match_id, payload=result)
+    broadcast(
+        league.league_id,
+        "match_finished",
+        {
+            "match_id": match.match_id,
+            "round_id": match.round.number,
+            "player_A_id": match.player_a.player_id,
+            "player_B_id": match.player_b.player_id,
+            "referee_id": by,
+            "result": strip_secrets(result),
+            "round_played": round_played,
+        },
+    )
+
+
+# -- unreachable agents -----------------------------------------------------------------------
+# The round's SCHEDULED matches with a player marked unreachable: decided without a referee.
+_UNREACHABLE_MATCHES = Prepared(
+    lambda round_pk: (
+        Match.objects.filter(round_id=round_pk, status=Match.Status.SCHEDULED)
+        .filter(Q(player_a__unreachable_since__isnull=False) | Q(player_b__unreachable_since__isnull=False))
+        .order_by("id")
+        .values_list("pk")
+    ),
+    -701,
+)
+
+
+def decide_unreachable(round_pk: int, match_pks: list[int] | None = None) -> list[str]:
+    """Decide the round's SCHEDULED matches that have a player marked unreachable (those of
+    ``match_pks`` when the caller found them): a technical loss for each unreachable player
+    (both: both lose), stored at once instead of a referee waiting out its timeouts again. In
+    the caller's transaction (a claim's); the match ids."""
+    pks = [row[0] for row in _UNREACHABLE_MATCHES.rows(round_pk)] if match_pks is None else match_pks
+    decided = []
+    for pk in pks:
+        match = Match.objects.select_for_update().select_related("player_a", "player_b").filter(pk=pk).first()
+        if match is None or match.status != Match.Status.SCHEDULED:
+            continue
+        match_id, a_id, b_id = match.match_id, match.player_a.player_id, match.player_b.player_id
+        gone = [p for p in (match.player_a, match.player_b) if p.unreachable_since is not None]
+        if not gone:
+            continue  # answered a ping since the query
+        lost = [p.player_id for p in gone]
+        winner = next((p for p in (a_id, b_id) if p not in lost), None)
+        why = "; ".join(
+            f"{p.player_id} unreachable since {p.unreachable_since.isoformat(timespec='seconds')}"
+            f" ({p.unreachable_reason or 'no answer'})"
+            for p in gone
         )
-        match.status = Match.Status.FINISHED
-        match.finished_at = now
-        match.save(update_fields=["status", "finished_at"])
-        unfinished = Match.objects.filter(round=match.round).exclude(status__in=DONE)
-        round_played = not unfinished.exists() and match.round.status in (Round.Status.PENDING, Round.Status.ANNOUNCED)
-        if round_played:
-            Round.objects.filter(pk=match.round.pk).update(status=Round.Status.PLAYED)
-            record_event(league, "STATE", "round_played", payload={"round_id": match.round.number})
-        record_event(league, "STATE", "match_finished", agent=EMBEDDED_REFEREE, match_id=match.match_id, payload=result)
-        broadcast(
-            league.league_id,
-            "match_finished",
-            {
-                "match_id": match.match_id,
-                "round_id": match.round.number,
-                "player_A_id": match.player_a.player_id,
-                "player_B_id": match.player_b.player_id,
-                "referee_id": EMBEDDED_REFEREE,
-                "result": strip_secrets(result),
-                "round_played": round_played,
-            },
+        result = {
+            "status": "TECHNICAL_LOSS",
+            "winner": winner,
+            "score": {a_id: 3 if winner == a_id else 0, b_id: 3 if winner == b_id else 0},
+            "technical_loss": lost,
+            "details": {"reason": f"technical loss: {why}", "decided_by": SENDER},
+        }
+        entry = {"seq": 1, "direction": "EVENT", "message_type": "DECIDED_UNREACHABLE", "message": {"reason": why}}
+        _store_result(pk, result, [entry], SENDER)
+        decided.append(match_id)
+    return decided
+
+
+def mark_unreachable(league_pk: int, player_id: str, reason: str) -> bool:
+    """Mark a player unreachable (once: False if it already is, or is not a player)."""
+    with transaction.atomic():
+        done = Player.objects.filter(league_id=league_pk, player_id=player_id, unreachable_since__isnull=True).update(
+            unreachable_since=timezone.now(), unreachable_reason=reason[:300]
+        )
+        if done:
+            league = League.objects.get(pk=league_pk)
+            record_event(league, "STATE", "player_unreachable", agent=player_id, payload={"reason": reason})
+            broadcast(league.league_id, "player_unreachable", {"player_id": player_id, "reason": reason})
+    return bool(done)
+
+
+def unreachable_agents(league_pk: int) -> list[Player | Referee]:
+    """The league's players marked unreachable and the referees the conductor suspended: the
+    agents to probe."""
+    players: list[Player | Referee] = list(
+        Player.objects.filter(league_id=league_pk, unreachable_since__isnull=False)
+        .exclude(status=AgentStatus.REMOVED)
+        .select_related("league")
+    )
+    referees = Referee.objects.filter(
+        league_id=league_pk, status=AgentStatus.SUSPENDED, unreachable_since__isnull=False
+    ).select_related("league")
+    return players + list(referees)
+
+
+def restore_agent(agent: Player | Referee) -> bool:
+    """An unreachable agent answered a probe: no longer unreachable, its failures forgotten, and a
+    referee the conductor suspended ACTIVE again. False if someone else changed it meanwhile."""
+    model = type(agent)
+    with transaction.atomic():
+        row = model.objects.select_for_update().select_related("league").filter(pk=agent.pk).first()
+        if row is None or row.unreachable_since is None:
+            return False
+        is_referee = isinstance(row, Referee)
+        if is_referee and row.status != AgentStatus.SUSPENDED:
+            return False
+        since, reason = row.unreachable_since, row.unreachable_reason
+        row.unreachable_since, row.unreachable_reason, row.failures = None, "", 0
+        fields = ["unreachable_since", "unreachable_reason", "failures"]
+        if is_referee:
+            row.status = AgentStatus.ACTIVE
+            fields.append("status")
+        row.save(update_fields=fields)
+        agent_id = row.referee_id if is_referee else row.player_id
+        record_event(
+            row.league,
+            "STATE",
+            "referee_restored" if is_referee else "player_reachable",
+            agent=agent_id,
+            payload={"unreachable_since": since.isoformat(), "reason": reason},
         )
     return True
 
@@ -1303,15 +1473,51 @@ class Conductor:
     _in_tail: bool = False  # set by a tick that found a round with nothing left to dispatch
     _began: dict[int, float] = field(default_factory=dict)  # league pk → when its round's matches were sent
     _lasted: dict[int, deque[float]] = field(default_factory=dict)  # league pk → its last rounds' durations
+    # Seconds a round's notifications may hold up its matches: chains still going after that
+    # (a player that does not answer, or answers slowly) go on in the background and their
+    # players' matches start anyway (an invitation before the announcement is fine for players).
+    notify_patience: float = 0.5
+    probe_every: float = 1.0  # seconds between reads of the agents to probe, per league
+    _background: set[asyncio.Task] = field(default_factory=set)  # straggling chains, probes
+    _failing: dict[tuple[int, str], int] = field(default_factory=dict)  # (league, player) → failed calls in a row
+    _gone: dict[int, set[str]] = field(default_factory=dict)  # league pk → players marked unreachable here
+    _probes: dict[tuple[str, int], tuple[float, float]] = field(default_factory=dict)  # agent → (next, delay)
+    _probed: dict[int, float] = field(default_factory=dict)  # league pk → when its agents to probe were read
+    _status: dict[int, str] = field(default_factory=dict)  # league pk → its status as last logged
+    _no_referee: set[int] = field(default_factory=set)  # leagues in play logged as having no live referee
+    _outage_since: float | None = None  # monotonic time the database became unavailable
+    _pinging: set[tuple[str, int]] = field(default_factory=set)  # agents being probed now
 
     async def run(self, *, once: bool = False, until_done: bool = False) -> None:
         """Tick every ``poll`` seconds; ``once``: one tick; ``until_done``: until no league is in progress."""
         own_client = self.client is None
         if own_client:
             self.client = AgentClient()
+        log.info(
+            "conductor started (pid %d, database %s, %s)",
+            os.getpid(),
+            connection.vendor,
+            f"league {self.league_id}" if self.league_id else "every league",
+        )
+        delay = 0.0
         try:
             while True:
-                busy = await self.tick()
+                try:
+                    if self._outage_since is not None:
+                        # Reads may work while writes do not (a locked SQLite file): the outage
+                        # is over when a write transaction can begin, not at the first read.
+                        await sync_to_async(database_writable)()
+                        self.database_up()
+                    busy = await self.tick()
+                except DB_OUTAGE as exc:
+                    # The database is down or locked: wait and try again, with backoff, for as long
+                    # as it takes. Everything the conductor knows is in the database, so it starts
+                    # the next tick from what it reads there.
+                    delay = min(5.0, max(self.poll, delay * 2 or 0.1))
+                    await self.database_down(exc)
+                    await asyncio.sleep(delay)
+                    continue
+                delay = 0.0
                 if once:
                     break
                 if until_done and not busy:
@@ -1372,9 +1578,41 @@ class Conductor:
             self._lasted.setdefault(league_pk, deque(maxlen=3)).append(time.monotonic() - began)
 
     async def drain(self) -> None:
-        tasks = [*self._inflight.values(), *self._pings.values()]
+        tasks = [*self._inflight.values(), *self._pings.values(), *self._background]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def database_down(self, exc: Exception) -> None:
+        """Log an outage once (not every retry), forget what was read before it, and drop the
+        broken connection so that the next try opens a new one."""
+        if self._outage_since is None:
+            self._outage_since = time.monotonic()
+            log.warning("database unavailable (%s: %s); retrying until it is back", type(exc).__name__, exc)
+        self._rounds.clear()
+        self._capacity.clear()
+        try:
+            await sync_to_async(connections.close_all)()
+        except Exception:  # closing a dead connection may fail too; the next query reconnects
+            log.debug("closing the database connection failed", exc_info=True)
+
+    def database_up(self) -> None:
+        if self._outage_since is not None:
+            log.warning("database available again after %.1f s; carrying on", time.monotonic() - self._outage_since)
+            self._outage_since = None
+
+    def background(self, coro: Any) -> asyncio.Task:
+        """Run ``coro`` beside the ticks; a database outage in it is the tick's to report."""
+
+        async def guarded() -> None:
+            try:
+                await coro
+            except DB_OUTAGE as exc:
+                log.debug("background work lost to a database outage: %s", exc)
+
+        task = asyncio.ensure_future(guarded())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
 
     async def tick(self) -> bool:
         """One pass over the leagues in progress; True while any is still in progress."""
@@ -1387,15 +1625,52 @@ class Conductor:
         rounds = {league_pk: rnd.pk for league_pk, rnd in self._rounds.items()}
         due = {pk for pk in rounds if now - self._supervised.get(pk, 0.0) >= self.supervise_every}
         survey = await sync_to_async(self.survey)(rounds, due)
+        await self.log_changes(survey.leagues)
         self._in_tail = False
         for league in survey.leagues:
             try:
                 await self.step(league, survey)
+            except DB_OUTAGE:
+                raise  # an outage, not this league's fault: ``run`` waits it out
             except Exception:
                 log.exception("conductor step failed for league %s", league.league_id)
                 self._rounds.pop(league.pk, None)
                 self._checked_connection = 0.0
         return bool(survey.leagues)
+
+    async def log_changes(self, leagues: list[League]) -> None:
+        """One line per league state change this conductor sees (its first sight of a league
+        included), and one when a league in play has no live referee (and when it has one again)."""
+        seen = {league.pk: league for league in leagues}
+        for league in leagues:
+            self.note_status(league.pk, league.league_id, league.status)
+        left = [pk for pk in self._status if pk not in seen]
+        if left:
+            # Out of the leagues in progress: completed, cancelled or paused. Read once, then forgotten.
+            for pk, league_id, status in await sync_to_async(league_statuses)(left):
+                self.note_status(pk, league_id, status)
+            for pk in left:
+                self._status.pop(pk, None)
+                self._no_referee.discard(pk)
+
+    def note_status(self, league_pk: int, league_id: str, status: str) -> None:
+        """Log a league's status when it is not the one last logged: the transitions this
+        conductor makes as it makes them, those made elsewhere (an admin) when a tick reads them."""
+        before = self._status.get(league_pk)
+        if before != status:
+            self._status[league_pk] = status
+            log.info("league %s: %s", league_id, f"{before} -> {status}" if before else status)
+
+    def referee_presence(self, league: League, capacity: int) -> None:
+        """Log once when a league in play has no live referee (its matches wait), once when it has."""
+        if league.embedded_referee or league.status != League.Status.RUNNING:
+            return
+        if capacity <= 0 and league.pk not in self._no_referee:
+            self._no_referee.add(league.pk)
+            log.warning("league %s is running but has no live referee: its matches wait for one", league.league_id)
+        elif capacity > 0 and league.pk in self._no_referee:
+            self._no_referee.discard(league.pk)
+            log.info("league %s has a live referee again", league.league_id)
 
     def _leagues(self) -> list[League]:
         if self.league_id:
@@ -1419,12 +1694,16 @@ class Conductor:
             if await sync_to_async(check_registration)(league.pk) is None:
                 return
             league = await sync_to_async(League.objects.get)(pk=league.pk)
+            self.note_status(league.pk, league.league_id, league.status)
         if league.status == League.Status.READY:
             await sync_to_async(create_schedule)(league.pk)
             league = await sync_to_async(League.objects.get)(pk=league.pk)
+            self.note_status(league.pk, league.league_id, league.status)
         if league.status != League.Status.RUNNING:
             self._rounds.pop(league.pk, None)
             return
+        # Between rounds too (a pause, an announcement): an agent back is back for the next round.
+        await self.probe(league, time.monotonic())
         if survey is not None and league.pk in survey.capacity:
             self._set_capacity(league, survey.capacity[league.pk])
         # The next round as read (or announced) in the trip that completed the previous one.
@@ -1477,6 +1756,7 @@ class Conductor:
             prepared = await self.finish_round(league, rnd)
 
     def _set_capacity(self, league: League, value: int) -> int:
+        self.referee_presence(league, value)
         if league.embedded_referee and value == 0:
             value = EMBEDDED_CAPACITY
         self._capacity[league.pk] = (time.monotonic(), value)
@@ -1516,6 +1796,14 @@ class Conductor:
             task.add_done_callback(lambda _t, pks=pks: [self._inflight.pop(pk, None) for pk in pks])
 
     async def _start_matches(self, league: League, items: list[Dispatch]) -> None:
+        try:
+            await self._send_starts(league, items)
+        except DB_OUTAGE as exc:
+            # Sent but not recorded: the matches stay ASSIGNED and start_match is sent again
+            # (idempotent) once the database is back (``stale_assignments``).
+            log.debug("start_match outcomes not recorded (database unavailable): %s", exc)
+
+    async def _send_starts(self, league: League, items: list[Dispatch]) -> None:
         assert self.client is not None
         policy = retry_policy(league)
 
@@ -1533,6 +1821,7 @@ class Conductor:
         await sync_to_async(settle_starts)(
             league, [(i, o, r if o in ("ok", "error") else None) for i, o, r in outcomes]
         )
+        troubles = []
         for item, outcome, reply in outcomes:
             if is_accepted(outcome, reply):
                 continue
@@ -1542,13 +1831,25 @@ class Conductor:
                 reply = reply or {}
                 why = reply.get("reason") or reply.get("error_description") or reply.get("status") or "rejected"
                 reason = f"start_match not accepted: {why}"
-            await self._referee_trouble(league, item, reason)
+            troubles.append((item, reason))
+        if troubles:
+            await self._referee_trouble(league, troubles)
 
-    async def _referee_trouble(self, league: League, item: Dispatch, reason: str) -> None:
-        log.warning("match %s: referee %s: %s", item.match_id, item.referee_id, reason)
-        self._cooldown[item.referee_pk] = time.monotonic() + max(league.retry_delay, self.poll, 0.5)
-        await sync_to_async(release_match)(item.match_pk, item.referee_pk, item.attempt, reason)
-        await sync_to_async(referee_failed)(item.referee_pk, reason)
+    async def _referee_trouble(self, league: League, troubles: list[tuple[Dispatch, str]]) -> None:
+        """A referee's batch of start_match calls went wrong: the matches go back to the pool and
+        the referee counts one failure (one, however many matches the batch held: one referee
+        down for a moment is not four failures) and cools down before it gets another match."""
+        for item, reason in troubles:
+            log.warning("match %s: referee %s: %s", item.match_id, item.referee_id, reason)
+            await sync_to_async(release_match)(item.match_pk, item.referee_pk, item.attempt, reason)
+        item, reason = troubles[-1]
+        await self._count_failure(league, item.referee_pk, reason)
+
+    async def _count_failure(self, league: League, referee_pk: int, reason: str, cooldown: float = 0.0) -> None:
+        """One failure of a referee; it gets no match for ``referee_cooldown`` (at least ``cooldown``)."""
+        _suspended, failures = await sync_to_async(referee_failed)(referee_pk, reason)
+        wait = max(cooldown, referee_cooldown(league, failures, self.poll))
+        self._cooldown[referee_pk] = time.monotonic() + wait
 
     async def dispatch_embedded(self, league: League, rnd: Round) -> None:
         free = EMBEDDED_CAPACITY - sum(1 for t in self._inflight.values() if not t.done())
@@ -1587,8 +1888,8 @@ class Conductor:
 
     async def supervise(self, league: League, in_play: list[InPlay] | None = None) -> None:
         """Every ``supervise_every`` s: reassign overdue matches; resend start_match for assignments
-        nobody is sending (a dead conductor's); ping referees that hold matches, release theirs
-        if they are gone. ``in_play``: the league's matches in play if the tick's survey read them
+        nobody is sending (a dead conductor's); ask referees that hold matches about them
+        (``_check``). ``in_play``: the league's matches in play if the tick's survey read them
         (it does when supervision is due)."""
         now = time.monotonic()
         if in_play is None:
@@ -1606,8 +1907,7 @@ class Conductor:
             if await sync_to_async(release_match)(row.pk, row.referee_pk, row.attempt, reason):
                 log.warning("match pk=%s: %s; reassigning", row.pk, reason)
                 if row.referee_pk is not None:
-                    self._cooldown[row.referee_pk] = time.monotonic() + max(1.0, league.match_deadline)
-                    await sync_to_async(referee_failed)(row.referee_pk, reason)
+                    await self._count_failure(league, row.referee_pk, reason, max(1.0, league.match_deadline))
         # A start_match call may take the whole retry budget; past that nobody is sending it.
         budget = league.default_timeout * (league.retries + 1) + league.retry_delay * league.retries + 1.0
         cutoff = wall - timedelta(seconds=budget)
@@ -1620,19 +1920,20 @@ class Conductor:
         ):
             self.send_starts(league, await sync_to_async(stale_assignments)(league.pk, budget, list(self._inflight)))
         interval = self.health_interval or max(1.0, league.default_timeout)
-        due = {
-            r.referee_pk
-            for r in in_play
-            if r.status == Match.Status.RUNNING
-            and r.referee_pk is not None
-            and r.referee_pk not in self._pings
-            and now - self._last_ping.get(r.referee_pk, 0.0) >= interval
-        }
-        if not due:
+        held: dict[int, list[InPlay]] = {}
+        for r in in_play:
+            if (
+                r.status == Match.Status.RUNNING
+                and r.referee_pk is not None
+                and r.referee_pk not in self._pings
+                and now - self._last_ping.get(r.referee_pk, 0.0) >= interval
+            ):
+                held.setdefault(r.referee_pk, []).append(r)
+        if not held:
             return
-        for referee in await sync_to_async(self._referees)(due):
+        for referee in await sync_to_async(self._referees)(set(held)):
             self._last_ping[referee.pk] = now
-            task = asyncio.create_task(self._ping(league, referee))
+            task = asyncio.create_task(self._check(league, referee, held[referee.pk]))
             self._pings[referee.pk] = task
             task.add_done_callback(lambda _t, pk=referee.pk: self._pings.pop(pk, None))
 
@@ -1640,19 +1941,45 @@ class Conductor:
     def _referees(pks: set[int]) -> list[Referee]:
         return list(Referee.objects.filter(pk__in=pks).select_related("league"))
 
-    async def _ping(self, league: League, referee: Referee) -> None:
+    async def _check(self, league: League, referee: Referee, rows: list[InPlay]) -> None:
+        """Ping a referee that runs matches for us, then ask it about each (``get_match_state``).
+
+        No answer to the ping: it is gone; its matches are given back and it counts a failure.
+        An answer that it does not know a match (E006: it was restarted and lost it): that match
+        is given back at once, with no failure counted, instead of waiting for its deadline.
+        """
         assert self.client is not None
-        message = message_to(referee, "PING", league_id=league.league_id)
+        policy = retry_policy(league)
+        timeout = league.default_timeout
         try:
-            await self.client.call(
-                referee.endpoint, "ping", message, timeout=league.default_timeout, policy=retry_policy(league)
-            )
-        except CallFailed as exc:
-            reason = f"referee {referee.referee_id} unreachable: {exc}"
-            log.warning("%s; reassigning its matches", reason)
-            released = await sync_to_async(self._release_all)(referee.pk, reason)
-            if released:
-                await sync_to_async(referee_failed)(referee.pk, reason)
+            try:
+                ping = message_to(referee, "PING", league_id=league.league_id)
+                await self.client.call(referee.endpoint, "ping", ping, timeout=timeout, policy=policy)
+            except CallFailed as exc:
+                reason = f"referee {referee.referee_id} unreachable: {exc}"
+                log.warning("%s; reassigning its matches", reason)
+                if await sync_to_async(self._release_all)(referee.pk, reason):
+                    await self._count_failure(league, referee.pk, reason)
+                return
+
+            async def unknown(row: InPlay) -> bool:
+                message = message_to(referee, "GET_MATCH_STATE", league_id=league.league_id, match_id=row.match_id)
+                try:
+                    answer = await self.client.call(referee.endpoint, "get_match_state", message, timeout=timeout)
+                except CallFailed:
+                    return False  # no verdict (a referee without the tool, a slow one): the deadline decides
+                code = answer.reply.get("error_code") if answer.is_error else None
+                return code == ErrorCode.MATCH_NOT_FOUND.value
+
+            verdicts = await asyncio.gather(*(unknown(row) for row in rows))
+            for row, lost in zip(rows, verdicts, strict=True):
+                if not lost:
+                    continue
+                reason = f"referee {referee.referee_id} does not know match {row.match_id} (restarted?)"
+                if await sync_to_async(release_match)(row.pk, referee.pk, row.attempt, reason):
+                    log.warning("%s; giving it back at once", reason)
+        except DB_OUTAGE as exc:
+            log.debug("referee check of %s not recorded (database unavailable): %s", referee.referee_id, exc)
 
     @staticmethod
     def _release_all(referee_pk: int, reason: str) -> int:
@@ -1660,6 +1987,60 @@ class Conductor:
             Match.objects.filter(referee_id=referee_pk, status=Match.Status.RUNNING).values_list("pk", "attempt")
         )
         return sum(release_match(pk, referee_pk, attempt, reason) for pk, attempt in rows)
+
+    # -- unreachable agents ----------------------------------------------------------------
+    async def probe(self, league: League, now: float) -> None:
+        """Every ``probe_every`` s, read the league's agents marked unreachable (players) or
+        suspended by the conductor (referees) and ping those due, each with its own backoff
+        (``PROBE_FIRST`` doubling to ``PROBE_MAX``). One that answers is let back in."""
+        if now - self._probed.get(league.pk, 0.0) < self.probe_every:
+            return
+        self._probed[league.pk] = now
+        agents = await sync_to_async(unreachable_agents)(league.pk)
+        for agent in agents:
+            key = (type(agent).__name__, agent.pk)
+            due, delay = self._probes.setdefault(key, (now + PROBE_FIRST, PROBE_FIRST))
+            if due > now or key in self._pinging:
+                continue
+            self._probes[key] = (now + delay, min(PROBE_MAX, delay * 2))
+            self._pinging.add(key)
+            task = self.background(self._probe_one(league, agent, key))
+            task.add_done_callback(lambda _t, key=key: self._pinging.discard(key))
+        known = {(type(a).__name__, a.pk) for a in agents}
+        for key in [k for k in self._probes if k not in known]:
+            del self._probes[key]  # restored (here or by another conductor), or removed
+
+    async def _probe_one(self, league: League, agent: Player | Referee, key: tuple[str, int]) -> None:
+        assert self.client is not None
+        message = message_to(agent, "PING", league_id=league.league_id)
+        try:
+            await self.client.call(agent.endpoint, "ping", message, timeout=league.default_timeout)
+        except CallFailed as exc:
+            if unreachable_failure(exc):
+                return
+            # Any JSON-RPC answer (even "no such method") shows the agent is there again.
+        if await sync_to_async(restore_agent)(agent):
+            agent_id = agent.referee_id if isinstance(agent, Referee) else agent.player_id
+            log.info("league %s: %s answers again; back in play", league.league_id, agent_id)
+            self._probes.pop(key, None)
+            self._gone.get(league.pk, set()).discard(agent_id)
+            self._failing.pop((league.pk, agent_id), None)
+            if isinstance(agent, Referee):
+                self._cooldown.pop(agent.pk, None)
+
+    def _player_failed(self, league: League, d: Delivery, exc: CallFailed) -> None:
+        """A notification to a player failed; at ``UNREACHABLE_AFTER`` in a row it is marked
+        unreachable: its remaining notifications are skipped and its matches decided at once."""
+        if not unreachable_failure(exc) or not d.agent_id.startswith("P"):  # players only (P01…), not REF01
+            return
+        key = (league.pk, d.agent_id)
+        self._failing[key] = failures = self._failing.get(key, 0) + 1
+        gone = self._gone.setdefault(league.pk, set())
+        if failures >= UNREACHABLE_AFTER and d.agent_id not in gone:
+            gone.add(d.agent_id)
+            reason = f"{failures} calls in a row failed, the last ({d.message['message_type']}): {exc}"
+            log.warning("league %s: player %s unreachable: %s", league.league_id, d.agent_id, reason)
+            self.background(sync_to_async(mark_unreachable)(league.pk, d.agent_id, reason))
 
     # -- notifications ---------------------------------------------------------------------
     async def deliver(
@@ -1692,28 +2073,57 @@ class Conductor:
         self, league: League, batches: list[list[Delivery]], timeout: float
     ) -> list[list[tuple[Delivery, str, dict[str, Any] | None]]]:
         """Send ``batches`` as ``deliver_in_order`` does, without recording: the outcomes, batch by
-        batch (empty batches left out)."""
+        batch (empty batches left out).
+
+        Waits at most ``notify_patience`` seconds for the slowest chains: a player that does not
+        answer (each call waiting out its timeout and retries) must not hold up the matches of
+        the others. Chains still going then finish in the background and are recorded when they
+        end; the outcomes returned are those of the chains done. A player whose calls keep
+        failing is marked unreachable (``_player_failed``) and the rest of its chain is skipped."""
         batches = [b for b in batches if b]
         if not batches:
             return []
         assert self.client is not None
         policy = retry_policy(league)
         gate = asyncio.Semaphore(self.notify_concurrency)
+        gone = self._gone.setdefault(league.pk, set())
+        failing = self._failing
 
         async def one(d: Delivery) -> tuple[Delivery, str, dict[str, Any] | None]:
+            if d.agent_id in gone:
+                return d, "skipped", None  # marked unreachable since this chain began
             try:
                 result = await self.client.call(d.endpoint, d.method, d.message, timeout=timeout, policy=policy)
             except CallFailed as exc:
                 log.warning("%s to %s failed: %s", d.message["message_type"], d.agent_id, exc)
+                self._player_failed(league, d, exc)
                 return d, exc.code.value, None
+            if failing:
+                failing.pop((league.pk, d.agent_id), None)
             return d, "error" if result.is_error else "ok", result.reply
 
         async def chain(i: int) -> list[tuple[Delivery, str, dict[str, Any] | None]]:
             async with gate:
                 return [await one(batch[i]) for batch in batches]
 
-        chains = await asyncio.gather(*(chain(i) for i in range(len(batches[0]))))
-        return [[c[k] for c in chains] for k in range(len(batches))]
+        tasks = [asyncio.ensure_future(chain(i)) for i in range(len(batches[0]))]
+        done, pending = await asyncio.wait(tasks, timeout=self.notify_patience)
+        if pending:
+            late = [t for t in tasks if t in pending]
+            log.info(
+                "league %s: %d player(s) slow to take %s; not waiting for them",
+                league.league_id,
+                len(late),
+                "/".join(b[0].message["message_type"] for b in batches),
+            )
+            self.background(self._record_late(league, late, len(batches)))
+        chains = [t.result() for t in tasks if t in done]
+        return [[c[k] for c in chains] for k in range(len(batches))] if chains else []
+
+    async def _record_late(self, league: League, late: list[asyncio.Task], count: int) -> None:
+        """Record the chains ``send_in_order`` stopped waiting for, once they are over."""
+        chains = await asyncio.gather(*late)
+        await sync_to_async(record_deliveries)(league, [[c[k] for c in chains] for k in range(count)])
 
     async def finish_round(self, league: League, rnd: Round) -> NextRound:
         """Standings and ROUND_COMPLETED to every player, round COMPLETED; returns ``next_round``.
@@ -1764,7 +2174,8 @@ class Conductor:
     async def finish_league(self, league: League) -> None:
         deliveries, champion, table = await sync_to_async(league_end_messages)(league)
         await self.deliver(league, deliveries, league.default_timeout)
-        await sync_to_async(complete_league)(league.pk, champion, table)
+        if await sync_to_async(complete_league)(league.pk, champion, table):
+            self.note_status(league.pk, league.league_id, League.Status.COMPLETED)
 
 
 def progress(league: League) -> dict[str, Any]:

@@ -8,6 +8,8 @@ received and the reply sent, tokens stripped.
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from league import actions, queries
@@ -24,6 +26,7 @@ from league.events import EventValues, append_events, event_values
 from league.models import League, check_league_id
 from league.ratelimit import limiter
 from leagueproto.errors import ErrorCode, LeagueError, refusal, see
+from leagueproto.jsonrpc import JsonRpcError
 from leagueproto.jsonutil import dumps
 from leagueproto.messages import JsonObjects, LeagueMessage, LeagueReply, RoundNumber
 from leagueproto.tools import CallContext, Tool, Toolset
@@ -192,10 +195,67 @@ class StandingsReply(LeagueReply):
 
 
 # -- the toolset --------------------------------------------------------------------------------
+log = logging.getLogger("league.lm")
+
+# JSON-RPC's range for server errors: the call could not be served now and may be sent again as is.
+SERVER_UNAVAILABLE = -32000
+RETRY_AFTER_SECONDS = 1.0
+
+
+class DatabaseOutage:
+    """The LM's view of a database outage: logged once when it begins and once when it ends,
+    not once per call refused meanwhile. Reads may work while writes fail (a locked SQLite
+    file), so the outage ends only after ``QUIET`` seconds without a refusal."""
+
+    QUIET = 5.0
+    since: float | None = None
+    last: float = 0.0  # when a call was last refused
+
+    @classmethod
+    def refused(cls, exc: Exception) -> JsonRpcError:
+        """The retryable JSON-RPC error a call gets while the database is unavailable."""
+        cls.last = time.monotonic()
+        if cls.since is None:
+            cls.since = cls.last
+            log.warning("database unavailable (%s: %s); calls are refused as retryable", type(exc).__name__, exc)
+        return JsonRpcError(
+            SERVER_UNAVAILABLE,
+            "Database unavailable; nothing was recorded: send the same message again",
+            {
+                "retryable": True,
+                "retry_after_seconds": RETRY_AFTER_SECONDS,
+                "error_code": ErrorCode.INTERNAL_SERVER_ERROR.value,
+                "reason": f"{type(exc).__name__}: {exc}"[:200],
+            },
+        )
+
+    @classmethod
+    def over(cls) -> None:
+        """A call went through: the outage is over if none was refused for ``QUIET`` seconds."""
+        now = time.monotonic()
+        if cls.since is not None and now - cls.last >= cls.QUIET:
+            log.warning("database available again after %.1f s", cls.last - cls.since)
+            cls.since = None
+
+
 class LeagueManagerToolset(Toolset):
     """A Toolset that writes every call to the Event log: what came in and what went out."""
 
     async def call(self, tool: Tool, arguments: dict[str, Any], ctx: CallContext) -> tuple[dict[str, Any], bool]:
+        """A database that is down or locked (OperationalError, InterfaceError) is not a bug: the
+        call is refused with a retryable JSON-RPC error (``DatabaseOutage``), nothing recorded,
+        so that the agent sends it again (a referee re-sends its report until it is recorded)."""
+        try:
+            answer = await self._call_logged(tool, arguments, ctx)
+        except (OperationalError, InterfaceError) as exc:
+            raise DatabaseOutage.refused(exc) from exc
+        if DatabaseOutage.since is not None:
+            DatabaseOutage.over()
+        return answer
+
+    async def _call_logged(
+        self, tool: Tool, arguments: dict[str, Any], ctx: CallContext
+    ) -> tuple[dict[str, Any], bool]:
         # Over the limit: E017 + HTTP 429 before any database work or logging (league/ratelimit.py).
         await limiter.check(arguments, ctx.bearer_token, ctx.client_host)
         if has_nul(arguments, ctx.body):

@@ -156,6 +156,13 @@ class Agent(models.Model):
     failures = models.PositiveIntegerField(default=0, help_text="Consecutive failures seen by the LM.")
     registered_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(null=True, blank=True)
+    # Set by the conductor when the agent stops answering at all (every call times out, is refused
+    # or is too large); cleared when it answers a ping again. A player marked so loses its matches
+    # technically at once (no referee waits out its timeouts again); a referee marked so is
+    # SUSPENDED until it answers (an admin's suspension leaves this empty and is never undone).
+    unreachable_since = models.DateTimeField(null=True, blank=True)
+    # db_default: rows inserted naming their columns (league/actions.py, insert_rows) get it too.
+    unreachable_reason = models.CharField(max_length=300, blank=True, db_default="")
 
     class Meta:
         abstract = True

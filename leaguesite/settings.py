@@ -95,10 +95,15 @@ LM_DB_THREADS = env_int("LM_DB_THREADS", 4)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (LM, conductor) share the file: WAL lets readers run beside the
     # writer, IMMEDIATE transactions take the write lock up front so none deadlocks on upgrade.
+    # How long a writer waits for the file's lock before "database is locked" (an outage the LM
+    # and the conductor ride out); tests of those outages shorten it.
+    SQLITE_BUSY_TIMEOUT = env_int("SQLITE_BUSY_TIMEOUT", 30)
     DATABASES["default"]["OPTIONS"] = {
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
+        "init_command": (
+            f"PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT * 1000};"
+        ),
         "transaction_mode": "IMMEDIATE",
-        "timeout": 30,
+        "timeout": SQLITE_BUSY_TIMEOUT,
     }
     # A file, not memory, so that agent processes started by tests share the test database.
     DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_SQLITE_PATH", str(BASE_DIR / ".test-db.sqlite3"))}

@@ -560,6 +560,8 @@ def player_profile(player: Player) -> dict[str, Any]:
         "game_types": player.game_types,
         "registered_at": _iso(player.registered_at),
         "last_seen_at": _iso(player.last_seen_at),
+        "unreachable_since": _iso(player.unreachable_since),
+        "unreachable_reason": player.unreachable_reason,
         "standing": table.get(player.player_id),
         "parity": {
             "even": parity["even"],

@@ -184,6 +184,8 @@ class PlayerSerializer(serializers.ModelSerializer):
             "status",
             "registered_at",
             "last_seen_at",
+            "unreachable_since",
+            "unreachable_reason",
         ]
 
 
@@ -211,6 +213,10 @@ class PlayerDetailSerializer(serializers.Serializer):
     game_types = serializers.ListField(child=serializers.CharField())
     registered_at = serializers.DateTimeField(allow_null=True)
     last_seen_at = serializers.DateTimeField(allow_null=True)
+    unreachable_since = serializers.DateTimeField(
+        allow_null=True, help_text="Set while the league cannot reach the player: its matches are lost technically."
+    )
+    unreachable_reason = serializers.CharField(allow_blank=True, help_text="Why it was marked unreachable.")
     standing = StandingSerializer(allow_null=True)
     parity = ParitySerializer()
     opponents = OpponentSerializer(many=True)

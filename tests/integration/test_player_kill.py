@@ -21,8 +21,9 @@ VICTIMS = Host("Victim", "random", 3)
 
 @pytest.fixture
 def world(agent_env, manage_py, tmp_path):
-    # A short pause between rounds keeps some rounds for after the restart.
-    w = MixedWorld(agent_env, manage_py, tmp_path, "playerkill", [STAYING, VICTIMS], **FAST, round_pause=0.4)
+    # A pause between rounds keeps some rounds for after the restart (the killed players' matches
+    # are decided at once while they are marked unreachable, so the rounds go fast meanwhile).
+    w = MixedWorld(agent_env, manage_py, tmp_path, "playerkill", [STAYING, VICTIMS], **FAST, round_pause=1.0)
     try:
         w.start()
         yield w
@@ -31,7 +32,10 @@ def world(agent_env, manage_py, tmp_path):
 
 
 def unreachable(result: MatchResult, player_id: str) -> bool:
-    """The referee could not get through to ``player_id`` in this match (refused or cut off)."""
+    """The referee could not get through to ``player_id`` in this match (refused or cut off),
+    or the LM decided the match because the player was marked unreachable (its calls failed)."""
+    if result.details.get("decided_by") == "league_manager":
+        return f"{player_id} unreachable since" in result.details.get("reason", "")
     out = [e for e in result.log if e["direction"] == "OUT" and e["peer"] == player_id]
     return any(e["outcome"] in ("connection_error", "timeout") for e in out)
 

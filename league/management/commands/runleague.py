@@ -10,6 +10,8 @@ from django.core.management.base import BaseCommand
 from league.conductor import Conductor
 from leagueproto.serve import tune_gc
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
 
 class Command(BaseCommand):
     help = "Drive leagues from closed registration to champion (safe to run several; restart any time)."
@@ -33,7 +35,17 @@ class Command(BaseCommand):
         self, *args, league_id=None, once=False, until_done=False, poll=0.05, tail_poll=0.002, **options
     ) -> None:
         level = logging.DEBUG if options["verbosity"] > 1 else logging.INFO
-        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.basicConfig(level=level, format=LOG_FORMAT)
+        # The site's LOGGING (leaguesite/settings.py) gives the root logger a handler at WARNING,
+        # which leaves basicConfig nothing to do: the conductor's own lines (it started, each
+        # league's state changes, a league with no live referee, a database outage) get a
+        # handler of their own, at INFO.
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        conductor_log = logging.getLogger("league")
+        conductor_log.handlers = [handler]
+        conductor_log.setLevel(level)
+        conductor_log.propagate = False
         conductor = Conductor(league_id=league_id, poll=poll, tail_poll=tail_poll)
         try:
             # Everything loaded so far (Django, the apps, the libraries) lives as long as the

@@ -1,0 +1,144 @@
+"""A referee killed with SIGKILL mid-round and started again (same port, same --state-dir): its
+matches are given back and played again at once, long before the match deadline, and the
+referee, answering again, is not suspended. Real processes: the LM site, the conductor, two
+referees and a player host."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from league.models import AgentStatus, Event, Match, Referee
+from tests.integration.test_recovery import FAST
+from tests.integration.worlds import Host, MixedWorld
+from tests.support.servers import Process, free_ports, wait_for_port
+
+pytestmark = pytest.mark.processes
+
+PLAYERS = Host("Bot", "random", 8)
+# The deadline is far beyond the test's time: a league that completes did not wait for it. The pause
+# between rounds leaves rounds to play after the restart.
+SETTINGS = {**FAST, "match_deadline": 300.0, "round_pause": 1.5}
+
+
+class RestartWorld(MixedWorld):
+    """MixedWorld whose referees keep their identity in a --state-dir, so that one restarted
+    comes back as the same referee (the way to run a referee that may be restarted)."""
+
+    def start(self) -> None:
+        site = [sys.executable, "-m", "uvicorn", "leaguesite.asgi:application", "--port", str(self.lm_port)]
+        self.spawn("lm", [*site, "--log-level", "warning"])
+        wait_for_port(self.lm_port)
+        self.ref_port = free_ports(2)
+        self.referees = [self.start_referee(i) for i in (0, 1)]
+        self.host_ports[PLAYERS.name] = free_ports(PLAYERS.count)
+        self.start_host(PLAYERS)
+        self.wait_registered()
+
+    def start_referee(self, i: int, run: int = 1) -> Process:
+        args = [*self.manage, "runreferee", "--port", str(self.ref_port + i), "--state-dir", str(self.tmp / f"ref{i}")]
+        return self.spawn(f"ref{i}-{run}", [*args, *self.common()])
+
+    def wait_registered(self) -> None:
+        from league import actions
+
+        deadline = time.monotonic() + 60
+        while self.league.players.count() < self.players or self.league.referees.count() < 2:
+            assert time.monotonic() < deadline, "agents did not register"
+            time.sleep(0.1)
+        actions.start_league(self.league)
+
+    def referee(self, i: int) -> Referee:
+        return Referee.objects.get(league=self.league, endpoint__contains=f":{self.ref_port + i}/")
+
+    def running_on(self, referee: Referee) -> set[tuple[int, int]]:
+        return set(Match.objects.filter(referee=referee, status=Match.Status.RUNNING).values_list("pk", "attempt"))
+
+    def wait_running_on(self, referee: Referee) -> None:
+        deadline = time.monotonic() + 30
+        while not self.running_on(referee):
+            assert time.monotonic() < deadline, "the referee never got a match"
+            time.sleep(0.005)
+
+    def wait_reregistered(self, referee: Referee, after: int) -> None:
+        """The restarted referee has registered again with its stored token (same id)."""
+        deadline = time.monotonic() + 30
+        while not Event.objects.filter(
+            league=self.league, kind="referee_endpoint_updated", agent=referee.referee_id, pk__gt=after
+        ).exists():
+            assert time.monotonic() < deadline, "the restarted referee did not register again"
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def world(agent_env, manage_py, tmp_path):
+    w = RestartWorld(agent_env, manage_py, tmp_path, "refrestart", [PLAYERS], **SETTINGS)
+    try:
+        w.start()
+        yield w
+    finally:
+        w.stop()
+
+
+def last_event_pk() -> int:
+    return Event.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+
+
+def test_a_restarted_referee_gets_its_lost_matches_back_at_once(world):
+    """SIGKILL mid-round, started again 3 s later: the league completes without waiting for the
+    match deadline, every match once, and the referee is not SUSPENDED (suspended while it was
+    down, it is probed and let back in once it answers)."""
+    world.conductor()
+    victim = world.referee(0)
+    world.wait_running_on(victim)
+    world.referees[0].kill()
+    killed_at = last_event_pk()
+    time.sleep(3.0)  # the operator's restart, as in the field
+    world.referees[0] = world.start_referee(0, run=2)
+    world.wait_reregistered(victim, killed_at)
+    world.wait_completed(timeout=50)  # far less than the 300 s match deadline
+    world.assert_each_match_recorded_once()
+
+    released = Event.objects.filter(league=world.league, kind="match_released", pk__gt=killed_at)
+    assert released.exists(), "the killed referee's matches were given back"
+    assert not any("match deadline" in e.payload["reason"] for e in released)
+    victim.refresh_from_db()
+    assert victim.status != AgentStatus.SUSPENDED, victim.unreachable_reason
+
+
+def test_a_referee_that_lost_its_matches_gives_them_back_without_a_failure(world):
+    """The conductor is frozen (SIGSTOP) while the referee is killed and started again, so that
+    what it finds is a referee that answers pings but does not know its matches (E006): each is
+    given back at once, and no failure is counted against the referee."""
+    conductor = world.conductor()
+    victim = world.referee(0)
+    world.wait_running_on(victim)
+    os.kill(conductor.proc.pid, signal.SIGSTOP)
+    try:
+        lost = world.running_on(victim)
+        world.referees[0].kill()
+        mark = last_event_pk()
+        world.referees[0] = world.start_referee(0, run=2)
+        world.wait_reregistered(victim, mark)
+    finally:
+        os.kill(conductor.proc.pid, signal.SIGCONT)
+    world.wait_completed(timeout=50)
+    world.assert_each_match_recorded_once()
+
+    for pk, attempt in lost:
+        match = Match.objects.get(pk=pk)
+        assert match.attempt > attempt, match.match_id  # played again
+        reasons = [
+            e.payload["reason"]
+            for e in Event.objects.filter(league=world.league, kind="match_released", match_id=match.match_id)
+        ]
+        assert any("does not know match" in r for r in reasons), (match.match_id, reasons)
+    victim.refresh_from_db()
+    assert victim.status != AgentStatus.SUSPENDED
+    assert not Event.objects.filter(
+        league=world.league, agent=victim.referee_id, kind__in=("referee_failed", "referee_suspended"), pk__gt=mark
+    ).exists()
