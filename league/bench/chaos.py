@@ -36,6 +36,7 @@ from league.models import AgentStatus, League, Match, MatchResult
 
 # What the bench kills, and how often each kind is picked (every kind alike).
 ROLES = ("lm", "conductor", "referee", "players")
+READY_LINE = b"conductor started"  # the conductor's first log line (league/conductor.py)
 
 
 @dataclass
@@ -47,6 +48,7 @@ class Victim:
     restart_at: float | None = None  # monotonic time of the planned restart while killed
     started_at: float = field(default_factory=time.monotonic)
     ready_at: float | None = None  # when it was first seen serving since its last start
+    log_offset: int = 0  # where its log was at its last start
 
     @property
     def down(self) -> bool:
@@ -59,13 +61,19 @@ class Victim:
         return int(args[args.index("--port") + 1]) if "--port" in args else None
 
     def probe(self, now: float) -> None:
-        """Note when it starts serving (its port accepts connections; the conductor, which has
-        none, counts from its start)."""
+        """Note when it starts serving: its port accepts connections or, for the conductor
+        (no port), its log says it started (``READY_LINE``) since its last start."""
         if self.ready_at is not None or self.down or self.child.proc.poll() is not None:
             return
         port = self.port
         if port is None:
-            self.ready_at = self.started_at
+            try:
+                with open(self.log_dir / f"{self.child.name}.log", "rb") as log:
+                    log.seek(self.log_offset)
+                    if READY_LINE in log.read():
+                        self.ready_at = now
+            except OSError:
+                pass
             return
         with socket.socket() as sock:
             sock.settimeout(0.05)
@@ -318,6 +326,7 @@ class ChaosBench:
         child = victim.child
         victim.started_at, victim.ready_at = time.monotonic(), None
         with open(victim.log_dir / f"{child.name}.log", "a") as log:
+            victim.log_offset = log.tell()
             log.write(f"--- started again at {time.strftime('%H:%M:%S')}\n")
             log.flush()
             child.proc = subprocess.Popen(
