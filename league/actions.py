@@ -7,12 +7,9 @@ these functions, so every path obeys the same rules and leaves the same trail in
 from __future__ import annotations
 
 import hashlib
-import ipaddress
-import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.db import connection, models, transaction
 from django.utils import timezone
@@ -20,18 +17,14 @@ from django.utils import timezone
 from league import queries
 from league.auth import find_by_token, lm_token, new_token
 from league.dbexec import insert_rows
+from league.endpoints import endpoint_problem, endpoint_taken
 from league.events import EventValues, append_events, broadcast, broadcast_all, event_values, record_event
 from league.models import AgentStatus, League, Match, MatchResult, Player, Referee, Round
 from league.prepared import Prepared
 from leagueproto.envelope import check_agent_protocol_version
 from leagueproto.errors import ErrorCode, LeagueError
 from leagueproto.jsonutil import dumps
-
-# Cloud metadata services: never an agent, whatever network they sit in.
-METADATA_ADDRESSES = frozenset(
-    ipaddress.ip_address(a) for a in ("169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254")
-)
-LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
+from leagueproto.scoring import match_score
 
 REGISTRATION_CLOSED = "Registration closed"
 LEAGUE_FULL = "League full"
@@ -205,37 +198,6 @@ def registration_league(league_id: str | None, *, for_referee: bool = False) -> 
     )
 
 
-def endpoint_problem(endpoint: str, allowed_networks: str) -> str | None:
-    """Why an agent endpoint is refused, or None. Resolves the host (agents must be reachable)."""
-    try:
-        parts = urlsplit(endpoint)
-        port = parts.port
-    except ValueError:
-        return "Endpoint is not a valid URL"
-    if parts.scheme not in ("http", "https"):
-        return "Endpoint must be an http:// or https:// URL"
-    if not parts.hostname:
-        return "Endpoint has no host"
-    try:
-        infos = socket.getaddrinfo(parts.hostname, port or 80, proto=socket.IPPROTO_TCP)
-    except (OSError, UnicodeError):
-        return f"Endpoint host {parts.hostname} does not resolve"
-    networks = []
-    for item in allowed_networks.split(","):
-        if item.strip():
-            try:
-                networks.append(ipaddress.ip_network(item.strip(), strict=False))
-            except ValueError:
-                continue
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%")[0])
-        if address in METADATA_ADDRESSES or any(address in net for net in LINK_LOCAL):
-            return f"Endpoint address {address} is link-local or a metadata service"
-        if not any(address.version == net.version and address in net for net in networks):
-            return f"Endpoint address {address} is outside the league's allowed networks"
-    return None
-
-
 def _agents_sql(model: type[Player] | type[Referee]) -> str:
     """One query for what a registration needs to know of the league's agents of a kind: how many
     are not removed, how many of those use an endpoint, and the highest id (the longest, then the
@@ -319,9 +281,17 @@ def _register(
                 same.game_types = meta.get("game_types") or same.game_types
                 same.last_seen_at = timezone.now()
                 token, same.token_hash = new_token()
-                same.save(
-                    update_fields=["endpoint", "display_name", "version", "game_types", "last_seen_at", "token_hash"]
-                )
+                fields = ["endpoint", "display_name", "version", "game_types", "last_seen_at", "token_hash"]
+                if same.unreachable_since is not None:
+                    # Marked unreachable by the conductor (league/conductor.py), and here it is again:
+                    # back in play at once (a referee the conductor suspended is ACTIVE again; one an
+                    # admin suspended has no such mark and stays suspended).
+                    same.unreachable_since, same.unreachable_reason, same.failures = None, "", 0
+                    fields += ["unreachable_since", "unreachable_reason", "failures"]
+                    if same.status == AgentStatus.SUSPENDED:
+                        same.status = AgentStatus.ACTIVE
+                        fields.append("status")
+                same.save(update_fields=fields)
                 agent_id = same.player_id if kind == "player" else same.referee_id
                 record_event(
                     league,
@@ -356,7 +326,7 @@ def _register(
         problem = endpoint_problem(endpoint, league.allowed_networks)
         if problem:
             return rejected(problem)
-        if taken:
+        if taken or endpoint_taken(model, league.pk, endpoint):  # the same URL, or another spelling of it
             return rejected(ENDPOINT_TAKEN)
 
         agent_id = _next_id(model, league, prefix, top)
@@ -474,21 +444,21 @@ def _checked_outcome(match_id: str, a: str, b: str, result: dict[str, Any]) -> d
     if status == "WIN":
         if winner is None or technical:
             raise bad("a WIN names a winner and no technical loss")
-        expected = {winner: 3, (b if winner == a else a): 0}
+        expected = match_score(a, b, winner)
     elif status == "DRAW":
         if winner is not None or technical:
             raise bad("a DRAW has no winner and no technical loss")
-        expected = {a: 1, b: 1}
+        expected = match_score(a, b, None)
     elif status == "TECHNICAL_LOSS":
         if len(technical) == 1:
             other = b if technical[0] == a else a
             if winner != other:
                 raise bad(f"with {technical[0]} losing technically the winner is {other}")
-            expected = {other: 3, technical[0]: 0}
+            expected = match_score(a, b, other, technical)
         elif len(technical) == 2:
             if winner is not None:
                 raise bad("when both players fail there is no winner")
-            expected = {a: 0, b: 0}
+            expected = match_score(a, b, None, technical)
         else:
             raise bad("a TECHNICAL_LOSS lists the offender(s) in technical_loss")
     else:
@@ -664,7 +634,7 @@ def _mark_round_played(round_pk: int) -> bool:
 def record_result(
     referee: Referee, match_id: str, result: dict[str, Any], match_log: list[Any] | None = None
 ) -> Recorded:
-    """Store a referee's MATCH_RESULT_REPORT (contract 2), once.
+    """Store a referee's MATCH_RESULT_REPORT (docs/protocol.md, "Reporting a result"), once.
 
     E006 unknown match; E015 the match is assigned to another referee, was cancelled, or already
     has a different result (the conflict is logged); an identical repeat is DUPLICATE.

@@ -1,4 +1,4 @@
-"""Agent tokens and the LM's authentication of incoming calls (contract 4, PROTOCOL.md §3, §8).
+"""Agent tokens and the LM's authentication of incoming calls (docs/protocol.md, "Registering").
 
 A token is shown to its agent once, at registration, and stored only as a SHA-256 hash
 (``Agent.token_hash``). Calls are authenticated by looking the hash up and then comparing in
@@ -27,7 +27,7 @@ from leagueproto.errors import MISSING, ErrorCode, LeagueError, refusal, see
 SEE_TOKENS = see("registering")
 EXPECTED_TOKEN = "the auth_token of your latest registration reply (or an 'Authorization: Bearer' header)"
 
-TOKEN_BYTES = 32  # 256 bits from the OS CSPRNG; PROTOCOL.md §8 asks for at least 128
+TOKEN_BYTES = 32  # 256 bits from the OS CSPRNG: no token can be guessed
 
 
 def new_token() -> tuple[str, str]:
@@ -37,7 +37,7 @@ def new_token() -> tuple[str, str]:
 
 
 def lm_token(league_id: str, agent_id: str, token_hash: str) -> str:
-    """The token the LM puts in messages it sends to an agent (contract 4).
+    """The token the LM puts in messages it sends to an agent.
 
     Derived, not stored: HMAC-SHA256(SECRET_KEY, "league:agent:token_hash"), so it changes when
     the agent's own token does and an agent can check it against the ``league_manager_token`` it

@@ -1,4 +1,4 @@
-"""The conductor: drives leagues from closed registration to champion (PROTOCOL.md §5-§8).
+"""The conductor: drives leagues from closed registration to champion (docs/architecture.md).
 
 A long-running async worker (``manage.py runleague``). The database is the single source of
 truth: every step below is a state transition in its own transaction, recorded in the Event
@@ -12,24 +12,29 @@ Per league, each ``tick`` does the next due step:
 - READY: store the round-robin schedule (Rounds + Matches) and go RUNNING.
 - RUNNING, current round PENDING: ROUND_ANNOUNCEMENT to every player, round ANNOUNCED.
 - ANNOUNCED: claim SCHEDULED matches for referees with free capacity and send ``start_match``;
-  a REJECTED or unreachable referee gives the match back (and counts a failure; SUSPENDED after
-  ``SUSPEND_AFTER`` in a row); a match not reported by its ``deadline_at``, or whose referee
-  stopped answering pings, goes back to SCHEDULED and is dispatched again (attempt + 1).
-  ``record_result`` only accepts the currently assigned referee, so a late report from the old
-  one is refused and nothing counts twice.
+  a REJECTED or unreachable referee gives the match back (and counts one failure, then gets no
+  match for a cooldown that doubles; SUSPENDED after ``SUSPEND_AFTER`` in a row, probed, and
+  ACTIVE again once it answers); a match not reported by its ``deadline_at``, whose referee
+  stopped answering pings, or that its referee no longer knows (a restarted referee: E006 from
+  ``get_match_state``, no failure counted) goes back to SCHEDULED and is dispatched again
+  (attempt + 1). A match with a player marked unreachable is decided at once, a technical loss
+  for that player (``decide_unreachable``). ``record_result`` only accepts the currently
+  assigned referee, so a late report from the old one is refused and nothing counts twice.
 - every match FINISHED (round PLAYED): LEAGUE_STANDINGS_UPDATE, then ROUND_COMPLETED, to every
   player; round COMPLETED. When the next round follows at once (no ``round_pause``), each
   player's chain goes on with the next ROUND_ANNOUNCEMENT while, on the database thread, the
   round is COMPLETED with its notices owed (``Round.notices_owed``), the next ANNOUNCED and its
-  first matches claimed; the matches start once every player has had its chain, and the notices
-  are recorded (no longer owed) as they play.
+  first matches claimed; the matches start once every player has had its chain (or after
+  ``notify_patience``: a slow player's chain goes on in the background), and the notices are
+  recorded (no longer owed) as they play.
 - last round COMPLETED: LEAGUE_COMPLETED to every player and referee; league COMPLETED with
   its champion.
 
 Notifications are sent concurrently and at least once (a conductor that dies between sending and
 recording sends again; one that finds a round's notices owed sends the whole boundary again
 before anything else of that league); a player that cannot be reached is logged and never
-blocks the league.
+blocks the league: after ``UNREACHABLE_AFTER`` failed calls in a row it is marked unreachable,
+sent nothing more, and probed until it answers. A database outage is waited out (``run``).
 Claims lock the candidate matches with ``select_for_update(skip_locked=True)`` and the league's
 referees with ``select_for_update()`` (capacity is counted under that lock), so two conductors
 never dispatch the same match nor overfill a referee. SQLite has no row locks, but its writers are
@@ -61,15 +66,17 @@ from django.utils import timezone
 
 from league import actions, queries
 from league.auth import lm_token, lm_token_for
+from league.endpoints import ConnectPolicy
 from league.events import EventValues, append_events, broadcast, broadcast_all, event_values, record_event
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 from league.prepared import Prepared, update_row
 from league.schedule import schedule_matches
-from league.standings import ResultRow, StandingsTable, id_sort_key
+from league.standings import RESULT_FIELDS
 from leagueproto.client import AgentClient, CallFailed, RetryPolicy
 from leagueproto.envelope import make_message, new_conversation_ids
 from leagueproto.errors import ErrorCode
 from leagueproto.jsonutil import dumps
+from leagueproto.scoring import ResultRow, StandingsTable, id_sort_key, record_field
 
 log = logging.getLogger("league.conductor")
 T = TypeVar("T")
@@ -91,7 +98,7 @@ LIVE = (AgentStatus.REGISTERED, AgentStatus.ACTIVE)
 IN_PLAY = (Match.Status.ASSIGNED, Match.Status.RUNNING)
 DONE = (Match.Status.FINISHED, Match.Status.CANCELLED)
 WORKING = (League.Status.REGISTERING, League.Status.READY, League.Status.RUNNING)
-EMBEDDED_REFEREE = "EMBEDDED"  # the LM's built-in referee (seed 002), used when none is registered
+EMBEDDED_REFEREE = "EMBEDDED"  # the LM's built-in referee, used when none is registered
 EMBEDDED_CAPACITY = 8  # matches the built-in referee runs at once per conductor
 
 
@@ -123,7 +130,7 @@ def retry_policy(league: League) -> RetryPolicy:
 
 
 def match_token(league_id: str, match_id: str, attempt: int) -> str:
-    """The per-match bearer a referee shows the players (contract 1): derived, so a resent
+    """The per-match bearer a referee shows the players: derived, so a resent
     start_match carries the same token, and new for each attempt."""
     key = settings.SECRET_KEY.encode()
     return hmac.new(key, f"match:{league_id}:{match_id}:{attempt}".encode(), hashlib.sha256).hexdigest()
@@ -162,7 +169,7 @@ _ROUND_MATCHES = Prepared(
     lambda round_pk: (
         Match.objects.filter(round_id=round_pk)
         .order_by("id")
-        .values_list("match_id", "game_type", "player_a__player_id", "player_b__player_id")
+        .values_list("match_id", "game_type", "player_a__player_id", "player_b__player_id", "referee__endpoint")
     ),
     -701,
 )
@@ -199,7 +206,7 @@ _ROUND_RESULTS = Prepared(
     lambda league_pk, number: (
         MatchResult.objects.filter(match__round__league_id=league_pk, match__round__number=number)
         .order_by()
-        .values_list(*queries.RESULT_FIELDS)
+        .values_list(*RESULT_FIELDS)
     ),
     -701,
     1_000_702,
@@ -304,11 +311,46 @@ def create_schedule(league_pk: int) -> bool:
     return True
 
 
+def expected_referees(league_pk: int, count: int) -> list[str | None]:
+    """The endpoints of the referees that ``claim_matches`` is expected to give the next ``count``
+    unassigned matches, in order: the same choice (most free capacity, then the oldest referee),
+    starting again from full capacity once every referee is busy (a wave of matches ends before
+    the next is claimed). None each when the league has no live referee (the LM's built-in one
+    plays: it has no endpoint of its own)."""
+    referees = list(
+        Referee.objects.filter(league_id=league_pk, status__in=LIVE)
+        .order_by("id")
+        .values_list("pk", "endpoint", "max_concurrent_matches")
+    )
+    if not referees or count <= 0:
+        return [None] * max(count, 0)
+    busy = dict(_BUSY_REFEREES.rows(league_pk))
+    free = {pk: size - busy.get(pk, 0) for pk, _, size in referees}
+    expected: list[str | None] = []
+    for _ in range(count):
+        if max(free.values()) <= 0:
+            free = {pk: size for pk, _, size in referees}
+        pk, endpoint, _ = max(referees, key=lambda r: (free[r[0]], -r[0]))
+        free[pk] -= 1
+        expected.append(endpoint)
+    return expected
+
+
 def round_matches(rnd: Round) -> list[dict[str, Any]]:
-    """The round's matches as ROUND_ANNOUNCEMENT lists them (in id order)."""
+    """The round's matches as ROUND_ANNOUNCEMENT lists them (in id order), each with the
+    ``referee_endpoint`` the course's announcement carries: its referee's, once assigned, else the
+    one it is expected to get (``expected_referees``)."""
+    rows = _ROUND_MATCHES.rows(rnd.pk)
+    expected = iter(expected_referees(rnd.league_id, sum(1 for row in rows if row[4] is None)))
     return [
-        {"match_id": match_id, "game_type": game_type, "player_A_id": a, "player_B_id": b}
-        for match_id, game_type, a, b in _ROUND_MATCHES.rows(rnd.pk)
+        {
+            "match_id": match_id,
+            "game_type": game_type,
+            "player_A_id": a,
+            "player_B_id": b,
+            "referee_endpoint": endpoint if endpoint is not None else next(expected),
+        }
+        for match_id, game_type, a, b, endpoint in rows
     ]
 
 
@@ -404,13 +446,13 @@ def round_records(rnd: Round) -> dict[str, dict[str, int]]:
         rows = (
             MatchResult.objects.filter(league_id=rnd.league_id, match__round__number__lt=rnd.number)
             .order_by()
-            .values_list(*queries.RESULT_FIELDS)
+            .values_list(*RESULT_FIELDS)
         )
     for row in rows:
         result = ResultRow(*row)
         for player_id, points in ((result.player_a, result.points_a), (result.player_b, result.points_b)):
             record = records.setdefault(player_id, dict(_NO_RECORD))
-            record["wins" if points == 3 else "draws" if points == 1 else "losses"] += 1
+            record[record_field(points)] += 1
     if rnd.announced_at:
         if len(_ROUND_RECORDS) > 256:
             _ROUND_RECORDS.clear()
@@ -744,11 +786,10 @@ def unreachable_failure(exc: CallFailed) -> bool:
     return exc.code in (ErrorCode.TIMEOUT_ERROR, ErrorCode.CONNECTION_ERROR) or "too large" in exc.detail
 
 
-def referee_cooldown(league: League, failures: int, poll: float) -> float:
+def referee_cooldown(league: League, failures: int, base: float = 1.0) -> float:
     """Seconds a referee gets no match after its ``failures``-th failure in a row: doubling from
-    the league's retry delay, at most ``COOLDOWN_MAX``."""
-    base = max(league.retry_delay, poll, 1.0)
-    return min(COOLDOWN_MAX, base * 2 ** max(0, failures - 1))
+    ``base`` (or the league's retry delay, if longer), at most ``COOLDOWN_MAX``."""
+    return min(COOLDOWN_MAX, max(league.retry_delay, base) * 2 ** max(0, failures - 1))
 
 
 def referee_failed(referee_pk: int, reason: str) -> tuple[bool, int]:
@@ -1103,7 +1144,7 @@ def round_standings(league: League, rnd: Round, names: dict[str, str] | None = N
     if running is None or running.round_number != rnd.number - 1 or running.names.keys() != names.keys():
         results = MatchResult.objects.filter(league=league, match__round__number__lte=rnd.number)
         running = _RunningTable(names, StandingsTable.for_players(sorted(names, key=id_sort_key)), rnd.number)
-        rows = results.order_by().values_list(*queries.RESULT_FIELDS)
+        rows = results.order_by().values_list(*RESULT_FIELDS)
     else:
         rows = _ROUND_RESULTS.rows(league.pk, rnd.number)
         running.names, running.round_number = names, rnd.number
@@ -1157,6 +1198,8 @@ def round_boundary(league: League, rnd: Round, *, again: bool = False) -> Bounda
         "notify_round_completed",
         "ROUND_COMPLETED",
         **round_fields,
+        # matches_played is the course's name for it; matches_completed stays for agents that read it.
+        matches_played=finished,
         matches_completed=finished,
         next_round_id=nxt.number if nxt else None,
     )
@@ -1478,6 +1521,7 @@ class Conductor:
     # players' matches start anyway (an invitation before the announcement is fine for players).
     notify_patience: float = 0.5
     probe_every: float = 1.0  # seconds between reads of the agents to probe, per league
+    cooldown_base: float = 1.0  # seconds a referee is left alone after a first failure (``referee_cooldown``)
     _background: set[asyncio.Task] = field(default_factory=set)  # straggling chains, probes
     _failing: dict[tuple[int, str], int] = field(default_factory=dict)  # (league, player) → failed calls in a row
     _gone: dict[int, set[str]] = field(default_factory=dict)  # league pk → players marked unreachable here
@@ -1492,7 +1536,7 @@ class Conductor:
         """Tick every ``poll`` seconds; ``once``: one tick; ``until_done``: until no league is in progress."""
         own_client = self.client is None
         if own_client:
-            self.client = AgentClient()
+            self.client = AgentClient(address_check=ConnectPolicy())  # re-checks each address (DNS rebinding)
         log.info(
             "conductor started (pid %d, database %s, %s)",
             os.getpid(),
@@ -1848,7 +1892,7 @@ class Conductor:
     async def _count_failure(self, league: League, referee_pk: int, reason: str, cooldown: float = 0.0) -> None:
         """One failure of a referee; it gets no match for ``referee_cooldown`` (at least ``cooldown``)."""
         _suspended, failures = await sync_to_async(referee_failed)(referee_pk, reason)
-        wait = max(cooldown, referee_cooldown(league, failures, self.poll))
+        wait = max(cooldown, referee_cooldown(league, failures, max(self.poll, self.cooldown_base)))
         self._cooldown[referee_pk] = time.monotonic() + wait
 
     async def dispatch_embedded(self, league: League, rnd: Round) -> None:
@@ -1997,6 +2041,9 @@ class Conductor:
             return
         self._probed[league.pk] = now
         agents = await sync_to_async(unreachable_agents)(league.pk)
+        gone = self._gone.get(league.pk)
+        if gone:  # players let back in elsewhere (a registration again, another conductor)
+            gone.intersection_update(a.player_id for a in agents if isinstance(a, Player))
         for agent in agents:
             key = (type(agent).__name__, agent.pk)
             due, delay = self._probes.setdefault(key, (now + PROBE_FIRST, PROBE_FIRST))
@@ -2176,17 +2223,3 @@ class Conductor:
         await self.deliver(league, deliveries, league.default_timeout)
         if await sync_to_async(complete_league)(league.pk, champion, table):
             self.note_status(league.pk, league.league_id, League.Status.COMPLETED)
-
-
-def progress(league: League) -> dict[str, Any]:
-    """Matches done/total, current round and leader (for the demo's progress bar)."""
-    totals = league.matches.aggregate(total=Count("id"), done=Count("id", filter=Q(status__in=DONE)))
-    table = queries.standings(league) if totals["done"] else []
-    return {
-        "status": league.status,
-        "round": league.current_round,
-        "rounds": league.rounds.count(),
-        "done": totals["done"],
-        "total": totals["total"],
-        "leader": table[0] if table else None,
-    }

@@ -9,39 +9,23 @@ The ORM runs in ``database_sync_to_async``.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from channels.layers import get_channel_layer
 from django.db import transaction
 
+from league import events
 from league.api import readmodel
+from league.events import LEAGUES_GROUP, group_name
 from league.models import League, league_id_problem
-
-LEAGUES_GROUP = "leagues"
-
-
-def group_name(league_id: str) -> str:
-    return f"league_{league_id}"
 
 
 def announce_leagues(change: str, league_id: str) -> None:
     """Tell league lists that a league was created or deleted, once the transaction commits.
     (Every other change of a league reaches them through the league's own group.)"""
-
-    def send() -> None:
-        layer = get_channel_layer()
-        if layer is None:
-            return
-        message = {"type": "league.event", "event": change, "data": {"league_id": league_id}}
-        try:
-            async_to_sync(layer.group_send)(LEAGUES_GROUP, message)
-        except Exception:  # a dashboard outage never breaks the league
-            pass
-
-    transaction.on_commit(send)
+    transaction.on_commit(partial(events.send, [(LEAGUES_GROUP, change, {"league_id": league_id})]))
 
 
 class LeagueConsumer(AsyncJsonWebsocketConsumer):
@@ -58,12 +42,14 @@ class LeagueConsumer(AsyncJsonWebsocketConsumer):
         if league_id_problem(league_id) is None:  # channel groups cannot carry other names
             self.group = group_name(league_id)
             await self.channel_layer.group_add(self.group, self.channel_name)
+            events.joined(self.group)
         await self.accept()
         await self.send_json({"type": "snapshot", "data": snapshot})
 
     async def disconnect(self, code: int) -> None:
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
+            events.left(self.group)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         # The only thing a viewer may ask for is a fresh snapshot (e.g. after a hidden tab wakes).
@@ -95,10 +81,12 @@ class LeagueListConsumer(AsyncJsonWebsocketConsumer):
             if group not in self.groups_joined:
                 await self.channel_layer.group_add(group, self.channel_name)
                 self.groups_joined.add(group)
+                events.joined(group)
 
     async def disconnect(self, code: int) -> None:
         for group in getattr(self, "groups_joined", ()):
             await self.channel_layer.group_discard(group, self.channel_name)
+            events.left(group)
 
     async def league_event(self, message: dict[str, Any]) -> None:
         data = message.get("data") or {}

@@ -1,19 +1,20 @@
-"""The append-only event log and live broadcasts to the dashboard (contract 6).
+"""The append-only event log and the live broadcasts to the dashboard (docs/architecture.md).
 
-``record_event`` stores one protocol message or state transition (tokens stripped);
-``broadcast`` sends a live event to the league's Channels group after the current
-transaction commits, so the dashboard never shows a state that was rolled back.
+Writing: ``append_events`` inserts rows (``event_values``: limits applied, tokens stripped) with
+one ``bulk_create``; ``record_event`` is the one-row form. Broadcasting: ``broadcast`` /
+``broadcast_all`` send live events to the league's Channels group once the current transaction
+commits, so a dashboard never shows a state that was rolled back.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
+from collections import Counter
+from functools import partial
 from typing import Any
 
 import orjson
-from asgiref.sync import SyncToAsync, async_to_sync
+from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.utils import timezone
 
@@ -76,24 +77,7 @@ def _stripped(value: Any) -> Any:
     return value
 
 
-def event_row(
-    league: League | None,
-    direction: str,
-    kind: str,
-    *,
-    agent: str = "",
-    match_id: str = "",
-    payload: dict[str, Any] | None = None,
-) -> Event:
-    """An unsaved Event (for ``bulk_create``): the row of ``event_values`` as a model instance."""
-    _, direction, kind, agent, match_id, payload = event_values(
-        league, direction, kind, agent=agent, match_id=match_id, payload=payload
-    )
-    return Event(league=league, direction=direction, kind=kind, agent=agent, match_id=match_id, payload=payload)
-
-
-# An Event row to append without a model instance: (league pk or None, direction, kind, agent,
-# match_id, payload). What the report path writes per call; see ``append_events``.
+# An Event row to append: (league pk or None, direction, kind, agent, match_id, payload).
 EventValues = tuple[int | None, str, str, str, str, Any]
 
 
@@ -107,7 +91,8 @@ def event_values(
     payload: dict[str, Any] | None = None,
     clean: bool = False,
 ) -> EventValues:
-    """The row ``event_row`` would make (same limits, secrets stripped), as plain values.
+    """An Event row's values: ``direction`` IN/OUT for protocol messages, STATE for transitions;
+    fields cut to their columns' lengths, secrets stripped from ``payload``.
 
     ``clean``: the caller built ``payload`` from fields that are never secret (ids, statuses),
     so it is not searched for secrets (a round boundary writes 300 such rows)."""
@@ -121,16 +106,15 @@ def event_values(
     )
 
 
-_EVENT_COLUMNS = ("league", "at", "direction", "kind", "agent", "match_id", "payload")
-
-
-def append_events(rows: list[EventValues]) -> None:
-    """Insert ``rows`` in order, with one timestamp, in one statement (in the caller's
-    transaction): ``dbexec.insert_rows``, without a model instance per row."""
-    from league.dbexec import insert_rows
-
+def append_events(rows: list[EventValues]) -> list[Event]:
+    """Insert ``rows`` in order, with one timestamp, in one ``bulk_create`` (in the caller's
+    transaction)."""
     now = timezone.now()
-    insert_rows(Event, _EVENT_COLUMNS, [(league, now, *rest) for league, *rest in rows])
+    events = [
+        Event(league_id=league, at=now, direction=direction, kind=kind, agent=agent, match_id=match_id, payload=payload)
+        for league, direction, kind, agent, match_id, payload in rows
+    ]
+    return Event.objects.bulk_create(events)
 
 
 def record_event(
@@ -142,106 +126,72 @@ def record_event(
     match_id: str = "",
     payload: dict[str, Any] | None = None,
 ) -> Event:
-    """Append one event: ``direction`` IN/OUT for protocol messages, STATE for transitions."""
-    row = event_row(league, direction, kind, agent=agent, match_id=match_id, payload=payload)
-    row.save(force_insert=True)
-    return row
+    """Append one event (``append_events`` of one row)."""
+    return append_events([event_values(league, direction, kind, agent=agent, match_id=match_id, payload=payload)])[0]
+
+
+# -- live broadcasts ------------------------------------------------------------------------------
+LEAGUES_GROUP = "leagues"  # the league lists: a league created or deleted
 
 
 def group_name(league_id: str) -> str:
+    """The Channels group of a league's dashboards."""
     return f"league_{league_id}"
 
 
+# Groups that websockets of this process joined (``LeagueConsumer`` and ``LeagueListConsumer``
+# keep it): on the in-memory channel layer nobody else can hear a send.
+_joined: Counter[str] = Counter()
+
+
+def joined(group: str) -> None:
+    _joined[group] += 1
+
+
+def left(group: str) -> None:
+    _joined[group] -= 1
+    if _joined[group] <= 0:
+        del _joined[group]
+
+
 def broadcast(league_id: str, event: str, data: dict[str, Any]) -> None:
-    """Send ``event`` to the league's dashboard group once the current transaction commits."""
-    transaction.on_commit(lambda: send_now(league_id, event, data))
-
-
-def send_now(league_id: str, event: str, data: dict[str, Any]) -> None:
-    """Send now (from sync code). A dashboard outage never breaks the league.
-
-    From a thread that serves an event loop (sync_to_async: the LM's DB threads, the conductor's),
-    the send is handed to that loop and not waited for, so the database thread goes on at once;
-    sends keep their order (the loop runs them first come, first served). Elsewhere (commands,
-    plain sync code) it is sent before returning.
-    """
-    from channels.layers import get_channel_layer
-
-    layer = get_channel_layer()
-    if layer is None or not heard(layer, league_id):
-        return
-    message = {"type": "league.event", "event": event, "data": data}
-    loop = _serving_loop()
-    if loop is not None:
-        future = asyncio.run_coroutine_threadsafe(layer.group_send(group_name(league_id), message), loop)
-        future.add_done_callback(lambda f: _log_failure(f, event, league_id))
-        return
-    try:
-        async_to_sync(layer.group_send)(group_name(league_id), message)
-    except Exception:
-        log.exception("broadcast of %s to league %s failed", event, league_id)
+    """Send ``event`` to the league's dashboards once the current transaction commits."""
+    broadcast_all([(league_id, event, data)])
 
 
 def broadcast_all(messages: list[tuple[str, str, dict[str, Any]]]) -> None:
-    """``broadcast`` for several ``(league_id, event, data)`` at once: sent in this order once the
-    current transaction commits, handed to the event loop in one piece (a batch of reports)."""
+    """``broadcast`` for several ``(league_id, event, data)``, sent in this order once the current
+    transaction commits."""
     if messages:
-        transaction.on_commit(lambda: send_all(messages))
+        transaction.on_commit(
+            partial(send, [(group_name(league_id), event, data) for league_id, event, data in messages])
+        )
 
 
-def send_all(messages: list[tuple[str, str, dict[str, Any]]]) -> None:
-    """``send_now`` for each message, in order; from a DB thread, one hand-off to the loop."""
-    from channels.layers import get_channel_layer
+def send(messages: list[tuple[str, str, dict[str, Any]]]) -> None:
+    """Send ``(group, event, data)`` messages now, in order, from sync code (what ``broadcast``
+    does after the commit). A dashboard outage never breaks the league: failures are logged.
+
+    On the in-memory layer (no Redis) only this process's websockets can hear: a group none of
+    them joined is skipped, so a conductor process or an LM nobody watches sends nothing (the
+    pages of other processes read their snapshots again instead, see static/league/league.js)."""
+    from channels.layers import InMemoryChannelLayer, get_channel_layer
 
     layer = get_channel_layer()
     if layer is None:
         return
-    messages = [m for m in messages if heard(layer, m[0])]
-    if not messages:
-        return
-    loop = _serving_loop()
-    if loop is None:
-        for league_id, event, data in messages:
-            send_now(league_id, event, data)
-        return
-
-    async def send_in_order() -> None:
-        for league_id, event, data in messages:
-            try:
-                await layer.group_send(group_name(league_id), {"type": "league.event", "event": event, "data": data})
-            except Exception as exc:  # one failed send does not stop the others
-                log.error("broadcast of %s to league %s failed: %r", event, league_id, exc)
-
-    asyncio.run_coroutine_threadsafe(send_in_order(), loop)
-
-
-def heard(layer: Any, league_id: str) -> bool:
-    """Whether a send to the league's group can reach anyone.
-
-    The in-memory layer's groups live in this process, so a group none of this process's
-    dashboards has joined hears nothing: a conductor on the embedded default, or an LM nobody
-    is watching. Its sends were work for no one: a task and a hand-off per message, for 4,950
-    match_started in a 100-player league (2.3 % of the conductor's samples in a league;
-    0.05-0.07 CPU-s alone, 0.008 with this check). The pages of other processes read their
-    snapshots again instead (league.js). Other layers reach other processes: they always send.
-    """
-    from channels.layers import InMemoryChannelLayer
-
     if isinstance(layer, InMemoryChannelLayer):
-        return bool(layer.groups.get(group_name(league_id)))
-    return True
+        messages = [m for m in messages if _joined[m[0]] > 0]
+    if messages:
+        try:
+            async_to_sync(_send_in_order)(layer, messages)
+        except Exception:
+            log.exception("broadcast of %d events failed", len(messages))
 
 
-def _serving_loop() -> asyncio.AbstractEventLoop | None:
-    """The running event loop this sync thread was called from (via sync_to_async), if any."""
-    loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
-    if getattr(SyncToAsync.threadlocal, "main_event_loop_pid", None) != os.getpid():
-        return None
-    if loop is None or loop.is_closed() or not loop.is_running():
-        return None
-    return loop
-
-
-def _log_failure(future: Any, event: str, league_id: str) -> None:
-    if not future.cancelled() and future.exception() is not None:
-        log.error("broadcast of %s to league %s failed: %r", event, league_id, future.exception())
+async def _send_in_order(layer: Any, messages: list[tuple[str, str, dict[str, Any]]]) -> None:
+    for group, event, data in messages:
+        try:
+            await layer.group_send(group, {"type": "league.event", "event": event, "data": data})
+        except Exception as exc:  # one failed send does not stop the others
+            log.error("broadcast of %s to %s failed: %r", event, group, exc)

@@ -3,7 +3,7 @@
 ``export_league`` is the backup an admin keeps (``manage.py league export``): the league and its
 settings, players and referees (never a token hash), the schedule, every result with its match
 log, the standings as served, and the event log. ``recompute_standings`` rebuilds the standings
-from the results' outcomes by the scoring rules (PROTOCOL.md §7), trusting no stored points, so
+from the results' outcomes by the scoring rules (:mod:`leagueproto.scoring`), trusting no stored points, so
 ``manage.py league recompute`` can show any difference with what the league serves or an export
 recorded.
 """
@@ -15,22 +15,14 @@ from typing import Any
 from django.core.serializers.json import DjangoJSONEncoder
 from django.forms.models import model_to_dict
 
-from league import queries
-from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
-from league.queries import standing_dict
-from league.standings import ResultRow, compute_standings, id_sort_key
+from league import standings
+from league.models import Event, League, Match, MatchResult, Player, Referee, Round
+from leagueproto.scoring import OUTCOME_POINTS, ResultRow, id_sort_key
 
 FORMAT = "league-export/1"
 # Never exported: a token hash is as good as a token against a copy of the code.
 AGENT_FIELDS_HIDDEN = frozenset({"id", "league", "token_hash"})
 STANDING_FIELDS = ("rank", "played", "wins", "draws", "losses", "technical_losses", "points")
-# The scoring rules: (points A, points B) for each outcome.
-POINTS = {
-    MatchResult.Outcome.WIN_A: (3, 0),
-    MatchResult.Outcome.WIN_B: (0, 3),
-    MatchResult.Outcome.DRAW: (1, 1),
-    MatchResult.Outcome.BOTH_LOSE: (0, 0),
-}
 
 
 def _iso(moment: Any) -> str | None:
@@ -120,7 +112,7 @@ def export_league(league: League) -> dict[str, Any]:
         "referees": [_agent(r) for r in Referee.objects.filter(league=league).order_by("id")],
         "schedule": schedule,
         "results": results,
-        "standings": queries.standings(league),
+        "standings": standings.standings(league),
         "events": events,
     }
 
@@ -136,7 +128,7 @@ def recompute_standings(data: dict[str, Any]) -> list[dict[str, Any]]:
     """Standings from an export's results alone: points follow each outcome by the scoring rules."""
     rows = []
     for r in data["results"]:
-        points_a, points_b = POINTS[r["outcome"]]
+        points_a, points_b = OUTCOME_POINTS[r["outcome"]]
         rows.append(
             ResultRow(
                 match_id=r["match_id"],
@@ -148,20 +140,18 @@ def recompute_standings(data: dict[str, Any]) -> list[dict[str, Any]]:
                 technical_loss_b=bool(r["technical_loss_B"]),
             )
         )
-    names = {p["player_id"]: p["display_name"] for p in data["players"] if p["status"] != AgentStatus.REMOVED}
-    everyone = {p["player_id"]: p["display_name"] for p in data["players"]}
-    for row in rows:
-        for player_id in (row.player_a, row.player_b):
-            names.setdefault(player_id, everyone.get(player_id, ""))
-    ranked = compute_standings(sorted(names, key=id_sort_key), rows)
-    return [standing_dict(row, names[row.player_id]) for row in ranked]
+    players = [(p["player_id"], p["display_name"], p["status"]) for p in data["players"]]
+    # A result of a player the file does not list (a file edited by hand) still counts, nameless.
+    unlisted = {pid for row in rows for pid in (row.player_a, row.player_b)} - {p[0] for p in players}
+    players += [(pid, "", "") for pid in unlisted]
+    return [standings.standing_dict(row, name) for row, name in standings.rank(players, rows)]
 
 
 def result_problems(data: dict[str, Any]) -> list[str]:
     """Results whose stored points or winner disagree with their outcome."""
     problems = []
     for r in data["results"]:
-        expected = POINTS[r["outcome"]]
+        expected = OUTCOME_POINTS[r["outcome"]]
         if (r["points_A"], r["points_B"]) != expected:
             problems.append(
                 f"{r['match_id']}: stored points {r['points_A']}/{r['points_B']} but {r['outcome']} scores "

@@ -1,4 +1,4 @@
-"""The League Manager as an agent: its tools, resources and authenticator (PROTOCOL.md §4).
+"""The League Manager as an agent: its tools, resources and authenticator (docs/protocol.md).
 
 Transport (both dialects, JSON-RPC errors, MCP) is leagueproto's; rules and state changes are in
 league/actions.py and league/queries.py. Every tool call is written to the Event log: the message
@@ -257,7 +257,7 @@ class LeagueManagerToolset(Toolset):
         self, tool: Tool, arguments: dict[str, Any], ctx: CallContext
     ) -> tuple[dict[str, Any], bool]:
         # Over the limit: E017 + HTTP 429 before any database work or logging (league/ratelimit.py).
-        await limiter.check(arguments, ctx.bearer_token, ctx.client_host)
+        await limiter.check(arguments, ctx.bearer_token, ctx.client_host, tool.name)
         if has_nul(arguments, ctx.body):
             # PostgreSQL cannot store NUL in text or JSON: refuse it up front, for every database.
             raise LeagueError(ErrorCode.INVALID_MESSAGE_FORMAT, "text may not contain NUL (\\u0000) characters")

@@ -92,7 +92,7 @@ class League(models.Model):
     max_players = models.PositiveIntegerField(default=200)
     max_referees = models.PositiveIntegerField(default=50)
 
-    # Timeouts in seconds and the retry policy (PROTOCOL.md §5); tests and benchmarks shrink them.
+    # Timeouts in seconds and the retry policy (docs/protocol.md); tests and benchmarks shrink them.
     join_timeout = models.FloatField(default=5.0)
     move_timeout = models.FloatField(default=30.0)
     game_over_timeout = models.FloatField(default=5.0)
@@ -105,7 +105,7 @@ class League(models.Model):
     match_deadline = models.FloatField(default=300.0)
     # A pause between rounds so that people can follow a league live (the demo sets one).
     round_pause = models.FloatField(default=0.0, help_text="Seconds to wait after a round before the next.")
-    # With no referee registered, run matches with the LM's built-in referee (seed 002).
+    # With no referee registered, run matches with the LM's built-in referee.
     embedded_referee = models.BooleanField(default=False)
 
     allowed_networks = models.TextField(

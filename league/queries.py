@@ -1,22 +1,20 @@
 """The read side of the League Manager: standings, schedule, next match, player statistics.
 
 Plain dicts ready to send (LEAGUE_QUERY_RESPONSE data, resources, the dashboard and the API).
-Standings come from the pure ``league.standings.compute_standings``; this module only feeds it.
+Standings come from the one standings service, :mod:`league.standings`.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
-from django.db import connection
 from django.db.models import Q, QuerySet
 
-from league.models import AgentStatus, League, Match, MatchResult, Player
+from league.models import League, Match, Player
 from league.prepared import Prepared
-from league.standings import ResultRow, StandingRow, compute_standings, id_sort_key
+from league.standings import standing_dict, standings
 from leagueproto.errors import ErrorCode, LeagueError
+from leagueproto.scoring import StandingRow
 
 ACTIVE_STATUSES = (League.Status.REGISTERING, League.Status.READY, League.Status.RUNNING, League.Status.PAUSED)
 
@@ -50,99 +48,6 @@ def get_league(league_id: str | None) -> League:
     if latest is None:
         raise LeagueError(ErrorCode.LEAGUE_NOT_FOUND, "there is no league yet")
     return latest
-
-
-# The MatchResult columns a standings ResultRow is built from, in ResultRow's field order.
-RESULT_FIELDS = (
-    "match__match_id",
-    "match__player_a__player_id",
-    "match__player_b__player_id",
-    "points_a",
-    "points_b",
-    "technical_loss_a",
-    "technical_loss_b",
-)
-
-
-def result_rows(league: League) -> list[ResultRow]:
-    rows = MatchResult.objects.filter(league=league).order_by().values_list(*RESULT_FIELDS)
-    return [ResultRow(*row) for row in rows]
-
-
-# Standings per league, recomputed only when what they are made of changed: the results (count,
-# latest id) or the players (count, latest id, removals, re-registrations). A display name edited
-# by hand in the admin shows within STANDINGS_TTL seconds.
-STANDINGS_TTL = 5.0
-_standings_cache: dict[int, tuple[tuple, float, list[dict[str, Any]]]] = {}
-_standings_lock = threading.Lock()
-
-
-_KEY_SQL = (
-    f"SELECT (SELECT COUNT(*) FROM {MatchResult._meta.db_table} WHERE league_id = %s),"
-    f" (SELECT MAX(id) FROM {MatchResult._meta.db_table} WHERE league_id = %s),"
-    " COUNT(*), MAX(id), SUM(CASE WHEN status = %s THEN 1 ELSE 0 END), MAX(last_seen_at)"
-    f" FROM {Player._meta.db_table} WHERE league_id = %s"
-)
-
-
-def standings_key(league: League) -> tuple:
-    """What the standings of ``league`` depend on, in one aggregate query."""
-    # Results are appended, never changed (an admin edit shows within STANDINGS_TTL): their count
-    # and latest id say when one was added. Plain SQL: this runs on every standings read.
-    with connection.cursor() as cursor:
-        cursor.execute(_KEY_SQL, [league.pk, league.pk, AgentStatus.REMOVED.value, league.pk])
-        row = cursor.fetchone()
-    return (league.created_at, *row)
-
-
-def standings(league: League) -> list[dict[str, Any]]:
-    """Ranked standings rows with display names (contract 5's LEAGUE_STANDINGS_UPDATE entries).
-
-    Cached per league and process (see ``standings_key``); callers get their own copies.
-    """
-    key = standings_key(league)
-    now = time.monotonic()
-    cached = _standings_cache.get(league.pk)
-    if cached is not None and cached[0] == key and now - cached[1] < STANDINGS_TTL:
-        return [dict(row) for row in cached[2]]
-    rows = compute_standings_rows(league)
-    with _standings_lock:
-        if len(_standings_cache) > 1000:
-            _standings_cache.clear()
-        _standings_cache[league.pk] = (key, now, rows)
-    return [dict(row) for row in rows]
-
-
-def compute_standings_rows(league: League) -> list[dict[str, Any]]:
-    """The standings of ``league`` computed from every result (no cache)."""
-    results = result_rows(league)
-    names = dict(
-        Player.objects.filter(league=league)
-        .exclude(status=AgentStatus.REMOVED)
-        .order_by()
-        .values_list("player_id", "display_name")
-    )
-    in_results = {p for r in results for p in (r.player_a, r.player_b)}
-    for player_id, name in Player.objects.filter(league=league, player_id__in=in_results - set(names)).values_list(
-        "player_id", "display_name"
-    ):
-        names[player_id] = name
-    rows = compute_standings(sorted(names, key=id_sort_key), results)
-    return [standing_dict(row, names.get(row.player_id, "")) for row in rows]
-
-
-def standing_dict(row: StandingRow, display_name: str) -> dict[str, Any]:
-    return {
-        "rank": row.rank,
-        "player_id": row.player_id,
-        "display_name": display_name,
-        "played": row.played,
-        "wins": row.wins,
-        "draws": row.draws,
-        "losses": row.losses,
-        "technical_losses": row.technical_losses,
-        "points": row.points,
-    }
 
 
 def _matches(league: League):

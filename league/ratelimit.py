@@ -10,7 +10,16 @@ Every tool call (registration included) takes one token from each bucket that ap
 * when the message names no league, the address's site-wide bucket, refilled at
   ``MCP_RATE_LIMIT_PER_ADDRESS`` per minute.
 
-A bucket holds at most one minute's worth, so a burst is fine and a steady overload is not.
+Registrations (``register_player``, ``register_referee``) also draw from two buckets of their own,
+so that one machine cannot fill a league with agents: the client address's, holding
+``REGISTRATION_RATE_PER_ADDRESS`` registrations refilled over ``REGISTRATION_RATE_PER_ADDRESS_WINDOW``
+seconds, and the league's (named, or the one open when none is named), ``REGISTRATION_RATE_PER_LEAGUE``
+over ``REGISTRATION_RATE_PER_LEAGUE_WINDOW`` seconds. Addresses in
+``REGISTRATION_RATE_EXEMPT_NETWORKS`` (loopback by default: the LM's own machine, where the demo,
+the benchmarks and the organiser's referees run) skip both.
+
+A bucket holds at most one window's worth (a minute for calls), so a burst is fine and a steady
+overload is not.
 An empty bucket is answered with LEAGUE_ERROR E017 (retryable) and HTTP 429, before the call
 touches the database or the event log.
 
@@ -22,7 +31,9 @@ cannot be reached the call is let through: the league keeps running, the limit i
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
+import ipaddress
 import logging
 import threading
 import time
@@ -44,8 +55,10 @@ _MAX_LOCAL_BUCKETS = 100_000
 @dataclass(frozen=True)
 class Bucket:
     key: str
-    per_minute: int
-    what: str  # for the error description: "token", "address"
+    per_minute: int  # the bucket's size: this many calls per ``window`` seconds
+    what: str  # for the error description: "token", "address", "league"
+    window: float = 60.0
+    counts: str = "calls"  # or "registrations"
 
     @property
     def capacity(self) -> float:
@@ -53,7 +66,7 @@ class Bucket:
 
     @property
     def rate(self) -> float:
-        return self.per_minute / 60.0
+        return self.per_minute / self.window
 
 
 # -- choosing the buckets -------------------------------------------------------------------------
@@ -98,6 +111,48 @@ def buckets_for(message: Any, bearer: str | None, client_host: str | None, limit
             per_address = settings.MCP_RATE_LIMIT_PER_ADDRESS
         found.append(Bucket(f"{prefix}a:{league_key}:{client_host}", per_address, "address"))
     return [b for b in found if b.per_minute > 0]
+
+
+REGISTRATION_TOOLS = frozenset({"register_player", "register_referee"})
+
+
+@functools.lru_cache(maxsize=1024)
+def _exempt(client_host: str, exempt: tuple[str, ...]) -> bool:
+    try:
+        address = ipaddress.ip_address(client_host.split("%")[0])
+    except ValueError:
+        return False
+    return any(address in ipaddress.ip_network(net, strict=False) for net in exempt)
+
+
+def registration_buckets(message: Any, client_host: str | None) -> list[Bucket]:
+    """The buckets a registration draws from besides ``buckets_for``'s: its address's and its
+    league's (the league as named: a registration naming none goes to the one league open)."""
+    if client_host and _exempt(client_host, tuple(settings.REGISTRATION_RATE_EXEMPT_NETWORKS)):
+        return []
+    prefix = settings.MCP_RATE_LIMIT_PREFIX
+    league_id = message.get("league_id") if isinstance(message, dict) else None
+    league_key = league_id if isinstance(league_id, str) and 0 < len(league_id) <= 64 else ""
+    found = [
+        Bucket(
+            f"{prefix}rl:{league_key}",
+            settings.REGISTRATION_RATE_PER_LEAGUE,
+            "league",
+            float(settings.REGISTRATION_RATE_PER_LEAGUE_WINDOW),
+            "registrations",
+        )
+    ]
+    if client_host:
+        found.append(
+            Bucket(
+                f"{prefix}ra:{client_host}",
+                settings.REGISTRATION_RATE_PER_ADDRESS,
+                "address",
+                float(settings.REGISTRATION_RATE_PER_ADDRESS_WINDOW),
+                "registrations",
+            )
+        )
+    return [b for b in found if b.per_minute > 0 and b.window > 0]
 
 
 # -- the two stores -------------------------------------------------------------------------------
@@ -212,8 +267,9 @@ class RateLimiter:
             self._redis = RedisBuckets(url)
         return self._redis
 
-    async def check(self, message: Any, bearer: str | None, client_host: str | None) -> None:
-        """Raise LEAGUE_ERROR E017 (HTTP 429) when this call exceeds a limit; else take one token."""
+    async def check(self, message: Any, bearer: str | None, client_host: str | None, tool: str = "") -> None:
+        """Raise LEAGUE_ERROR E017 (HTTP 429) when this call exceeds a limit; else take one token.
+        ``tool``: the tool called (registrations have limits of their own)."""
         if not settings.MCP_RATE_LIMIT_ENABLED:
             return
         league_id = message.get("league_id") if isinstance(message, dict) else None
@@ -221,22 +277,45 @@ class RateLimiter:
         if isinstance(league_id, str) and 0 < len(league_id) <= 64:
             limit = await _league_limit_async(league_id)
         buckets = buckets_for(message, bearer, client_host, limit)
+        if tool in REGISTRATION_TOOLS:
+            buckets += registration_buckets(message, client_host)
         if not buckets:
             return
-        store = self._store()
-        empty = await store.take(buckets) if store is not None else self.local.take(buckets)
-        if empty is not None:
+        empty = await self.take(buckets)
+        if empty is None:
+            return
+        if empty.counts == "registrations":
             raise LeagueError(
                 ErrorCode.RATE_LIMIT_EXCEEDED,
-                f"rate limit exceeded: at most {empty.per_minute} calls a minute per {empty.what}; slow down",
+                f"too many registrations: at most {empty.per_minute} per {empty.window:g} s per {empty.what};"
+                " try again later",
                 context={
-                    "limit_per_minute": empty.per_minute,
+                    "limit": empty.per_minute,
+                    "window_seconds": empty.window,
                     "per": empty.what,
-                    "retry_after_seconds": 60 / empty.per_minute,
+                    "counts": empty.counts,
+                    "retry_after_seconds": round(empty.window / empty.per_minute, 3),
                 },
                 retryable=True,
                 http_status=429,
             )
+        raise LeagueError(
+            ErrorCode.RATE_LIMIT_EXCEEDED,
+            f"rate limit exceeded: at most {empty.per_minute} calls a minute per {empty.what}; slow down",
+            context={
+                "limit_per_minute": empty.per_minute,
+                "per": empty.what,
+                "retry_after_seconds": 60 / empty.per_minute,
+            },
+            retryable=True,
+            http_status=429,
+        )
+
+    async def take(self, buckets: list[Bucket]) -> Bucket | None:
+        """Take one token from every bucket (in Redis when there is one), or from none: returns the
+        first empty bucket. Other limits (``league.checkagent``'s) draw from the same store."""
+        store = self._store()
+        return await store.take(buckets) if store is not None else self.local.take(buckets)
 
     async def reset(self) -> None:
         """Forget every bucket (tests; an admin lifting a block at once)."""

@@ -1,4 +1,4 @@
-"""Round-robin schedule by the circle method (PROTOCOL.md §7). Pure: no Django, no clock.
+"""Round-robin schedule by the circle method (docs/architecture.md). Pure: no Django, no clock.
 
 Players are taken in id order (P01, P02 … P99, P100). For an odd count a bye is added and the
 player drawn against it sits the round out. The second-to-last slot (the bye, if any, is last)
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from league.standings import id_sort_key
+from leagueproto.scoring import id_sort_key
 
 Pairing = tuple[str, str]
 

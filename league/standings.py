@@ -1,173 +1,114 @@
-"""Standings: pure functions from match results to ranked rows (PROTOCOL.md §7).
+"""A league's standings: the one service the LM, the conductor, the export and the pages read.
 
-No Django, no HTTP, no clock: the LM feeds in ``ResultRow``s built from ``MatchResult`` rows.
-
-Counting rules:
-- every result counts one ``played`` for both players;
-- 3 points is a win, 1 a draw, anything else a loss;
-- a technical loss is a loss (0 points) *and* counts in ``technical_losses``, so
-  ``losses`` includes technical losses; when both players fail, both get a (technical) loss.
-
-Ranking: points, then wins, then draws (all descending), then head-to-head points among exactly
-the group of players tied on those three, then player id ascending (numerically for ``P<number>``,
-so P100 sorts after P99). The final key is unique, so ranks are 1..n without gaps or ties.
+The ranking is :mod:`leagueproto.scoring`'s; this module decides who is in the table and reads
+the results. Who is in the table, everywhere: every player that is not REMOVED, and a REMOVED
+player that has results (they count for its opponents too, so the table shows where those points
+came from). A player removed before it played is left out.
 """
 
 from __future__ import annotations
 
-import re
+import threading
+import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from typing import Any
 
-_NUMBERED_ID = re.compile(r"^([A-Za-z_:]*)(\d+)$")
+from django.db import connection
 
+from league.models import AgentStatus, League, MatchResult, Player
+from leagueproto.scoring import ResultRow, StandingRow, compute_standings
 
-def id_sort_key(agent_id: str) -> tuple[str, int, str]:
-    """Sort key for agent ids: ``P2`` < ``P10`` < ``P99`` < ``P100``; other ids sort by text."""
-    match = _NUMBERED_ID.match(agent_id)
-    if match:
-        return (match.group(1), int(match.group(2)), agent_id)
-    return (agent_id, -1, agent_id)
-
-
-@dataclass(frozen=True)
-class ResultRow:
-    match_id: str
-    player_a: str
-    player_b: str
-    points_a: int
-    points_b: int
-    technical_loss_a: bool = False
-    technical_loss_b: bool = False
+# The MatchResult columns a ResultRow is built from, in ResultRow's field order.
+RESULT_FIELDS = (
+    "match__match_id",
+    "match__player_a__player_id",
+    "match__player_b__player_id",
+    "points_a",
+    "points_b",
+    "technical_loss_a",
+    "technical_loss_b",
+)
 
 
-@dataclass(frozen=True)
-class StandingRow:
-    rank: int
-    player_id: str
-    played: int
-    wins: int
-    draws: int
-    losses: int
-    technical_losses: int
-    points: int
+def result_rows(league: League) -> list[ResultRow]:
+    """Every result of ``league``, as the ranking reads it."""
+    rows = MatchResult.objects.filter(league=league).order_by().values_list(*RESULT_FIELDS)
+    return [ResultRow(*row) for row in rows]
 
 
-@dataclass
-class _Tally:
-    played: int = 0
-    wins: int = 0
-    draws: int = 0
-    losses: int = 0
-    technical_losses: int = 0
-    points: int = 0
-
-    def add(self, points: int, technical_loss: bool) -> None:
-        self.played += 1
-        self.points += points
-        if points == 3:
-            self.wins += 1
-        elif points == 1:
-            self.draws += 1
-        else:
-            self.losses += 1
-        if technical_loss:
-            self.technical_losses += 1
+def entrants(players: Iterable[tuple[str, str, str]], results: Iterable[ResultRow]) -> dict[str, str]:
+    """Who the table lists: ``{player_id: display_name}`` of the ``players``
+    (``(player_id, display_name, status)``) that are not REMOVED or that have a result."""
+    played = {p for r in results for p in (r.player_a, r.player_b)}
+    return {pid: name for pid, name, status in players if status != AgentStatus.REMOVED or pid in played}
 
 
-@dataclass
-class StandingsTable:
-    """Standings kept up to date one result at a time.
-
-    ``rows()`` always equals ``compute_standings(players, every result added so far)``.
-    Adding the same match twice raises ``ValueError``: a result counts once.
-    """
-
-    tallies: dict[str, _Tally] = field(default_factory=dict)
-    # head_to_head[(x, y)] = points x took from matches against y
-    head_to_head: dict[tuple[str, str], int] = field(default_factory=dict)
-    match_ids: set[str] = field(default_factory=set)
-
-    @classmethod
-    def for_players(cls, player_ids: Iterable[str]) -> StandingsTable:
-        table = cls()
-        for player_id in player_ids:
-            table.add_player(player_id)
-        return table
-
-    def add_player(self, player_id: str) -> None:
-        self.tallies.setdefault(player_id, _Tally())
-
-    def add(self, result: ResultRow) -> None:
-        if result.match_id in self.match_ids:
-            raise ValueError(f"match {result.match_id} is already counted")
-        if result.player_a == result.player_b:
-            raise ValueError(f"match {result.match_id}: a player cannot play itself")
-        for player_id in (result.player_a, result.player_b):
-            if player_id not in self.tallies:
-                raise ValueError(f"match {result.match_id}: {player_id} is not in the standings")
-        self.match_ids.add(result.match_id)
-        self.tallies[result.player_a].add(result.points_a, result.technical_loss_a)
-        self.tallies[result.player_b].add(result.points_b, result.technical_loss_b)
-        for me, other, points in (
-            (result.player_a, result.player_b, result.points_a),
-            (result.player_b, result.player_a, result.points_b),
-        ):
-            self.head_to_head[(me, other)] = self.head_to_head.get((me, other), 0) + points
-
-    def rows(self) -> list[StandingRow]:
-        tallies = self.tallies
-        primary = {player_id: (t.points, t.wins, t.draws) for player_id, t in tallies.items()}
-        groups: dict[tuple[int, int, int], list[str]] = {}
-        for player_id, key in primary.items():
-            groups.setdefault(key, []).append(player_id)
-
-        # Head-to-head points each player took from the others of its tied group. Either from the
-        # pairs within each tied group or from every pair that met, whichever is fewer: early on
-        # large groups have met little, late in a league the groups are small but 100 players
-        # have met in 9,900 pairs (walking those every round was most of the standings' cost).
-        h2h: dict[str, int] = dict.fromkeys(tallies, 0)
-        tied = [group for group in groups.values() if len(group) > 1]
-        met = self.head_to_head
-        if sum(len(group) * len(group) for group in tied) < len(met):
-            for group in tied:
-                for me in group:
-                    h2h[me] = sum(met.get((me, other), 0) for other in group if other != me)
-        else:
-            for (me, other), points in met.items():
-                if me != other and primary[me] == primary[other]:
-                    h2h[me] += points
-
-        ordered: list[str] = []
-        for key in sorted(groups, reverse=True):
-            group = groups[key]
-            if len(group) == 1:
-                ordered.extend(group)
-                continue
-            # Head-to-head only among exactly this tied group.
-            ordered.extend(sorted(group, key=lambda p: (-h2h[p], id_sort_key(p))))
-
-        rows = []
-        for rank, player_id in enumerate(ordered, start=1):
-            t = tallies[player_id]
-            rows.append(
-                StandingRow(
-                    rank=rank,
-                    player_id=player_id,
-                    played=t.played,
-                    wins=t.wins,
-                    draws=t.draws,
-                    losses=t.losses,
-                    technical_losses=t.technical_losses,
-                    points=t.points,
-                )
-            )
-        return rows
+def rank(players: Iterable[tuple[str, str, str]], results: Iterable[ResultRow]) -> list[tuple[StandingRow, str]]:
+    """The ranked rows of ``entrants(players, results)``, each with its player's display name."""
+    results = list(results)
+    names = entrants(players, results)
+    return [(row, names[row.player_id]) for row in compute_standings(names, results)]
 
 
-def compute_standings(player_ids: Iterable[str], results: Iterable[ResultRow]) -> list[StandingRow]:
-    """Ranked standings of ``player_ids`` (players without results appear with zeros)."""
-    table = StandingsTable.for_players(player_ids)
-    for result in results:
-        table.add(result)
-    return table.rows()
+def standing_dict(row: StandingRow, display_name: str) -> dict[str, Any]:
+    """A row as LEAGUE_STANDINGS / LEAGUE_STANDINGS_UPDATE carry it (docs/protocol.md)."""
+    return {
+        "rank": row.rank,
+        "player_id": row.player_id,
+        "display_name": display_name,
+        "played": row.played,
+        "wins": row.wins,
+        "draws": row.draws,
+        "losses": row.losses,
+        "technical_losses": row.technical_losses,
+        "points": row.points,
+    }
+
+
+def compute(league: League) -> list[dict[str, Any]]:
+    """The standings of ``league`` from every result (no cache)."""
+    players = Player.objects.filter(league=league).order_by().values_list("player_id", "display_name", "status")
+    return [standing_dict(row, name) for row, name in rank(players, result_rows(league))]
+
+
+# Standings per league and process, recomputed only when what they are made of changed: the
+# results (count, latest id) or the players (count, latest id, removals, re-registrations). A
+# display name edited by hand in the admin shows within STANDINGS_TTL seconds.
+STANDINGS_TTL = 5.0
+_cache: dict[int, tuple[tuple, float, list[dict[str, Any]]]] = {}
+_cache_lock = threading.Lock()
+
+# Plain SQL: the ORM says this in two aggregate queries (one per table), and it runs on every
+# standings read (players ask for the standings after each round).
+_KEY_SQL = (
+    f"SELECT (SELECT COUNT(*) FROM {MatchResult._meta.db_table} WHERE league_id = %s),"
+    f" (SELECT MAX(id) FROM {MatchResult._meta.db_table} WHERE league_id = %s),"
+    " COUNT(*), MAX(id), SUM(CASE WHEN status = %s THEN 1 ELSE 0 END), MAX(last_seen_at)"
+    f" FROM {Player._meta.db_table} WHERE league_id = %s"
+)
+
+
+def standings_key(league: League) -> tuple:
+    """What the standings of ``league`` depend on, in one aggregate query. Results are appended,
+    never changed (an admin edit shows within STANDINGS_TTL): their count and latest id say when
+    one was added."""
+    with connection.cursor() as cursor:
+        cursor.execute(_KEY_SQL, [league.pk, league.pk, AgentStatus.REMOVED.value, league.pk])
+        row = cursor.fetchone()
+    return (league.created_at, *row)
+
+
+def standings(league: League) -> list[dict[str, Any]]:
+    """The ranked rows of ``league`` (``standing_dict``), cached (see ``standings_key``); callers
+    get their own copies."""
+    key = standings_key(league)
+    now = time.monotonic()
+    cached = _cache.get(league.pk)
+    if cached is not None and cached[0] == key and now - cached[1] < STANDINGS_TTL:
+        return [dict(row) for row in cached[2]]
+    rows = compute(league)
+    with _cache_lock:
+        if len(_cache) > 1000:
+            _cache.clear()
+        _cache[league.pk] = (key, now, rows)
+    return [dict(row) for row in rows]

@@ -1,34 +1,20 @@
 """What a live tournament page shows beyond the table: the crosstable, rank changes, recent form,
-which tie-break placed each row, and how healthy each player's agent is.
+and how healthy each player's agent is.
 
 Pure functions over plain values (no Django, no clock): :mod:`league.api.readmodel` feeds them
 rows read from the database, and the pages, the API and the websocket snapshot show the result.
-Standings themselves come from :func:`league.standings.compute_standings`, the one ranking rule.
+The ranking and its tie-breaks are :mod:`leagueproto.scoring`'s.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from league.standings import ResultRow, compute_standings
+from leagueproto.scoring import ResultRow, compute_standings, result_mark
 
-# The order in which ties are broken (docs/protocol.md, "Standings"); ``decided_by`` names one.
-TIE_BREAKS = ("points", "wins", "draws", "head_to_head", "player_id")
-TIE_BREAK_RULE = (
-    "Ranked by points (win 3, draw 1, loss 0), then wins, then draws, then head-to-head "
-    "(points taken in the games between the tied players), then player id."
-)
-TIE_BREAK_TEXT = {
-    "points": "more points",
-    "wins": "same points, more wins",
-    "draws": "same points and wins, more draws",
-    "head_to_head": "level on points, wins and draws: more points in their games against each other",
-    "player_id": "level on everything, head-to-head included: the lower player id",
-}
 FORM_LENGTH = 5
 # What a call to an agent ended as (the referee's match log, the conductor's delivery Events).
 TIMEOUT_OUTCOMES = frozenset({"timeout"})
@@ -68,7 +54,7 @@ class Played:
         mine, theirs = (self.points_a, self.points_b) if mine_a else (self.points_b, self.points_a)
         technical = self.technical_a if mine_a else self.technical_b
         their_technical = self.technical_b if mine_a else self.technical_a
-        mark = "W" if mine > theirs else "L" if mine < theirs else ("L" if technical else "D")
+        mark = result_mark(mine)
         games = (self.games_a, self.games_b) if mine_a else (self.games_b, self.games_a)
         return {
             "match_id": self.match_id,
@@ -79,39 +65,6 @@ class Played:
             "opponent_technical": their_technical,
             "score": f"{games[0]}–{games[1]}" if None not in games else f"{mine}–{theirs}",
         }
-
-
-def decided_by(standings: Sequence[Mapping[str, Any]], played: Iterable[Played]) -> list[str | None]:
-    """For each ranked row, the rule that placed it below the row above (None for the first).
-
-    The same order as the ranking: points, wins, draws, head-to-head points among exactly the
-    players level on those three, then player id."""
-    h2h: dict[tuple[str, str], int] = defaultdict(int)
-    for p in played:
-        h2h[(p.player_a, p.player_b)] += p.points_a
-        h2h[(p.player_b, p.player_a)] += p.points_b
-    groups: dict[tuple[int, int, int], list[str]] = defaultdict(list)
-    for row in standings:
-        groups[(row["points"], row["wins"], row["draws"])].append(row["player_id"])
-
-    def head_to_head(player_id: str, key: tuple[int, int, int]) -> int:
-        return sum(h2h.get((player_id, other), 0) for other in groups[key] if other != player_id)
-
-    out: list[str | None] = []
-    for i, row in enumerate(standings):
-        if i == 0:
-            out.append(None)
-            continue
-        above = standings[i - 1]
-        for rule in ("points", "wins", "draws"):
-            if above[rule] != row[rule]:
-                out.append(rule)
-                break
-        else:
-            key = (row["points"], row["wins"], row["draws"])
-            differs = head_to_head(above["player_id"], key) != head_to_head(row["player_id"], key)
-            out.append("head_to_head" if differs else "player_id")
-    return out
 
 
 def rank_moves(player_ids: Sequence[str], played: Sequence[Played], ranks: Mapping[str, int]) -> dict[str, int | None]:

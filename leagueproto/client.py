@@ -11,12 +11,16 @@ answers -32601 but speaks MCP gets ``tools/call`` instead, remembered per endpoi
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import itertools
+import socket
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import aiohttp.abc
 from yarl import URL
 
 from leagueproto.errors import ErrorCode
@@ -121,8 +125,56 @@ def _wants_mcp_session(exc: CallFailed) -> bool:
     return exc.http_status in (400, 404) and "session" in message.lower()
 
 
+# ``check(host, port, address)``: why the client may not connect to ``address`` (what ``host``
+# resolved to) on ``port``, or None. The LM passes its endpoint policy (league/endpoints.py).
+AddressCheck = Callable[[str, int, str], Awaitable[str | None]]
+
+
+class AddressRefused(OSError):
+    """Every address a host resolved to was refused by the client's address check."""
+
+
+class _CheckedResolver(aiohttp.abc.AbstractResolver):
+    """DNS as usual, then the address check on every answer: a name registered while it pointed at
+    an agent and pointing elsewhere now (DNS rebinding) is not followed. Only checked answers
+    reach aiohttp's DNS cache."""
+
+    def __init__(self, check: AddressCheck) -> None:
+        self._inner = aiohttp.DefaultResolver()
+        self._check = check
+
+    async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET) -> list:
+        found = await self._inner.resolve(host, port, family)
+        kept, problems = [], []
+        for item in found:
+            problem = await self._check(host, port, item["host"])
+            if problem:
+                problems.append(problem)
+            else:
+                kept.append(item)
+        if not kept:
+            raise AddressRefused(f"{host} resolves to a refused address: {problems[0] if problems else 'none'}")
+        return kept
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+def _literal(host: str | None) -> bool:
+    try:
+        ipaddress.ip_address(host or "")
+    except ValueError:
+        return False
+    return True
+
+
 class AgentClient:
-    """Pooled keep-alive client. Create inside the event loop that will use it; close it last."""
+    """Pooled keep-alive client. Create inside the event loop that will use it; close it last.
+
+    ``address_check``: run on every address the client connects to (each DNS answer, and the
+    address written in the URL), so the check made when an endpoint was registered holds at the
+    time of the call too. A refused address is a connection failure (E009).
+    """
 
     def __init__(
         self,
@@ -130,7 +182,9 @@ class AgentClient:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE,
         connection_limit: int = 1024,
         user_agent: str = "even-odd-league/1.0",
+        address_check: AddressCheck | None = None,
     ) -> None:
+        self.address_check = address_check
         self.max_response_bytes = max_response_bytes
         self.connection_limit = connection_limit
         self.user_agent = user_agent
@@ -143,7 +197,10 @@ class AgentClient:
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self.connection_limit, limit_per_host=0, ttl_dns_cache=300)
+            resolver = _CheckedResolver(self.address_check) if self.address_check is not None else None
+            connector = aiohttp.TCPConnector(
+                limit=self.connection_limit, limit_per_host=0, ttl_dns_cache=300, resolver=resolver
+            )
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 # The headers every call sends, merged once here rather than per call. Replies
@@ -293,6 +350,8 @@ class AgentClient:
             send_headers = {"Mcp-Session-Id": self._mcp_sessions[endpoint]}
         if headers:
             send_headers = {**(send_headers or {}), **headers}
+        if self.address_check is not None:
+            await self._check_literal(endpoint)
         try:
             async with asyncio.timeout(timeout):
                 async with self._get_session().post(
@@ -318,6 +377,8 @@ class AgentClient:
         except TimeoutError as exc:
             raise CallFailed(ErrorCode.TIMEOUT_ERROR, f"no reply within {timeout:g} s") from exc
         except aiohttp.ClientConnectorDNSError as exc:
+            if isinstance(exc.os_error, AddressRefused):
+                raise CallFailed(ErrorCode.CONNECTION_ERROR, f"not connecting: {exc.os_error}") from exc
             raise CallFailed(ErrorCode.CONNECTION_ERROR, f"DNS: host {exc.host!r} does not resolve") from exc
         except aiohttp.ClientConnectorError as exc:
             if isinstance(exc.os_error, ConnectionRefusedError):
@@ -334,6 +395,18 @@ class AgentClient:
             ) from exc
         except aiohttp.ClientResponseError as exc:
             raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, f"bad HTTP reply: {exc}") from exc
+
+    async def _check_literal(self, endpoint: str) -> None:
+        """The address check for an endpoint whose host is an address (no DNS answer to check)."""
+        try:
+            url = self._url(endpoint)
+        except aiohttp.InvalidURL:
+            return  # the request itself reports the bad URL
+        if self.address_check is None or not _literal(url.host):
+            return
+        problem = await self.address_check(url.host or "", url.port or 0, url.host or "")
+        if problem:
+            raise CallFailed(ErrorCode.CONNECTION_ERROR, f"not connecting: {problem}")
 
     async def _read_capped(self, resp: aiohttp.ClientResponse) -> bytes:
         """A body of unknown length (chunked, or until close), refused once past the limit."""

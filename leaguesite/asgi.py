@@ -14,6 +14,9 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from league.mcp_view import lean_mcp  # noqa: E402
 from league.routing import websocket_urlpatterns  # noqa: E402
 from leagueproto.serve import tune_gc  # noqa: E402
+from leaguesite.limits import RequestLimits, guard_daphne  # noqa: E402
+
+guard_daphne()  # under daphne (runserver): refuse oversized and slow requests before they are buffered
 
 
 async def lifespan(scope, receive, send) -> None:
@@ -31,7 +34,9 @@ async def lifespan(scope, receive, send) -> None:
 
 application = ProtocolTypeRouter(
     {
-        "http": lean_mcp(django_asgi_app),  # POST /mcp without Django's request stack
+        # Body size and read deadline first (leaguesite/limits.py), then POST /mcp without Django's
+        # request stack, everything else through Django.
+        "http": RequestLimits(lean_mcp(django_asgi_app)),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         "lifespan": lifespan,
     }

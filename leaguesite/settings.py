@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 from leaguesite.env import env_bool, env_int, env_list, env_str
 
@@ -62,6 +63,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "leaguesite.urls"
@@ -151,8 +153,28 @@ SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", SECURE_HSTS_SECONDS > 0)
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy of every page: scripts, styles, images and connections (the dashboard's
+# websocket: 'self' covers ws:// and wss:// to the same host) only from the site itself. Inline
+# style attributes stay allowed: the pages draw progress bars with style="width: …" (also when
+# site.js swaps a page's content in); inline scripts and every other origin are refused.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF, CSP.UNSAFE_INLINE],
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
 # Large enough for admin forms; /mcp enforces its own, smaller limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440)
+# Every request, whichever server runs the LM (leaguesite/limits.py): a body over the limit gets 413
+# before it is read (MCP_MAX_BODY_BYTES on /mcp, this elsewhere), and a request not whole within
+# REQUEST_READ_TIMEOUT seconds gets 408 (under daphne from its first line, else from its headers).
+SITE_MAX_BODY_BYTES = env_int("SITE_MAX_BODY_BYTES", DATA_UPLOAD_MAX_MEMORY_SIZE)
+REQUEST_READ_TIMEOUT = env_int("REQUEST_READ_TIMEOUT", 30)
 
 # -- REST API -------------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -200,6 +222,22 @@ MCP_RATE_LIMIT_PER_ADDRESS = env_int("MCP_RATE_LIMIT_PER_ADDRESS", 12_000)
 MCP_RATE_LIMIT_REFEREE_FACTOR = env_int("MCP_RATE_LIMIT_REFEREE_FACTOR", 20)
 MCP_RATE_LIMIT_ADDRESS_FACTOR = env_int("MCP_RATE_LIMIT_ADDRESS_FACTOR", 20)
 MCP_RATE_LIMIT_PREFIX = env_str("MCP_RATE_LIMIT_PREFIX", "league:rl:")
+# Registrations' own limits: this many per window (seconds) per client address and per league, so
+# one machine cannot fill a league with agents. The LM's own machine (demo, bench, the organiser's
+# referees) is exempt; behind a reverse proxy every client shares its address: see docs/operations.md.
+REGISTRATION_RATE_PER_ADDRESS = env_int("REGISTRATION_RATE_PER_ADDRESS", 10)
+REGISTRATION_RATE_PER_ADDRESS_WINDOW = env_int("REGISTRATION_RATE_PER_ADDRESS_WINDOW", 60)
+REGISTRATION_RATE_PER_LEAGUE = env_int("REGISTRATION_RATE_PER_LEAGUE", 100)
+REGISTRATION_RATE_PER_LEAGUE_WINDOW = env_int("REGISTRATION_RATE_PER_LEAGUE_WINDOW", 60)
+REGISTRATION_RATE_EXEMPT_NETWORKS = env_list("REGISTRATION_RATE_EXEMPT_NETWORKS", ["127.0.0.0/8", "::1/128"])
+# Agent endpoints (league/endpoints.py): the well-known ports of other services (databases,
+# brokers, SSH, mail) are refused unless this is on.
+ENDPOINT_ALLOW_SERVICE_PORTS = env_bool("ENDPOINT_ALLOW_SERVICE_PORTS", False)
+# "Check my agent" (/check/, league/checkagent.py): checks a minute per client address (each plays a
+# practice match, seconds of work), and the networks a checked endpoint may be in (empty: the
+# leagues' default, league.models.DEFAULT_ALLOWED_NETWORKS).
+CHECKAGENT_PER_MINUTE = env_int("CHECKAGENT_PER_MINUTE", 3)
+CHECKAGENT_ALLOWED_NETWORKS = env_str("CHECKAGENT_ALLOWED_NETWORKS", "")
 # The largest payload one Event row stores (bytes of JSON); larger ones are summarised.
 EVENT_PAYLOAD_MAX_BYTES = env_int("EVENT_PAYLOAD_MAX_BYTES", 32 * 1024)
 

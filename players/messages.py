@@ -1,7 +1,7 @@
 """Pydantic models of the messages a player receives (they also give tools/list its schemas).
 
 Liberal on purpose: fields a referee or LM may leave out have defaults, extra fields are
-allowed (league.v2 agents add their own), and ids accept int or str where the seeds differ.
+allowed (league.v2 agents add their own), and ids accept int or str (course examples send either).
 """
 
 from __future__ import annotations

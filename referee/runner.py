@@ -18,6 +18,7 @@ from typing import Any
 from leagueproto.client import AgentClient, CallFailed, CallResult, RetryPolicy
 from leagueproto.envelope import deadline_in, make_message, new_conversation_id, parse_sender, utc_now
 from leagueproto.errors import ErrorCode, LeagueError, game_error_message
+from leagueproto.scoring import match_score
 from referee.games import GameRules, InvalidMove, MoveContext, Request
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,6 @@ COLLECTING_CHOICES = "COLLECTING_CHOICES"
 DRAWING_NUMBER = "DRAWING_NUMBER"
 FINISHED = "FINISHED"
 
-WIN_POINTS, DRAW_POINTS, LOSS_POINTS = 3, 1, 0
 _OUTCOME_OF_CODE = {
     ErrorCode.TIMEOUT_ERROR: "timeout",
     ErrorCode.CONNECTION_ERROR: "connection_error",
@@ -283,10 +283,7 @@ class MatchRunner:
     def _played_result(self) -> MatchResult:
         outcome = self.rules.outcome(self.state)
         a, b = (seat.player_id for seat in self.seats)
-        if outcome.status == "DRAW":
-            score = {a: DRAW_POINTS, b: DRAW_POINTS}
-        else:
-            score = {pid: WIN_POINTS if pid == outcome.winner else LOSS_POINTS for pid in (a, b)}
+        score = match_score(a, b, outcome.winner)  # a DRAW has no winner
         details = {**self.rules.details(self.state), "reason": outcome.reason}
         return MatchResult(outcome.status, outcome.winner, score, [], details)
 
@@ -295,7 +292,7 @@ class MatchRunner:
         ids = [seat.player_id for seat in self.seats]
         winners = [pid for pid in ids if pid not in offenders]
         winner = winners[0] if len(winners) == 1 else None
-        score = {pid: WIN_POINTS if pid == winner else LOSS_POINTS for pid in ids}
+        score = match_score(ids[0], ids[1], winner, offenders)
         reason = "; ".join(f"{f.player_id} {f.reason}" for f in failures)
         details = {**self.rules.details(self.state), "reason": f"technical loss: {reason}"}
         return MatchResult("TECHNICAL_LOSS", winner, score, offenders, details)

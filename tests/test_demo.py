@@ -7,8 +7,8 @@ import subprocess
 import pytest
 
 from league.models import League, MatchResult
-from league.queries import result_rows
-from league.standings import compute_standings
+from league.standings import result_rows
+from leagueproto.scoring import compute_standings
 from tests.support.servers import free_ports
 
 pytestmark = pytest.mark.processes

@@ -1,8 +1,8 @@
 """What the dashboard and the REST API show: plain dicts built from the database.
 
 One place turns rows into the shapes that the pages render, the API returns and the websocket
-sends as its snapshot, so the three never disagree. Standings come from the one ranking
-implementation, :func:`league.standings.compute_standings`.
+sends as its snapshot, so the three never disagree. Standings come from the one standings
+service, :mod:`league.standings`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from typing import Any
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from league import standings as standings_service
 from league import tournament
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
-from league.standings import ResultRow, compute_standings
 from league.tournament import Call, Played
+from leagueproto.scoring import TIE_BREAK_RULE, TIE_BREAK_TEXT, ResultRow, record_field, result_mark
 
 RUNNING_MATCH = (Match.Status.ASSIGNED, Match.Status.RUNNING)
 RECENT_MATCHES = 30
@@ -92,35 +93,26 @@ def _results(league: League):
 
 
 def standings(league: League, results: list[MatchResult] | None = None) -> list[dict[str, Any]]:
-    """Ranked standings with display names, and for each row the tie-break that placed it below
-    the row above (``decided_by``), its move since the latest round began and its recent form."""
+    """Ranked standings with display names and statuses, and for each row the tie-break that
+    placed it below the row above (``decided_by``), its move since the latest round began and its
+    recent form."""
     players = {p.player_id: p for p in league.players.all()}
     results = results if results is not None else list(_results(league))
-    rows = compute_standings(players.keys(), result_rows(results))
+    ranked = standings_service.rank(
+        ((p.player_id, p.display_name, p.status) for p in players.values()), result_rows(results)
+    )
     out = []
-    for row in rows:
-        player = players.get(row.player_id)
-        out.append(
-            {
-                "rank": row.rank,
-                "player_id": row.player_id,
-                "display_name": player.display_name if player else row.player_id,
-                "status": player.status if player else "",
-                "played": row.played,
-                "wins": row.wins,
-                "draws": row.draws,
-                "losses": row.losses,
-                "technical_losses": row.technical_losses,
-                "points": row.points,
-            }
-        )
+    for row, name in ranked:
+        entry = standings_service.standing_dict(row, name)
+        entry["status"] = players[row.player_id].status
+        entry["decided_by"] = row.decided_by
+        entry["decided_by_text"] = TIE_BREAK_TEXT.get(row.decided_by, "") if row.decided_by else ""
+        out.append(entry)
     played = played_of(results)
     ids = [row["player_id"] for row in out]
     moves = tournament.rank_moves(ids, played, {row["player_id"]: row["rank"] for row in out})
     form = tournament.recent_form(ids, played)
-    for row, rule in zip(out, tournament.decided_by(out, played), strict=True):
-        row["decided_by"] = rule
-        row["decided_by_text"] = tournament.TIE_BREAK_TEXT.get(rule, "") if rule else ""
+    for row in out:
         row["rank_change"] = moves[row["player_id"]]
         row["form"] = [{k: f[k] for k in ("mark", "match_id", "technical", "score")} for f in form[row["player_id"]]]
     return out
@@ -390,7 +382,7 @@ def _title_by(rows: list[dict[str, Any]] | None) -> str:
     """How the champion got ahead of the runner-up, when a tie-break decided it."""
     if not rows or len(rows) < 2 or rows[1].get("decided_by") in (None, "points"):
         return ""
-    return f", ahead of {rows[1]['display_name']} on the tie-break: {tournament.TIE_BREAK_TEXT[rows[1]['decided_by']]}"
+    return f", ahead of {rows[1]['display_name']} on the tie-break: {TIE_BREAK_TEXT[rows[1]['decided_by']]}"
 
 
 def referee_warning(league: League) -> str | None:
@@ -499,7 +491,7 @@ def snapshot(league_id: str) -> dict[str, Any] | None:
         "join": join_info(league),
         "progress": prog,
         "standings": table,
-        "tie_break_rule": tournament.TIE_BREAK_RULE,
+        "tie_break_rule": TIE_BREAK_RULE,
         "crosstable": None if big else tournament.crosstable(table, played_of(results)),
         "rounds": rounds(league),
         "recent_matches": recent_matches(league),
@@ -535,15 +527,9 @@ def player_profile(player: Player) -> dict[str, Any]:
         )
         opp["played"] += 1
         opp["points_for"] += res["score"].get(mine["player_id"], 0)
-        if res["winner"] == mine["player_id"]:
-            opp["wins"] += 1
-            m["my_outcome"] = "W"
-        elif res["winner"] is None and not res["technical_loss"]:
-            opp["draws"] += 1
-            m["my_outcome"] = "D"
-        else:
-            opp["losses"] += 1
-            m["my_outcome"] = "L"
+        my_points = res["score"].get(mine["player_id"], 0)
+        opp[record_field(my_points)] += 1
+        m["my_outcome"] = result_mark(my_points)
         # Tinted as a technical loss only when this player lost technically, not its opponent.
         m["my_technical"] = mine["player_id"] in res["technical_loss"]
         games = res["games_score"] or res["score"]

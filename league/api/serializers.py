@@ -7,6 +7,7 @@ from rest_framework import serializers
 
 from league.api import readmodel
 from league.models import League, Match, Player, Referee
+from leagueproto.scoring import TIE_BREAKS
 
 
 class LeagueSerializer(serializers.ModelSerializer):
@@ -64,7 +65,7 @@ class StandingSerializer(serializers.Serializer):
     technical_losses = serializers.IntegerField()
     points = serializers.IntegerField()
     decided_by = serializers.ChoiceField(
-        choices=["points", "wins", "draws", "head_to_head", "player_id"],
+        choices=list(TIE_BREAKS),
         allow_null=True,
         help_text="The rule that placed this row below the one above (null for the first).",
     )
@@ -151,7 +152,7 @@ class MatchSerializer(serializers.Serializer):
 
 
 class LogEntrySerializer(serializers.Serializer):
-    """One entry of the referee's match log (contract 2)."""
+    """One entry of the referee's match log (docs/protocol.md, "The report to the LM")."""
 
     seq = serializers.IntegerField(required=False)
     at = serializers.CharField(required=False)

@@ -28,7 +28,7 @@ from league.bench.processes import (
     machine_cpu_times,
 )
 from league.models import AgentStatus, Event, League, Match, MatchResult
-from league.queries import result_rows
+from league.standings import result_rows
 
 # Instant strategies only: the bench measures the platform, not the players' thinking.
 INSTANT_MIX = ("random", "always_even", "always_odd", "alternate")

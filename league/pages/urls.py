@@ -4,12 +4,14 @@ from django.conf import settings
 from django.contrib.staticfiles.views import serve
 from django.urls import path, re_path
 
-from league.pages import views
+from league.pages import check, views
 
 # <str:league_id>, not <slug:>: a league stored before ids were checked still has a page (the
 # rule for new ids is league.models.LEAGUE_ID_PATTERN).
 urlpatterns = [
     path("", views.league_list, name="league-list"),
+    path("check/", check.check_agent, name="check-agent"),
+    path("check/protocol/", check.protocol, name="check-protocol"),
     path("leagues/<str:league_id>/", views.league_detail, name="league-detail"),
     path("leagues/<str:league_id>/matches/<str:match_id>/", views.match_detail, name="match-detail"),
     path("leagues/<str:league_id>/players/<str:player_id>/", views.player_detail, name="player-detail"),

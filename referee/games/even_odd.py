@@ -1,4 +1,5 @@
-"""``even_odd``, the PDR's game: one parity choice each, then a number 1-10 is drawn.
+"""``even_odd``, the default game (docs/protocol.md, "Games"): one parity choice each, then a number
+1-10 is drawn.
 
 Same choice by both players is a draw whatever the number; otherwise the player whose
 choice matches the number's parity wins.

@@ -1,4 +1,4 @@
-"""``even_odd_bo5`` (seeds 003/004): best of five rounds of summed numbers.
+"""``even_odd_bo5`` (docs/protocol.md, "Games"): best of five rounds of summed numbers.
 
 PLAYER_A plays ODD and PLAYER_B plays EVEN. In each round both pick an integer 1-5; an odd
 sum gives the round to ODD, an even sum to EVEN. Every round has a winner, so the first to

@@ -1,7 +1,7 @@
 """Real league rows for dashboard tests: a scheduled league and results recorded as the LM does.
 
 Results go straight into the models (the dashboard reads the database, whoever wrote it) and
-every change is announced with ``league.events.broadcast`` after commit (contract 6).
+every change is announced with ``league.events.broadcast`` after commit (docs/architecture.md).
 """
 
 from __future__ import annotations

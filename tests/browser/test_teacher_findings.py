@@ -1,4 +1,4 @@
-"""Issue 25's findings, each through the real pages in Chromium: odd stored ids, a league with no
+"""What teachers found, each checked through the real pages in Chromium: odd stored ids, a league with no
 referee, counts and states that follow the websocket on every page, ties, and the smaller ones.
 (The admin's are in test_admin_workflow.py; the demo's busy port in tests/test_demo.py.)"""
 

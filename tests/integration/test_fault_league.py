@@ -1,4 +1,4 @@
-"""Issue 8: a 16-player league with 6 fault-injection players and 2 referees, all real processes
+"""A 16-player league with 6 fault-injection players and 2 referees, all real processes
 on loopback. Misbehaving agents cost their owner exactly what the rules say, never the league."""
 
 from __future__ import annotations

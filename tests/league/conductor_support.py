@@ -12,11 +12,11 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from league.standings import id_sort_key
 from leagueproto.asgi import make_asgi_app
 from leagueproto.client import AgentClient
 from leagueproto.envelope import utc_now
 from leagueproto.messages import LeagueMessage
+from leagueproto.scoring import id_sort_key
 from leagueproto.serve import ThreadedServer
 from leagueproto.server import McpServer
 from leagueproto.tools import CallContext, Toolset

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from typing import Any
 
 import httpx
 import pytest
@@ -11,9 +12,9 @@ from asgiref.sync import sync_to_async
 
 from league.conductor import SUSPEND_AFTER, Conductor
 from league.models import AgentStatus, Event, League, Match, MatchResult, Referee, Round
-from league.queries import result_rows
-from league.standings import compute_standings
+from league.standings import result_rows
 from leagueproto.client import AgentClient
+from leagueproto.scoring import compute_standings
 from tests.league.conductor_support import ScriptedPlayers, ScriptedReferee
 from tests.league.lm_support import make_league, player_meta, referee_meta, register_player, register_referee
 from tests.support.servers import free_port
@@ -30,8 +31,8 @@ FAST = {
 }
 
 
-def conduct(league_id: str, timeout: float = 30.0) -> Conductor:
-    worker = Conductor(league_id=league_id, poll=0.02)
+def conduct(league_id: str, timeout: float = 30.0, **options: Any) -> Conductor:
+    worker = Conductor(league_id=league_id, poll=0.02, **options)
 
     async def main() -> None:
         await asyncio.wait_for(worker.run(until_done=True), timeout)
@@ -203,7 +204,8 @@ def test_it_suspends_a_referee_that_keeps_failing(lm_server, players, referees):
     )
     close_window(league)
 
-    conduct(league.league_id)
+    # Short cooldowns between its failures: suspended within this short league.
+    conduct(league.league_id, cooldown_base=0.1)
 
     league.refresh_from_db()
     assert league.status == League.Status.COMPLETED
@@ -443,3 +445,55 @@ def test_owed_notices_are_sent_again_before_the_round_goes_on(lm_server, players
             "LEAGUE_COMPLETED"
         ]
     assert Event.objects.filter(league=league, direction="OUT", kind="ROUND_COMPLETED").count() == 3 * 4
+
+
+def test_a_suspended_referee_is_probed_and_let_back_in_when_it_answers(lm_server, players, referees):
+    """Suspended because nothing listened at its endpoint, it is pinged with backoff; once a
+    referee answers there again it is ACTIVE and plays, with no admin's help."""
+    from leagueproto.asgi import make_asgi_app
+    from leagueproto.serve import ThreadedServer
+    from leagueproto.server import McpServer
+
+    league = make_league("conductor_probe", **FAST, round_pause=1.5)  # five rounds: time to come back
+    group = players(6)
+    group.register(lm_server, league.league_id)
+    worker = referees()
+    worker.register(league.league_id, capacity=1)
+    port = free_port()
+    gone = register_referee(
+        lm_server,
+        "gone",
+        referee_meta=referee_meta(f"http://127.0.0.1:{port}/mcp", max_concurrent_matches=5),
+        league_id=league.league_id,
+    )
+    close_window(league)
+    back = ScriptedReferee(lm_server)
+    back.server = ThreadedServer(make_asgi_app(McpServer(back.toolset)), ports=(port,))  # its old endpoint
+    back.registration = gone  # reports as the referee registered there
+
+    def status() -> str:
+        return Referee.objects.get(league=league, referee_id=gone["referee_id"]).status
+
+    async def main() -> None:
+        conductor = Conductor(league_id=league.league_id, poll=0.02, cooldown_base=0.1)
+        run = asyncio.create_task(conductor.run(until_done=True))
+        async with asyncio.timeout(30):
+            while await sync_to_async(status)() != AgentStatus.SUSPENDED:
+                await asyncio.sleep(0.02)
+        back.start()
+        await asyncio.wait_for(run, 60)
+
+    try:
+        asyncio.run(main())
+    finally:
+        back.stop()
+    league.refresh_from_db()
+    assert league.status == League.Status.COMPLETED
+    kinds = list(
+        Event.objects.filter(league=league, agent=gone["referee_id"], kind__startswith="referee_").values_list(
+            "kind", flat=True
+        )
+    )
+    assert kinds.index("referee_suspended") < kinds.index("referee_restored"), kinds
+    assert MatchResult.objects.filter(league=league, referee__referee_id=gone["referee_id"]).exists()
+    assert MatchResult.objects.filter(league=league).count() == 15

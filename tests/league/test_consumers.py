@@ -1,4 +1,4 @@
-"""The league websocket: snapshot on connect, then every broadcast event (contract 6).
+"""The league websocket: snapshot on connect, then every broadcast event (docs/architecture.md).
 
 Runs on whichever channel layer settings choose: in-memory here, Redis when REDIS_URL is set.
 """
@@ -10,7 +10,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
-from league.events import send_now
+from league.events import broadcast
 from leaguesite.asgi import application
 from tests.browser.league_data import make_league
 
@@ -31,7 +31,7 @@ async def test_it_sends_a_snapshot_then_forwards_league_events():
     assert [r["player_id"] for r in first["data"]["standings"]] == ["P01", "P02", "P03", "P04"]
     assert first["data"]["progress"]["matches_total"] == 6
 
-    await database_sync_to_async(send_now)("spring_cup", "match_finished", {"match_id": "R1M1"})
+    await database_sync_to_async(broadcast)("spring_cup", "match_finished", {"match_id": "R1M1"})
     event = await ws.receive_json_from(timeout=2)
     assert event == {"type": "event", "event": "match_finished", "data": {"match_id": "R1M1"}}
     await ws.disconnect()

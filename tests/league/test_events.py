@@ -1,4 +1,5 @@
-"""The Event log's secret stripping and the live broadcasts (league/events.py)."""
+"""The Event log (rows appended in order, secrets stripped) and the live broadcasts after commit
+(league/events.py)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import channels.layers
 import orjson
 import pytest
 from asgiref.sync import async_to_sync
-from channels.layers import BaseChannelLayer, InMemoryChannelLayer
+from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
+from django.db import transaction
 
-from league.events import send_all, send_now, strip_secrets, without_secrets
+from league import events
+from league.events import append_events, broadcast, event_values, record_event, strip_secrets, without_secrets
 from league.fields import FastJSONField
-from league.models import MatchResult
+from league.models import Event, League, MatchResult
 
 LOG = [{"seq": 1, "message": {"message_type": "GAME_INVITATION", "player_id": "P01"}}, {"seq": 2, "note": "é"}]
 
@@ -51,6 +54,61 @@ def test_the_json_field_writes_an_encoded_value_as_it_is():
     assert [_text(v) for v in field.db_values([without_secrets(LOG), LOG], connection)] == [plain, plain]
 
 
+@pytest.mark.django_db
+def test_appended_rows_keep_their_order_one_timestamp_and_no_secrets():
+    league = League.objects.create(league_id="log_cup", name="Log Cup")
+    message = {"message_type": "GAME_OVER", "auth_token": "secret", "match": {"match_token": "m"}}
+    rows = [
+        event_values(league, "OUT", "GAME_OVER", agent="P01", match_id="R1M1", payload={"message": message}),
+        event_values(None, "STATE", "k" * 60, agent="P02" * 20, payload=None),
+    ]
+    append_events(rows)
+    one = record_event(league, "IN", "ping", agent="REF01")
+    stored = list(Event.objects.order_by("id"))
+    assert [(e.league_id, e.direction, e.kind, e.agent, e.match_id) for e in stored] == [
+        (league.pk, "OUT", "GAME_OVER", "P01", "R1M1"),
+        (None, "STATE", "k" * 40, ("P02" * 20)[:40], ""),  # cut to the columns' lengths
+        (league.pk, "IN", "ping", "REF01", ""),
+    ]
+    assert stored[0].payload == {"message": {"message_type": "GAME_OVER", "match": {}}}
+    assert stored[0].at == stored[1].at and stored[2].pk == one.pk
+
+
+def received(channel: str, count: int) -> list[tuple[str, dict]]:
+    layer = get_channel_layer()
+    return [(m["event"], m["data"]) for m in (async_to_sync(layer.receive)(channel) for _ in range(count))]
+
+
+@pytest.fixture
+def watched():
+    """A dashboard of this process watching league ``one`` (what ``LeagueConsumer`` does)."""
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)("league_one", channel)
+    events.joined("league_one")
+    yield channel
+    events.left("league_one")
+    async_to_sync(layer.group_discard)("league_one", channel)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_broadcast_is_sent_after_the_commit_in_order_and_never_after_a_rollback(watched, monkeypatch):
+    layer = Recording(get_channel_layer(), monkeypatch)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        broadcast("one", "match_started", {"match_id": "R1M1"})
+        raise RuntimeError("rolled back")
+    with transaction.atomic():
+        broadcast("one", "match_started", {"match_id": "R1M2"})
+        events.broadcast_all([("one", "match_finished", {"match_id": "R1M2"}), ("one", "round_completed", {})])
+        assert layer.sent == []  # not before the commit
+    assert received(watched, 3) == [
+        ("match_started", {"match_id": "R1M2"}),
+        ("match_finished", {"match_id": "R1M2"}),
+        ("round_completed", {}),
+    ]
+    assert len(layer.sent) == 3  # the rolled-back one never was
+
+
 class Recording:
     """Wraps a channel layer's ``group_send`` to list what was handed to it."""
 
@@ -67,22 +125,17 @@ class Recording:
         monkeypatch.setattr(channels.layers, "get_channel_layer", lambda alias="default": layer)
 
 
-def test_on_the_in_memory_layer_only_groups_someone_joined_are_sent_to(monkeypatch):
+def test_on_the_in_memory_layer_only_groups_a_websocket_of_this_process_joined_are_sent_to(monkeypatch):
     layer = Recording(InMemoryChannelLayer(), monkeypatch)
-    send_now("one", "league_status", {})
-    send_all([("one", "match_started", {"match_id": "R1M1"}), ("two", "match_started", {"match_id": "R1M2"})])
+    events.send([("league_one", "league_status", {}), ("league_two", "match_started", {"match_id": "R1M2"})])
     assert layer.sent == []  # no dashboard of this process watches either league
 
-    async_to_sync(layer.layer.group_add)("league_two", "viewer")
-    send_now("one", "league_status", {})
-    send_all([("one", "match_started", {"match_id": "R1M1"}), ("two", "match_started", {"match_id": "R1M2"})])
-    send_now("two", "league_status", {"status": "COMPLETED"})
-    assert layer.sent == [("league_two", "match_started"), ("league_two", "league_status")]
-    received = [async_to_sync(layer.layer.receive)("viewer") for _ in range(2)]
-    assert [(m["event"], m["data"]) for m in received] == [
-        ("match_started", {"match_id": "R1M2"}),
-        ("league_status", {"status": "COMPLETED"}),
-    ]
+    events.joined("league_two")
+    try:
+        events.send([("league_one", "league_status", {}), ("league_two", "match_started", {"match_id": "R1M2"})])
+    finally:
+        events.left("league_two")
+    assert layer.sent == [("league_two", "match_started")]
 
 
 class OtherProcesses(BaseChannelLayer):
@@ -96,10 +149,18 @@ class OtherProcesses(BaseChannelLayer):
 
 def test_other_layers_are_always_sent_to(monkeypatch):
     layer = Recording(OtherProcesses(), monkeypatch)
-    send_now("one", "league_status", {})
-    send_all([("one", "match_started", {}), ("two", "match_started", {})])
-    assert layer.sent == [
-        ("league_one", "league_status"),
-        ("league_one", "match_started"),
-        ("league_two", "match_started"),
-    ]
+    events.send([("league_one", "league_status", {}), ("league_two", "match_started", {})])
+    assert layer.sent == [("league_one", "league_status"), ("league_two", "match_started")]
+
+
+def test_a_failing_layer_never_breaks_the_caller(monkeypatch, caplog):
+    class Broken(OtherProcesses):
+        async def group_send(self, group: str, message: dict) -> None:
+            raise ConnectionError("redis is down")
+
+    monkeypatch.setattr(channels.layers, "get_channel_layer", lambda alias="default": Broken())
+    events.send([("league_one", "league_status", {}), ("league_two", "league_status", {})])
+    assert [r.getMessage() for r in caplog.records].count(
+        "broadcast of league_status to league_one failed: ConnectionError('redis is down')"
+    ) == 1
+    assert len(caplog.records) == 2  # the second was tried too

@@ -1,4 +1,5 @@
-"""Authentication on the LM's tools (PROTOCOL.md §3: E011, E012, E013, E005; Bearer header)."""
+"""Authentication on the LM's tools (docs/protocol.md, "Registering": E011, E012, E013, E005; Bearer
+header)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Registration with the League Manager over real HTTP (PROTOCOL.md §8, contract 4)."""
+"""Registration with the League Manager over real HTTP (docs/protocol.md, "Registering")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""report_match_result (contract 2): recorded once, only from the assigned referee, consistent scores."""
+"""report_match_result (docs/protocol.md, "Reporting a result"): recorded once, only from the assigned
+referee, consistent scores."""
 
 from __future__ import annotations
 
@@ -153,8 +154,7 @@ def _pending(report: dict) -> PendingReport:
 def test_a_batch_of_reports_gets_one_answer_each_and_writes_exactly_its_rows(lm_server, monkeypatch):
     """Reports recorded together (one transaction) are judged one by one, in order."""
     sent = []
-    monkeypatch.setattr(events, "send_now", lambda league_id, event, data: sent.append((event, data)))
-    monkeypatch.setattr(events, "heard", lambda layer, league_id: True)  # as if a dashboard watched
+    monkeypatch.setattr(events, "send", lambda messages: sent.extend((event, data) for _, event, data in messages))
     league, ref, _ = _setup(lm_server, players=4)
     other = register_referee(lm_server, "ref2")
     assigned_match(league, a="P01", b="P02", match_id="R1M1")

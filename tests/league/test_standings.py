@@ -1,189 +1,84 @@
-"""Standings: counting, the §7 tie-breaks, and incremental == recomputed."""
+"""The standings service (league/standings.py): who is in the table, and every reader of a
+league's standings (LM queries, conductor, export, pages) showing the same table."""
 
 from __future__ import annotations
 
-import random
+import pytest
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from league import conductor, export, queries, standings
+from league.api import readmodel
+from league.models import AgentStatus, League, Match, Player, Round
+from league.standings import entrants
+from leagueproto.scoring import ResultRow
+from tests.browser.league_data import make_league, play, play_round
 
-from league.schedule import schedule_matches
-from league.standings import ResultRow, StandingsTable, compute_standings, id_sort_key
+pytestmark = pytest.mark.django_db
 
-
-def win(match_id: str, winner: str, loser: str) -> ResultRow:
-    return ResultRow(match_id, winner, loser, 3, 0)
-
-
-def draw(match_id: str, a: str, b: str) -> ResultRow:
-    return ResultRow(match_id, a, b, 1, 1)
+WIRE_FIELDS = ("rank", "player_id", "display_name", "played", "wins", "draws", "losses", "technical_losses", "points")
 
 
-def by_id(rows):
-    return {row.player_id: row for row in rows}
+def wire(rows: list[dict]) -> list[dict]:
+    """The rows as LEAGUE_STANDINGS carries them (the pages add decorations of their own)."""
+    return [{k: row[k] for k in WIRE_FIELDS} for row in rows]
 
 
-def test_it_counts_wins_draws_losses_and_technical_losses():
-    rows = by_id(
-        compute_standings(
-            ["P01", "P02", "P03"],
-            [
-                win("R1M1", "P01", "P02"),
-                draw("R2M1", "P01", "P03"),
-                ResultRow("R3M1", "P02", "P03", 3, 0, technical_loss_b=True),
-            ],
-        )
-    )
-    assert (rows["P01"].played, rows["P01"].wins, rows["P01"].draws, rows["P01"].losses, rows["P01"].points) == (
-        2,
-        1,
-        1,
-        0,
-        4,
-    )
-    p3 = rows["P03"]
-    assert (p3.played, p3.wins, p3.draws, p3.losses, p3.technical_losses, p3.points) == (2, 0, 1, 1, 1, 1)
+def every_reader(league: League) -> dict[str, list[dict]]:
+    league.refresh_from_db()
+    last = Round.objects.filter(league=league, matches__status=Match.Status.FINISHED).order_by("-number").first()
+    conductor._TABLES.pop(league.pk, None)  # the conductor's table, built afresh from the database
+    return {
+        "service": standings.standings(league),
+        "uncached": standings.compute(league),
+        "queries": queries.standings(league),
+        "pages": wire(readmodel.standings(league)),
+        "export": export.recompute_standings(export.export_league(league)),
+        "conductor": conductor.round_standings(league, last),
+    }
 
 
-def test_it_counts_a_loss_for_both_when_both_fail():
-    rows = by_id(compute_standings(["P01", "P02"], [ResultRow("R1M1", "P01", "P02", 0, 0, True, True)]))
-    for player_id in ("P01", "P02"):
-        assert (rows[player_id].losses, rows[player_id].technical_losses, rows[player_id].points) == (1, 1, 0)
+def test_every_reader_shows_the_same_table():
+    league = make_league("same_table", players=4)
+    play_round(league, 1)  # both A sides win
+    play(Match.objects.get(league=league, round__number=2, match_id__endswith="M1"), "even", "even", 3)  # a draw
+    tables = every_reader(league)
+    assert tables["service"][0]["points"] == 4 and sum(row["played"] for row in tables["service"]) == 6
+    for reader, table in tables.items():
+        assert table == tables["service"], reader
 
 
-def test_it_ranks_by_points_then_wins_then_draws():
-    # P02: 1 win 1 loss (3 pts); P03: 3 draws (3 pts) → P02 ahead on wins.
-    rows = compute_standings(
-        ["P01", "P02", "P03", "P04"],
-        [
-            win("A", "P02", "P01"),
-            win("B", "P04", "P02"),
-            draw("C", "P03", "P01"),
-            draw("D", "P03", "P04"),
-            draw("E", "P03", "P01"),
-        ],
-    )
-    ranked = [(r.rank, r.player_id, r.points) for r in rows]
-    assert ranked[0] == (1, "P04", 4)
-    assert [r.player_id for r in rows].index("P02") < [r.player_id for r in rows].index("P03")
+def test_a_removed_player_with_results_stays_and_one_without_is_left_out():
+    league = make_league("removals", players=4)
+    play_round(league, 1)
+    late = Player.objects.create(league=league, player_id="P05", display_name="Late", endpoint="http://127.0.0.1:9/mcp")
+    played = Player.objects.get(league=league, player_id="P04")
+    Player.objects.filter(pk__in=[late.pk, played.pk]).update(status=AgentStatus.REMOVED)
+
+    tables = every_reader(league)
+    ids = [row["player_id"] for row in tables["service"]]
+    assert sorted(ids) == ["P01", "P02", "P03", "P04"]  # P04 played before it left; P05 never did
+    for reader, table in tables.items():
+        assert table == tables["service"], reader
+    statuses = {row["player_id"]: row["status"] for row in readmodel.standings(league)}
+    assert statuses["P04"] == AgentStatus.REMOVED
 
 
-def test_it_breaks_a_tie_by_head_to_head_among_the_tied_players():
-    # P01, P02, P03 all have 3 points from 1 win. Head-to-head inside that group:
-    # P02 3 (beat P03), P03 3 (beat P01), P01 0 → P02, P03 (ids), then P01.
-    rows = compute_standings(
-        ["P01", "P02", "P03", "P04"],
-        [win("M1", "P03", "P01"), win("M2", "P01", "P04"), win("M3", "P02", "P03")],
-    )
-    assert [(r.rank, r.player_id) for r in rows] == [(1, "P02"), (2, "P03"), (3, "P01"), (4, "P04")]
+def test_the_cached_table_follows_new_results_removals_and_returns():
+    league = make_league("cached", players=4)
+    before = standings.standings(league)
+    assert [row["played"] for row in before] == [0, 0, 0, 0]
+    play_round(league, 1)
+    assert sum(row["played"] for row in standings.standings(league)) == 4
+    Player.objects.create(league=league, player_id="P05", display_name="Late", endpoint="http://127.0.0.1:9/mcp")
+    assert len(standings.standings(league)) == 5
+    Player.objects.filter(league=league, player_id="P05").update(status=AgentStatus.REMOVED)
+    assert len(standings.standings(league)) == 4
+    mine = standings.standings(league)
+    mine[0]["points"] = 99  # a caller's copy: the cache is not changed through it
+    assert standings.standings(league)[0]["points"] != 99
 
 
-def test_it_uses_head_to_head_among_exactly_the_tied_group():
-    # Everyone has 3 points, but only P02 and P03 are tied on wins and draws (1 win each);
-    # P01 and P04 have 3 draws. Inside {P02, P03}, P03 beat P02 → P03 first. Counting P02's
-    # win over P01 (tied on points only) would wrongly level them and put P02 first.
-    results = [
-        win("M1", "P03", "P02"),
-        win("M2", "P02", "P01"),
-        draw("M3", "P01", "P04"),
-        draw("M4", "P01", "P04"),
-        draw("M5", "P04", "P01"),
-    ]
-    rows = compute_standings(["P01", "P02", "P03", "P04"], results)
-    assert {r.points for r in rows} == {3}
-    assert [r.player_id for r in rows] == ["P03", "P02", "P01", "P04"]
-
-
-def test_it_ignores_matches_against_players_outside_the_tied_group_for_head_to_head():
-    # P01 and P02 tie (6 pts, 2 wins). P01 took 3 h2h points from P02. P02 beat P03 twice,
-    # which must not count as head-to-head (P03 is not tied with them).
-    results = [
-        win("M1", "P01", "P02"),
-        win("M2", "P01", "P04"),
-        win("M3", "P02", "P03"),
-        win("M4", "P02", "P03"),
-        win("M5", "P03", "P01"),
-        win("M6", "P04", "P02"),
-    ]
-    rows = compute_standings(["P01", "P02", "P03", "P04"], results)
-    p = by_id(rows)
-    assert (p["P01"].points, p["P01"].wins) == (p["P02"].points, p["P02"].wins) == (6, 2)
-    assert [r.player_id for r in rows][:2] == ["P01", "P02"]
-
-
-def test_it_falls_back_to_numeric_id_order():
-    rows = compute_standings(["P100", "P99", "P9"], [])
-    assert [r.player_id for r in rows] == ["P9", "P99", "P100"]
-    assert [r.rank for r in rows] == [1, 2, 3]
-    assert id_sort_key("P100") > id_sort_key("P99")
-
-
-def test_it_refuses_to_count_a_match_twice():
-    table = StandingsTable.for_players(["P01", "P02"])
-    table.add(win("R1M1", "P01", "P02"))
-    try:
-        table.add(win("R1M1", "P01", "P02"))
-    except ValueError:
-        pass
-    else:
-        raise AssertionError("a duplicate result was counted")
-    assert by_id(table.rows())["P01"].points == 3
-
-
-def random_results(rng: random.Random, n: int, double: bool) -> list[ResultRow]:
-    outcomes = [(3, 0, False, False), (0, 3, False, False), (1, 1, False, False), (3, 0, False, True),
-                (0, 3, True, False), (0, 0, True, True)]  # fmt: skip
-    results = []
-    for m in schedule_matches([f"P{i}" for i in range(1, n + 1)], double=double):
-        pa, pb, ta, tb = rng.choice(outcomes)
-        results.append(ResultRow(m.match_id, m.player_a, m.player_b, pa, pb, ta, tb))
-    return results
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.integers(min_value=2, max_value=14), st.booleans(), st.randoms(use_true_random=False))
-def test_it_keeps_the_incremental_table_equal_to_a_recomputation(n, double, rng):
-    players = [f"P{i}" for i in range(1, n + 1)]
-    results = random_results(rng, n, double)
-    rng.shuffle(results)
-    table = StandingsTable.for_players(players)
-    for index, result in enumerate(results):
-        table.add(result)
-        assert table.rows() == compute_standings(players, results[: index + 1])
-    final = table.rows()
-    assert sum(r.played for r in final) == 2 * len(results)
-    keys = [(r.points, r.wins, r.draws) for r in final]
-    assert keys == sorted(keys, reverse=True), "primary keys are ranked descending"
-
-
-def reference_order(players: list[str], results: list[ResultRow]) -> list[str]:
-    """§7 written plainly, for checking the table: points, wins, draws; then the head-to-head
-    points taken from exactly the players tied on all three; then the numeric id."""
-    tally = {p: [0, 0, 0] for p in players}
-    taken: dict[tuple[str, str], int] = {}
-    for r in results:
-        for me, other, points in ((r.player_a, r.player_b, r.points_a), (r.player_b, r.player_a, r.points_b)):
-            tally[me][0] += points
-            tally[me][1] += points == 3
-            tally[me][2] += points == 1
-            taken[(me, other)] = taken.get((me, other), 0) + points
-
-    def key(p: str) -> tuple:
-        tied = [q for q in players if q != p and tally[q] == tally[p]]
-        return (-tally[p][0], -tally[p][1], -tally[p][2], -sum(taken.get((p, q), 0) for q in tied), id_sort_key(p))
-
-    return sorted(players, key=key)
-
-
-@settings(max_examples=80, deadline=None)
-@given(st.integers(min_value=2, max_value=16), st.booleans(), st.randoms(use_true_random=False))
-def test_the_order_is_the_plain_reading_of_the_tie_breaks_at_every_point_of_a_league(n, double, rng):
-    # From the first result to the last, so that both ways of summing head-to-head points are
-    # taken: from the pairs that met while few have (large tied groups), from the pairs within
-    # each tied group once many have.
-    players = [f"P{i}" for i in range(1, n + 1)]
-    results = random_results(rng, n, double)
-    table = StandingsTable.for_players(players)
-    for index, result in enumerate(results):
-        table.add(result)
-        assert [row.player_id for row in table.rows()] == reference_order(players, results[: index + 1])
+def test_entrants_is_the_one_rule_on_removed_players():
+    players = [("P01", "A", AgentStatus.ACTIVE), ("P02", "B", AgentStatus.REMOVED), ("P03", "C", AgentStatus.REMOVED)]
+    results = [ResultRow("R1M1", "P01", "P02", 3, 0)]
+    assert entrants(players, results) == {"P01": "A", "P02": "B"}
+    assert entrants(players, []) == {"P01": "A"}

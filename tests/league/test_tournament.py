@@ -1,9 +1,9 @@
-"""The tournament views' pure rules: tie-break per row, rank moves, form, crosstable, agent health."""
+"""The tournament views' pure rules: rank moves, form, crosstable, agent health."""
 
 from __future__ import annotations
 
-from league.standings import compute_standings
-from league.tournament import Call, Played, agent_health, crosstable, decided_by, percentile, rank_moves, recent_form
+from league.tournament import Call, Played, agent_health, crosstable, percentile, rank_moves, recent_form
+from leagueproto.scoring import compute_standings
 
 
 def _rows(players: list[str], played: list[Played]) -> list[dict]:
@@ -18,38 +18,6 @@ def win(match_id: str, rnd: int, a: str, b: str, **kw) -> Played:
 
 def draw(match_id: str, rnd: int, a: str, b: str) -> Played:
     return Played(match_id, rnd, a, b, 1, 1)
-
-
-def test_decided_by_names_each_rule_in_the_ranking_order():
-    # P01 and P02 drew each other and both beat P03: level on everything, so P02 is below on id.
-    played = [draw("R1M1", 1, "P01", "P02"), win("R2M1", 2, "P01", "P03"), win("R3M1", 3, "P02", "P03")]
-    rows = _rows(["P01", "P02", "P03"], played)
-    assert [r["player_id"] for r in rows] == ["P01", "P02", "P03"]
-    assert decided_by(rows, played) == [None, "player_id", "points"]
-
-
-def test_decided_by_head_to_head_wins_and_draws():
-    # P01 and P04 both won one and lost one (level on points, wins and draws); P04 beat P01.
-    played = [
-        win("R1M1", 1, "P02", "P01"),
-        win("R1M2", 1, "P01", "P03"),
-        win("R2M1", 2, "P02", "P04"),
-        win("R2M2", 2, "P04", "P01"),
-    ]
-    rows = _rows(["P01", "P02", "P03", "P04"], played)
-    order = [r["player_id"] for r in rows]
-    assert order.index("P04") == order.index("P01") - 1
-    rules = dict(zip(order, decided_by(rows, played), strict=True))
-    assert rules["P01"] == "head_to_head"
-    # Same points, one side with more wins (3 = one win, or three draws).
-    wins_vs_draws = [
-        win("A", 1, "P01", "P09"),
-        draw("B", 1, "P02", "P08"),
-        draw("C", 2, "P02", "P07"),
-        draw("D", 3, "P02", "P06"),
-    ]
-    rows = _rows(["P01", "P02", "P06", "P07", "P08", "P09"], wins_vs_draws)
-    assert rows[1]["player_id"] == "P02" and decided_by(rows, wins_vs_draws)[1] == "wins"
 
 
 def test_rank_moves_compare_with_the_standings_before_the_latest_round():

@@ -58,8 +58,9 @@ class ScriptedPlayer:
 
     ``choices`` (even_odd) and ``moves`` (bo5) are answered in order, the last one repeating;
     a value ``MISSING`` leaves the field out. ``join`` is "accept" or "decline"; ``join_delay`` /
-    ``move_delay`` make it answer late. ``edits`` maps a tool name to a list of field overrides
-    applied to its successive replies (the last repeating), e.g. ``{"choose_parity":
+    ``move_delay`` make it answer late; ``join_gate`` holds every join answer until the test sets
+    it (a match that must still be running, whatever the machine's load). ``edits`` maps a tool
+    name to a list of field overrides applied to its successive replies (the last repeating), e.g. ``{"choose_parity":
     [{"message_type": "GAME_JOIN_ACK"}, {}]}`` answers with a wrong type once, then correctly.
     """
 
@@ -74,6 +75,7 @@ class ScriptedPlayer:
         moves: list[Any] | None = None,
         join_delay: float = 0.0,
         move_delay: float = 0.0,
+        join_gate: threading.Event | None = None,
         edits: dict[str, list[dict[str, Any]]] | None = None,
     ) -> None:
         self.player_id = player_id
@@ -83,6 +85,7 @@ class ScriptedPlayer:
         self.moves = list(moves or [1])
         self.join_delay = join_delay
         self.move_delay = move_delay
+        self.join_gate = join_gate
         self.received = Recorder()
         self.toolset = Toolset(
             name=f"player-{player_id}", sender=f"player:{player_id}", error_message_type="GAME_ERROR"
@@ -105,6 +108,8 @@ class ScriptedPlayer:
         async def invitation(msg: LeagueMessage, ctx: CallContext) -> dict[str, Any]:
             self.received.add("handle_game_invitation", msg.model_dump())
             await asyncio.sleep(self.join_delay)
+            if self.join_gate is not None:
+                await asyncio.to_thread(self.join_gate.wait, 60)
             return self._edited(
                 "handle_game_invitation",
                 ts.reply(

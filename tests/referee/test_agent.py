@@ -4,6 +4,7 @@ report delivery across restarts, over real HTTP."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 from leagueproto.envelope import make_message
@@ -183,12 +184,14 @@ def test_it_keeps_a_finished_result_across_a_restart(players, tmp_path):
 
 def test_it_runs_several_matches_at_once(referee, lm, players):
     scripted_lm, _ = lm
-    _, url_a = players(ScriptedPlayer("P01", join_delay=0.1))
+    gate = threading.Event()
+    _, url_a = players(ScriptedPlayer("P01", join_gate=gate))
     _, url_b = players(ScriptedPlayer("P02"))
     replies = [
         rpc(referee.url, "start_match", start_match_message(url_a, url_b, match_id=f"R1M{n}")) for n in (1, 2, 3)
     ]
     assert [r["active_matches"] for r in replies] == [1, 2, 3]
+    gate.set()
     reports = scripted_lm.received.wait_for("acknowledged", 3)
     assert sorted(r["match_id"] for r in reports) == ["R1M1", "R1M2", "R1M3"]
 

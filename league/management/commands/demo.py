@@ -21,11 +21,12 @@ from typing import Any
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from league import actions, queries
+from league import actions
 from league.admin_actions import FINAL, cancel_league, delete_league
+from league.api import readmodel
 from league.bench.processes import Cluster, busy_ports, strategy_groups
-from league.conductor import progress
 from league.models import AgentStatus, League
+from league.standings import standings
 
 FAST = {
     "join_timeout": 1.0,
@@ -200,8 +201,9 @@ class Demo:
             task = bar.add_task("starting", total=None)
             while True:
                 league.refresh_from_db()
-                state = progress(league)
-                leader = state["leader"]
+                state = readmodel.progress(league)
+                table = standings(league) if state["matches_finished"] else []
+                leader = table[0] if table else None
                 lead = (
                     f" · leader {leader['player_id']} {leader['display_name']} ({leader['points']} pts)"
                     if leader
@@ -209,9 +211,9 @@ class Demo:
                 )
                 bar.update(
                     task,
-                    total=state["total"] or None,
-                    completed=state["done"],
-                    description=f"round {state['round']}/{state['rounds']}{lead}",
+                    total=state["matches_total"] or None,
+                    completed=state["matches_finished"],
+                    description=f"round {state['current_round']}/{state['rounds_total']}{lead}",
                 )
                 if league.status in (League.Status.COMPLETED, League.Status.CANCELLED):
                     return league
@@ -228,7 +230,7 @@ class Demo:
         table = Table(title=f"Final standings · {league.name}")
         for column in ("rank", "player", "name", "played", "W", "D", "L", "tech. L", "points"):
             table.add_column(column, justify="left" if column in ("player", "name") else "right")
-        for row in queries.standings(league):
+        for row in standings(league):
             table.add_row(
                 *(
                     str(row[k])

@@ -1,0 +1,470 @@
+"""Check my agent: a practice run of everything a league sends a player, reported step by step.
+
+``run_check(endpoint)`` plays what a one-round league would with the agent at ``endpoint``: the
+ROUND_ANNOUNCEMENT, a practice match against a house bot run by the referee's own runner and game
+rules (GAME_INVITATION, the move requests, GAME_ERROR when an answer is invalid, GAME_OVER), then
+LEAGUE_STANDINGS_UPDATE, ROUND_COMPLETED and LEAGUE_COMPLETED. Each message sent becomes a
+:class:`Step`: the message, the reply, its latency, a verdict (ok / warn / fail) and, when it is
+not ok, the fix in one sentence with the section of docs/protocol.md to read.
+
+It registers nothing and writes nothing: no league, player, match or event row is involved (the
+messages name the league ``check_practice``). The page (``/check/``) and ``manage.py checkagent``
+are thin callers: they apply the leagues' endpoint policy first (``endpoint_refusal``), and the page
+its per-address limit (``take_check_slot``).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from league.ratelimit import Bucket, limiter
+from league.standings import standing_dict
+from leagueproto.client import NO_RETRY, AgentClient, CallFailed, CallResult
+from leagueproto.envelope import make_message, parse_timestamp
+from leagueproto.errors import LeagueError, see
+from leagueproto.scoring import ResultRow, compute_standings
+from referee.games import get_game
+from referee.runner import MatchRunner, MatchSpec, Seat, Timeouts, redact
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+LEAGUE_ID = "check_practice"
+AGENT_ID = "P01"  # the agent under test, unless it says it is registered under another id
+HOUSE_ID = "P02"
+HOUSE_NAME = "House bot"
+HOUSE_ENDPOINT = "house:bot"  # answered in-process by ``HouseClient``, never over the network
+SENDER = "league_manager"
+ENVELOPE = ("protocol", "message_type", "sender", "timestamp", "conversation_id")
+# Seconds the check waits for each reply: the protocol's limits, move shortened (a check is not a
+# tournament: ten seconds is plenty to show an answer comes back).
+TIMEOUTS = Timeouts(join=5.0, move=10.0, game_over=5.0, report=5.0, default=5.0)
+
+# Sections of docs/protocol.md the fixes point to.
+SEE_WIRE = see("wire-format")
+SEE_ENVELOPE = see("the-envelope")
+SEE_PLAYER_TOOLS = see("tools-a-player-serves")
+SEE_MATCH = see("how-a-match-runs")
+SEE_LM_SENDS = see("messages-the-league-manager-sends")
+SEE_GAMES = {"even_odd": see("even_odd-default"), "even_odd_bo5": see("even_odd_bo5-best-of-five")}
+
+
+@dataclass
+class Step:
+    """One message the check sent and what came of it."""
+
+    message_type: str
+    method: str
+    sent: dict[str, Any]
+    reply: dict[str, Any] | None = None
+    latency_ms: float | None = None
+    verdict: str = OK
+    note: str = ""  # what happened, in a few words
+    fix: str | None = None  # for warn / fail: what to change, one sentence
+    see: str | None = None  # the section of docs/protocol.md to read (``docs/protocol.md#anchor``)
+    error_code: str | None = None  # when no usable reply came: the client's E0xx (E001 timeout …)
+
+    @property
+    def anchor(self) -> str | None:
+        return self.see.partition("#")[2] if self.see else None
+
+    def judge(self, verdict: str, note: str, fix: str | None = None, where: str | None = None) -> None:
+        """Record a finding; the worst one stays (a fail is never turned back into a warn)."""
+        rank = {OK: 0, WARN: 1, FAIL: 2}
+        if rank[verdict] < rank[self.verdict]:
+            return
+        self.verdict, self.note, self.fix, self.see = verdict, note, fix, where
+
+
+@dataclass
+class Report:
+    endpoint: str
+    game_type: str
+    player_id: str
+    steps: list[Step] = field(default_factory=list)
+    match_result: dict[str, Any] | None = None
+    stopped: str | None = None  # why the check ended early, if it did
+    seconds: float = 0.0
+
+    @property
+    def verdict(self) -> str:
+        verdicts = {s.verdict for s in self.steps} | ({FAIL} if self.stopped else set())
+        return FAIL if FAIL in verdicts else WARN if WARN in verdicts else OK
+
+    @property
+    def passed(self) -> bool:
+        """No step failed (warnings are advice)."""
+        return self.verdict != FAIL
+
+    def counts(self) -> dict[str, int]:
+        return {v: sum(1 for s in self.steps if s.verdict == v) for v in (OK, WARN, FAIL)}
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(verdict=self.verdict, passed=self.passed, counts=self.counts())
+        return data
+
+
+# -- the house bot --------------------------------------------------------------------------
+def house_reply(method: str, message: dict[str, Any]) -> dict[str, Any]:
+    """What the house bot answers: it joins, plays at random and acknowledges everything else."""
+    me = str(message.get("player_id") or HOUSE_ID)  # the seat the referee asks it as
+    fields: dict[str, Any] = {"match_id": message.get("match_id"), "player_id": me}
+    kind = message.get("message_type")
+    if kind == "GAME_INVITATION":
+        reply_type, fields["accept"] = "GAME_JOIN_ACK", True
+    elif kind == "CHOOSE_PARITY_CALL":
+        reply_type, fields["parity_choice"] = "CHOOSE_PARITY_RESPONSE", secrets.choice(("even", "odd"))
+    elif kind == "MOVE_REQUEST":
+        reply_type, fields["move"] = "MOVE_RESPONSE", {"number": secrets.randbelow(5) + 1}
+        fields["game_round"] = message.get("game_round")
+    else:
+        reply_type, fields["status"] = "ACK", "received"
+    return make_message(reply_type, f"player:{me}", conversation_id=message.get("conversation_id"), **fields)
+
+
+class HouseClient(AgentClient):
+    """The check's client: the house bot answers in this process, the agent over HTTP."""
+
+    async def call(self, endpoint: str, method: str, params: dict[str, Any], **kwargs: Any) -> CallResult:
+        if endpoint == HOUSE_ENDPOINT:
+            return CallResult(house_reply(method, params), False, 0.0, 1, "in-process")
+        return await super().call(endpoint, method, params, **kwargs)
+
+
+# -- judging replies ------------------------------------------------------------------------
+def _failed_call(step: Step, code: str, detail: str) -> None:
+    """A call that got no usable reply (``code``: the E0xx the client gave it)."""
+    step.error_code = code
+    # The client's words when the direct form and then tools/call both found no such tool
+    # (tools/call answers -32602 "Unknown tool" in MCP servers, -32601 in others).
+    if "no method or tool" in detail or "unknown tool" in detail.lower() or "-32601" in detail:
+        step.judge(
+            FAIL,
+            f"your agent has no tool {step.method}",
+            f"Serve the tool {step.method} (JSON-RPC method {step.method!r}, or through tools/call) and "
+            f"answer {step.message_type} with a league message.",
+            SEE_PLAYER_TOOLS,
+        )
+    elif code == "E001":
+        step.judge(
+            FAIL,
+            f"no reply in time ({detail})",
+            "Answer every call in the HTTP response itself, within the step's time limit (5 s for an "
+            "invitation or a notice): do the slow work after replying.",
+            SEE_MATCH,
+        )
+    elif code == "E009":
+        step.judge(
+            FAIL,
+            f"could not connect ({detail})",
+            "Make your agent listen on the address you gave (host, port and the path /mcp) and make "
+            "sure this machine can reach it.",
+            see("player-side"),
+        )
+    elif code == "E010":
+        step.judge(
+            FAIL,
+            f"your agent crashed ({detail})",
+            f"Your agent answered an HTTP 5xx to {step.message_type}: read its log for the exception "
+            "and answer with a league message instead.",
+            SEE_PLAYER_TOOLS,
+        )
+    else:
+        step.judge(
+            FAIL,
+            f"unusable reply ({detail})",
+            "Answer with a JSON-RPC 2.0 response whose result is the reply message as a JSON object "
+            '({"jsonrpc": "2.0", "id": <the id>, "result": {…}}).',
+            SEE_WIRE,
+        )
+
+
+def _refused(step: Step, reply: dict[str, Any], from_league: bool) -> None:
+    """The agent answered with a LEAGUE_ERROR / GAME_ERROR."""
+    code = str(reply.get("error_code") or "?")
+    text = str(reply.get("error_description") or reply.get("error_name") or "no description")
+    note = f"your agent refused it: {code} {text}"
+    if from_league and code in ("E011", "E012"):
+        # A registered agent trusts only its own league's league_manager_token: right to refuse
+        # a check that cannot show it, so this is advice, not a failure.
+        step.judge(
+            WARN,
+            note,
+            "Your agent checks the league_manager_token (good), and the check cannot show your league's: "
+            "run the check before your agent registers to see its answer to this notice.",
+            see("player-side"),
+        )
+        return
+    context = reply.get("context") if isinstance(reply.get("context"), dict) else {}
+    field_name = context.get("field")
+    blame = f" (it objected to {field_name})" if field_name else ""
+    step.judge(
+        FAIL,
+        note,
+        f"Accept {step.message_type} exactly as the league sends it{blame}: the fields, the sender "
+        f"{step.sent.get('sender')!r} and the bearer token in auth_token.",
+        SEE_LM_SENDS if from_league else SEE_MATCH,
+    )
+
+
+def _check_envelope(step: Step, reply: dict[str, Any], expected_type: str | None) -> None:
+    """Advice on a reply the league can use: its envelope, its type, its speed."""
+    missing = [name for name in ENVELOPE if name not in reply]
+    if missing:
+        step.judge(
+            WARN,
+            f"the reply lacks {', '.join(missing)}",
+            f"Put the whole envelope in every reply ({', '.join(ENVELOPE)}).",
+            SEE_ENVELOPE,
+        )
+    elif reply.get("conversation_id") != step.sent.get("conversation_id"):
+        step.judge(
+            WARN,
+            "the reply's conversation_id is not the request's",
+            "Answer with the conversation_id of the message you answer.",
+            SEE_ENVELOPE,
+        )
+    else:
+        try:
+            parse_timestamp(reply.get("timestamp"))
+        except LeagueError:
+            step.judge(
+                WARN,
+                f"timestamp {reply.get('timestamp')!r} is not UTC",
+                "Write timestamps in UTC ending in 'Z', such as '2025-01-15T10:30:00Z'.",
+                SEE_ENVELOPE,
+            )
+    if expected_type and reply.get("message_type") != expected_type:
+        step.judge(
+            WARN,
+            f"answered with message_type {reply.get('message_type')!r}",
+            f"Answer {step.message_type} with message_type {expected_type}.",
+            SEE_PLAYER_TOOLS,
+        )
+
+
+# The reply each game request is owed (notices and GAME_ERROR are acknowledged with ACK).
+ANSWERS = {
+    "GAME_INVITATION": "GAME_JOIN_ACK",
+    "CHOOSE_PARITY_CALL": "CHOOSE_PARITY_RESPONSE",
+    "MOVE_REQUEST": "MOVE_RESPONSE",
+}
+
+
+def _invalid_answer(step: Step, problem: str, error: dict[str, Any] | None, game_type: str, player_id: str) -> None:
+    """The referee found the reply was no valid answer (``error``: the GAME_ERROR it sent back)."""
+    code = (error or {}).get("error_code")
+    rules = SEE_GAMES.get(game_type, see("games"))
+    if code == "E012":
+        fix = (
+            f"Answer as the player you were asked as (player_id {player_id!r}, sender 'player:{player_id}'); "
+            "if your agent is registered under another id, give that id to the check."
+        )
+        where = SEE_MATCH
+    elif code == "E002":
+        fix = f"Answer {step.message_type} in the HTTP reply itself with a {ANSWERS.get(step.message_type, 'ACK')}."
+        where = SEE_MATCH
+    elif step.message_type == "MOVE_REQUEST":
+        fix, where = 'Answer with move {"number": n}, n a whole number from 1 to 5.', rules
+    elif step.message_type == "CHOOSE_PARITY_CALL":
+        fix, where = 'Answer with parity_choice exactly "even" or "odd" (lower case).', rules
+    else:
+        fix, where = f"Answer {step.message_type} with a {ANSWERS.get(step.message_type, 'ACK')}.", SEE_MATCH
+    step.judge(FAIL, f"not a valid answer: {problem}", fix, where)
+
+
+def judge_reply(step: Step, reply: dict[str, Any], is_error: bool, timeout: float, *, from_league: bool) -> None:
+    step.reply = redact(reply)
+    if is_error:
+        _refused(step, reply, from_league)
+        return
+    _check_envelope(step, reply, ANSWERS.get(step.message_type, "ACK"))
+    if step.latency_ms is not None and step.latency_ms > timeout * 1000 / 2:
+        step.judge(
+            WARN,
+            f"slow: {step.latency_ms:.0f} ms of the {timeout:g} s allowed",
+            "Reply sooner: a busy network can push a reply this slow past the limit.",
+            SEE_MATCH,
+        )
+
+
+# -- the run ---------------------------------------------------------------------------------
+def _limit(message_type: str, timeouts: Timeouts) -> float:
+    """Seconds the referee gave a reply to ``message_type``."""
+    if message_type == "GAME_INVITATION":
+        return timeouts.join
+    if message_type in ("CHOOSE_PARITY_CALL", "MOVE_REQUEST"):
+        return timeouts.move
+    return timeouts.game_over if message_type == "GAME_OVER" else timeouts.default
+
+
+def match_steps(log: list[dict[str, Any]], peer: str, game_type: str, timeouts: Timeouts = TIMEOUTS) -> list[Step]:
+    """The referee's match log, as steps: each OUT to ``peer`` with the IN that answered it."""
+    steps: list[Step] = []
+    mine = [e for e in log if e.get("peer") == peer]
+    for n, entry in enumerate(mine):
+        if entry["direction"] != "OUT":
+            continue
+        step = Step(entry["message_type"], entry["method"], entry["message"], latency_ms=entry.get("latency_ms"))
+        steps.append(step)
+        answer = mine[n + 1] if n + 1 < len(mine) and mine[n + 1]["direction"] == "IN" else None
+        if answer is None:
+            code, _, detail = str(entry.get("error") or "E002: no reply").partition(": ")
+            _failed_call(step, code, detail)
+            continue
+        limit = _limit(step.message_type, timeouts)
+        judge_reply(step, answer["message"] or {}, answer["outcome"] == "error", limit, from_league=False)
+        if answer["outcome"] == "invalid":
+            error = next(
+                (e["message"] for e in mine[n + 2 :] if e["direction"] == "OUT" and e["message_type"] == "GAME_ERROR"),
+                None,
+            )
+            _invalid_answer(step, str(answer.get("problem", "")), error, game_type, peer)
+        elif step.message_type == "GAME_INVITATION" and answer["message"].get("accept", True) in (False, "false"):
+            step.judge(FAIL, "declined the invitation", "Answer GAME_JOIN_ACK with accept: true.", SEE_MATCH)
+    return steps
+
+
+@dataclass
+class Check:
+    """One check of one endpoint (``run``); ``client``: an open HouseClient, or one is made."""
+
+    endpoint: str
+    game_type: str = "even_odd"
+    player_id: str = AGENT_ID
+    timeouts: Timeouts = TIMEOUTS
+    client: HouseClient | None = None
+    lm_token: str = field(default_factory=lambda: secrets.token_hex(32))
+
+    async def run(self) -> Report:
+        started = time.monotonic()
+        report = Report(self.endpoint, self.game_type, self.player_id)
+        own = self.client is None
+        client = self.client or HouseClient()
+        try:
+            await self._run(client, report)
+        finally:
+            if own:
+                await client.close()
+        report.seconds = round(time.monotonic() - started, 2)
+        return report
+
+    async def _notice(self, client: HouseClient, method: str, message_type: str, **fields: Any) -> Step:
+        message = make_message(message_type, SENDER, auth_token=self.lm_token, league_id=LEAGUE_ID, **fields)
+        step = Step(message_type, method, redact(message))
+        try:
+            result = await client.call(self.endpoint, method, message, timeout=self.timeouts.default, policy=NO_RETRY)
+        except CallFailed as exc:
+            step.latency_ms = round(exc.latency_ms, 1)
+            _failed_call(step, exc.code.value, exc.detail)
+            return step
+        step.latency_ms = round(result.latency_ms, 1)
+        judge_reply(step, result.reply, result.is_error, self.timeouts.default, from_league=True)
+        return step
+
+    async def _run(self, client: HouseClient, report: Report) -> None:
+        # The house bot is P02, or P01 when the agent is to be called P02.
+        a, b = self.player_id, HOUSE_ID if self.player_id != HOUSE_ID else AGENT_ID
+        match = {
+            "match_id": "R1M1",
+            "game_type": self.game_type,
+            "player_A_id": a,
+            "player_B_id": b,
+            # The practice match is refereed inside the check: there is no referee endpoint.
+            "referee_endpoint": None,
+        }
+        first = await self._notice(client, "notify_round", "ROUND_ANNOUNCEMENT", round_id=1, matches=[match])
+        report.steps.append(first)
+        if first.error_code in ("E001", "E009"):  # unreachable, or silent: the rest would go the same way
+            report.stopped = "the agent did not answer the first message: nothing else was sent"
+            return
+        spec = MatchSpec(
+            league_id=LEAGUE_ID,
+            round_id=1,
+            match_id="R1M1",
+            game_type=self.game_type,
+            player_a=Seat(a, self.endpoint),
+            player_b=Seat(b, HOUSE_ENDPOINT, HOUSE_NAME),
+            match_token=secrets.token_hex(32),
+            timeouts=self.timeouts,
+            retry=NO_RETRY,
+            max_invalid_moves=1,  # one invalid answer is forgiven (and a GAME_ERROR sent), as in a league
+            standings={a: {"wins": 0, "losses": 0, "draws": 0}, b: {"wins": 0, "losses": 0, "draws": 0}},
+        )
+        runner = MatchRunner(spec, get_game(self.game_type), client, "referee:REF01")
+        result = await runner.run()
+        report.match_result = result.to_dict()
+        report.steps += match_steps(runner.log.entries, a, self.game_type, self.timeouts)
+
+        points = result.score
+        row = ResultRow("R1M1", a, b, points[a], points[b], a in result.technical_loss, b in result.technical_loss)
+        names = {a: "Your agent", b: HOUSE_NAME}
+        table = [standing_dict(r, names[r.player_id]) for r in compute_standings([a, b], [row])]
+        report.steps.append(
+            await self._notice(client, "update_standings", "LEAGUE_STANDINGS_UPDATE", round_id=1, standings=table)
+        )
+        report.steps.append(
+            await self._notice(
+                client,
+                "notify_round_completed",
+                "ROUND_COMPLETED",
+                round_id=1,
+                matches_played=1,
+                matches_completed=1,
+                next_round_id=None,
+            )
+        )
+        top = table[0]
+        champion = {"player_id": top["player_id"], "display_name": top["display_name"], "points": top["points"]}
+        report.steps.append(
+            await self._notice(
+                client,
+                "notify_league_completed",
+                "LEAGUE_COMPLETED",
+                total_rounds=1,
+                total_matches=1,
+                champion=champion,
+                final_standings=table,
+            )
+        )
+
+
+def reply_summary(step: Step) -> str:
+    """The reply in a few words: its type and the field that matters."""
+    reply = step.reply
+    if reply is None:
+        return "no reply"
+    parts = [str(reply.get("message_type") or "(no message_type)")]
+    for key in ("error_code", "status", "accept", "parity_choice", "move"):
+        if key in reply:
+            parts.append(f"{key}={reply[key]!r}" if not isinstance(reply[key], dict) else f"{key}={reply[key]}")
+    return " ".join(parts)
+
+
+# -- what callers apply first ------------------------------------------------------------------
+def endpoint_refusal(endpoint: str) -> str | None:
+    """Why the check will not call ``endpoint`` (the leagues' endpoint policy), or None."""
+    from league.endpoints import endpoint_problem
+    from league.models import DEFAULT_ALLOWED_NETWORKS
+
+    return endpoint_problem(endpoint, settings.CHECKAGENT_ALLOWED_NETWORKS or DEFAULT_ALLOWED_NETWORKS)
+
+
+async def take_check_slot(client_host: str | None) -> int | None:
+    """Count one check against ``client_host``'s allowance (``CHECKAGENT_PER_MINUTE``, in the rate
+    limiter's store); None when it may run, else the seconds to wait before the next one."""
+    per_minute = settings.CHECKAGENT_PER_MINUTE
+    if per_minute <= 0:
+        return None
+    bucket = Bucket(f"{settings.MCP_RATE_LIMIT_PREFIX}check:{client_host or '-'}", per_minute, "address")
+    empty = await limiter.take([bucket])
+    return None if empty is None else max(1, round(60 / per_minute))
+
+
+async def run_check(endpoint: str, **options: Any) -> Report:
+    """Check the agent at ``endpoint`` (see :class:`Check` for the options)."""
+    return await Check(endpoint, **options).run()

@@ -1,0 +1,326 @@
+"""Which agent endpoints the LM accepts, and when two spellings name the same endpoint.
+
+An endpoint is a URL the LM and the referees will POST to, so it is an instruction to make
+requests on someone's behalf. The policy (``endpoint_problem``) refuses, with one sentence each:
+
+* anything but an ``http://`` or ``https://`` URL with a host, and credentials in the URL
+  (``user:password@``): agents authenticate with tokens, and such URLs end up in logs and pages;
+* an IPv4 address written in a legacy form (``127.1``, ``0177.0.0.1``, ``2130706433``): they
+  mean an address other than the one a reader sees, and the LM's HTTP client refuses them;
+* the well-known ports of other services (databases, brokers, mail, SSH: ``SERVICE_PORTS``)
+  unless ``ENDPOINT_ALLOW_SERVICE_PORTS`` is on, and the LM's own address and port;
+* a host that does not resolve, or resolves to a link-local or cloud metadata address (always),
+  or outside the league's ``allowed_networks``.
+
+``connect_problem`` re-checks the address a connection actually goes to (the name may resolve
+elsewhere by then: DNS rebinding); leagueproto's client calls it for every address it connects to.
+
+``canonical_endpoint`` is the form registrations compare: one agent cannot hold several seats
+with spellings of one URL (host case, ``localhost`` / ``127.0.0.1`` / ``[::1]``, the default
+port, a trailing slash, a query or fragment).
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import socket
+import time
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+# Cloud metadata services: never an agent, whatever network they sit in.
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a) for a in ("169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254")
+)
+LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
+DEFAULT_PORTS = {"http": 80, "https": 443}
+# Ports other services listen on: an endpoint there aims the LM's requests at a database, a broker
+# or a mail server rather than at an agent. The name goes into the refusal. None is in 8000-9999,
+# where agents listen (runplayer, runreferee and the docs' examples use 8001-8199, tests 9101-…).
+SERVICE_PORTS: dict[int, str] = {
+    21: "FTP",
+    22: "SSH",
+    23: "Telnet",
+    25: "SMTP",
+    53: "DNS",
+    110: "POP3",
+    111: "RPC portmapper",
+    135: "MS RPC",
+    139: "NetBIOS",
+    143: "IMAP",
+    389: "LDAP",
+    445: "SMB",
+    465: "SMTP",
+    587: "SMTP",
+    993: "IMAP",
+    995: "POP3",
+    1433: "SQL Server",
+    1521: "Oracle",
+    1883: "MQTT",
+    2049: "NFS",
+    2375: "Docker",
+    2376: "Docker",
+    2379: "etcd",
+    3306: "MySQL",
+    3389: "RDP",
+    4222: "NATS",
+    5432: "PostgreSQL",
+    5672: "AMQP",
+    5984: "CouchDB",
+    6379: "Redis",
+    6443: "Kubernetes API",
+    10250: "Kubelet",
+    11211: "Memcached",
+    15672: "RabbitMQ management",
+    27017: "MongoDB",
+}
+
+
+# -- where the LM itself serves ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Serving:
+    """How the current request reached the LM: the Host it named and the port it arrived on."""
+
+    host: str  # the Host header's name part, lower case ("" when absent)
+    ports: frozenset[int]  # the listening port and the Host header's port (or its scheme's default)
+
+
+# The ASGI scope of the request being handled (leaguesite/limits.py sets it for every request);
+# read only when a registration needs it, so the other calls pay for no parsing.
+request_scope: ContextVar[dict[str, Any] | None] = ContextVar("request_scope", default=None)
+
+
+def serving() -> Serving | None:
+    """Where the current request reached the LM, or None outside a request (commands, admin)."""
+    scope = request_scope.get()
+    return serving_from_scope(scope) if scope is not None else None
+
+
+def serving_from_scope(scope: dict[str, Any]) -> Serving:
+    """The ``Serving`` of an ASGI request."""
+    raw = next((v for k, v in scope.get("headers", ()) if k == b"host"), b"").decode("latin-1")
+    ports: set[int] = set()
+    server = scope.get("server")
+    if server and isinstance(server[1], int):
+        ports.add(server[1])
+    try:
+        parts = urlsplit(f"//{raw}")
+        host, port = (parts.hostname or ""), parts.port
+    except ValueError:
+        host, port = "", None
+    ports.add(port or DEFAULT_PORTS.get(scope.get("scheme", "http"), 80))
+    return Serving(host.rstrip("."), frozenset(ports))
+
+
+# -- spelling ------------------------------------------------------------------------------------
+def _legacy_ipv4(host: str) -> ipaddress.IPv4Address | None:
+    """The address ``host`` means in the BSD ``inet_aton`` notations (``127.1``, ``0x7f.1``,
+    ``0177.0.0.1``, ``2130706433``), or None when it is not one of them."""
+    parts = host.split(".")
+    if not 1 <= len(parts) <= 4:
+        return None
+    values = []
+    for part in parts:
+        try:
+            if part.lower().startswith("0x"):
+                values.append(int(part[2:], 16))
+            elif len(part) > 1 and part.startswith("0"):
+                values.append(int(part, 8))
+            elif part.isdigit():
+                values.append(int(part))
+            else:
+                return None
+        except ValueError:
+            return None
+    *head, last = values
+    if any(v > 255 for v in head) or last >= 256 ** (4 - len(head)):
+        return None
+    number = last
+    for index, value in enumerate(head):
+        number += value << (8 * (3 - index))
+    return ipaddress.IPv4Address(number)
+
+
+def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address a host literal names in any spelling (IPv4-mapped IPv6 as IPv4), else None."""
+    try:
+        address = ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        return _legacy_ipv4(host)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def _this_machine(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    return address.is_loopback or address.is_unspecified
+
+
+def canonical_endpoint(endpoint: str) -> str:
+    """The form two endpoints are compared in: ``scheme://host:port/path``, with the scheme and
+    host in lower case, every address of this machine (``localhost``, ``127.0.0.0/8``, ``::1``,
+    ``0.0.0.0``) as ``127.0.0.1``, addresses in their standard spelling, the port explicit, and
+    no trailing slash, query, fragment or credentials. An unparsable URL is returned as is."""
+    try:
+        parts = urlsplit(endpoint.strip())
+        port = parts.port
+    except ValueError:
+        return endpoint
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").rstrip(".")
+    address = _address(host)
+    if host == "localhost" or host.endswith(".localhost") or (address is not None and _this_machine(address)):
+        host = "127.0.0.1"
+    elif isinstance(address, ipaddress.IPv6Address):
+        host = f"[{address.compressed}]"
+    elif address is not None:
+        host = str(address)
+    port = port or DEFAULT_PORTS.get(scheme, 0)
+    return f"{scheme}://{host}:{port}{parts.path.rstrip('/')}"
+
+
+# -- the policy ----------------------------------------------------------------------------------
+def networks(allowed_networks: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """The networks of a league's ``allowed_networks`` (entries that do not parse are skipped)."""
+    found = []
+    for item in allowed_networks.split(","):
+        if item.strip():
+            try:
+                found.append(ipaddress.ip_network(item.strip(), strict=False))
+            except ValueError:
+                continue
+    return found
+
+
+@functools.lru_cache(maxsize=256)
+def is_local_address(address: str) -> bool:
+    """Whether ``address`` belongs to this machine: it can be bound to (no list of interfaces to
+    read, and it covers every address the kernel would answer on)."""
+    parsed = ipaddress.ip_address(address)
+    if _this_machine(parsed):
+        return True
+    family = socket.AF_INET6 if parsed.version == 6 else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((address, 0))
+    except OSError:
+        return False
+    return True
+
+
+def address_problem(
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address,
+    allowed: list[ipaddress.IPv4Network | ipaddress.IPv6Network],
+) -> str | None:
+    """Why an agent may not be reached at ``address``, or None."""
+    if address in METADATA_ADDRESSES or any(address in net for net in LINK_LOCAL):
+        return f"Endpoint address {address} is link-local or a metadata service"
+    if not any(address.version == net.version and address in net for net in allowed):
+        return f"Endpoint address {address} is outside the league's allowed networks"
+    return None
+
+
+def port_problem(port: int) -> str | None:
+    if port in SERVICE_PORTS and not settings.ENDPOINT_ALLOW_SERVICE_PORTS:
+        return (
+            f"Endpoint port {port} is the {SERVICE_PORTS[port]} port; agents listen on other ports"
+            " (the organiser may allow service ports with ENDPOINT_ALLOW_SERVICE_PORTS)"
+        )
+    return None
+
+
+def endpoint_problem(endpoint: str, allowed_networks: str) -> str | None:
+    """Why an agent endpoint is refused, or None. Resolves the host (agents must be reachable)."""
+    try:
+        parts = urlsplit(endpoint)
+        port = parts.port
+    except ValueError:
+        return "Endpoint is not a valid URL"
+    if parts.scheme not in ("http", "https"):
+        return "Endpoint must be an http:// or https:// URL"
+    if not parts.hostname:
+        return "Endpoint has no host"
+    if "@" in parts.netloc:
+        return "Endpoint may not carry credentials (user:password@): agents authenticate with their token"
+    host = parts.hostname
+    legacy = _legacy_ipv4(host)
+    if legacy is not None and str(legacy) != host:
+        return f"Endpoint host {host} is a legacy spelling of {legacy}: write {legacy}"
+    effective_port = port or DEFAULT_PORTS[parts.scheme]
+    problem = port_problem(effective_port)
+    if problem:
+        return problem
+    try:
+        infos = socket.getaddrinfo(host, effective_port, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return f"Endpoint host {host} does not resolve"
+    allowed = networks(allowed_networks)
+    addresses = {ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}
+    for address in sorted(addresses, key=str):
+        problem = address_problem(address, allowed)
+        if problem:
+            return problem
+    here = serving()
+    if (
+        here is not None
+        and effective_port in here.ports
+        and (host.rstrip(".") == here.host or any(is_local_address(str(a)) for a in addresses))
+    ):
+        return "Endpoint is the League Manager's own address: give your agent's URL"
+    return None
+
+
+def endpoint_taken(model: Any, league_pk: int, endpoint: str) -> bool:
+    """Whether an agent of ``model`` in the league, not removed, has a spelling of ``endpoint``."""
+    from league.models import AgentStatus
+
+    wanted = canonical_endpoint(endpoint)
+    others = model.objects.filter(league_id=league_pk).exclude(status=AgentStatus.REMOVED)
+    return any(canonical_endpoint(e) == wanted for e in others.values_list("endpoint", flat=True).iterator())
+
+
+# -- at connection time --------------------------------------------------------------------------
+class ConnectPolicy:
+    """The check leagueproto's client runs on every address it is about to connect to (the
+    conductor's client: ``AgentClient(address_check=ConnectPolicy())``).
+
+    The league an address belongs to is not known down there, so an address passes when some
+    league not finished allows its network (read again every few seconds); metadata and
+    link-local addresses and the service ports never pass.
+    """
+
+    REFRESH = 5.0
+
+    def __init__(self) -> None:
+        self._allowed: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+        self._loaded_at = float("-inf")
+
+    @staticmethod
+    def _load() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+        from league.models import League
+
+        found: dict[str, None] = {}
+        live = League.objects.exclude(status__in=(League.Status.COMPLETED, League.Status.CANCELLED))
+        for value in live.values_list("allowed_networks", flat=True):
+            found.update(dict.fromkeys(str(n) for n in networks(value)))
+        return [ipaddress.ip_network(n) for n in found]
+
+    async def __call__(self, host: str, port: int, address: str) -> str | None:
+        """Why ``address`` (what ``host`` resolved to) may not be connected to on ``port``, or None."""
+        problem = port_problem(port)
+        if problem:
+            return problem
+        parsed = _address(address)
+        if parsed is None:
+            return f"Endpoint address {address} is not an IP address"
+        if time.monotonic() - self._loaded_at > self.REFRESH:
+            from asgiref.sync import sync_to_async
+
+            self._allowed = await sync_to_async(self._load)()
+            self._loaded_at = time.monotonic()
+        return address_problem(parsed, self._allowed)

@@ -1,0 +1,207 @@
+"""Check my agent (league/checkagent.py): ``manage.py checkagent`` and ``/check/`` against the
+course's minimal player (a real process) and a broken player, over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+from django.apps import apps
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from league.checkagent import FAIL, OK, WARN, run_check
+from league.pages.check import protocol_html
+from league.ratelimit import limiter
+from players.agent import Player, PlayerConfig, PlayerHost
+from referee.runner import Timeouts
+from tests.compat.test_outgoing_fields import REQUIRED, missing_fields
+from tests.league.checkagent_support import minimal_player, serving_broken_player
+from tests.league.lm_support import make_league
+from tests.referee.scripted import ScriptedPlayer, serving
+from tests.support.servers import free_port
+
+EVEN_ODD_STEPS = [
+    "ROUND_ANNOUNCEMENT",
+    "GAME_INVITATION",
+    "CHOOSE_PARITY_CALL",
+    "GAME_OVER",
+    "LEAGUE_STANDINGS_UPDATE",
+    "ROUND_COMPLETED",
+    "LEAGUE_COMPLETED",
+]
+ONE_SECOND = Timeouts(join=1.0, move=1.0, game_over=1.0, report=1.0, default=1.0)
+DOC_IDS = frozenset(re.findall(r'<h\d id="([^"]+)"', protocol_html()))
+
+
+@pytest.fixture(autouse=True)
+def fresh_limits() -> Iterator[None]:
+    limiter.local.clear()
+    yield
+    limiter.local.clear()
+
+
+def rows_of_every_league_table() -> dict[str, int]:
+    return {model.__name__: model.objects.count() for model in apps.get_app_config("league").get_models()}
+
+
+@pytest.mark.processes
+def test_the_minimal_player_passes_every_step(lm_server, agent_env, manage_py, tmp_path):
+    league = make_league("check_minimal")
+    with minimal_player(lm_server, league.league_id, agent_env, tmp_path / "mini.log") as url:
+        done = subprocess.run(
+            [*manage_py, "checkagent", url, "--json"], env=agent_env, capture_output=True, text=True, timeout=60
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert [s["message_type"] for s in report["steps"]] == EVEN_ODD_STEPS
+    assert [(s["verdict"], s["fix"]) for s in report["steps"]] == [(OK, None)] * len(EVEN_ODD_STEPS)
+    assert report["verdict"] == OK and report["match_result"]["technical_loss"] == []
+    assert all(s["reply"] and s["latency_ms"] is not None for s in report["steps"])
+    # What the check sends is what a league sends (tests/compat/test_outgoing_fields.py's lists).
+    for step in report["steps"]:
+        assert missing_fields(step["sent"], REQUIRED.get(step["message_type"], ())) == [], step["message_type"]
+    assert "league completed" in (tmp_path / "mini.log").read_text()  # the player took it as a real one
+
+
+def test_a_broken_player_gets_each_failure_and_its_fix():
+    with serving_broken_player() as url:
+        report = asyncio.run(run_check(url, timeouts=ONE_SECOND))
+    by_type: dict[str, list] = {}
+    for step in report.steps:
+        by_type.setdefault(step.message_type, []).append(step)
+    assert report.verdict == FAIL and not report.passed
+    assert report.match_result["status"] == "TECHNICAL_LOSS" and report.match_result["technical_loss"] == ["P01"]
+
+    [announcement] = by_type["ROUND_ANNOUNCEMENT"]
+    assert announcement.verdict == FAIL and "E003" in announcement.note
+    assert "season_id" in announcement.fix and announcement.anchor == "messages-the-league-manager-sends"
+    [invitation] = by_type["GAME_INVITATION"]
+    assert (invitation.verdict, invitation.anchor) == (WARN, "the-envelope") and "not UTC" in invitation.note
+    # An invalid choice is forgiven once (GAME_ERROR, asked again), then it is a technical loss.
+    choices = by_type["CHOOSE_PARITY_CALL"]
+    assert [c.verdict for c in choices] == [FAIL, FAIL]
+    assert all('"even" or "odd"' in c.fix and c.anchor == "even_odd-default" for c in choices)
+    errors = by_type["GAME_ERROR"]
+    assert [e.verdict for e in errors] == [FAIL, FAIL]
+    assert all("notify_game_error" in e.fix and e.anchor == "tools-a-player-serves" for e in errors)
+    [game_over] = by_type["GAME_OVER"]
+    assert game_over.verdict == WARN and "conversation_id" in game_over.fix
+    [standings] = by_type["LEAGUE_STANDINGS_UPDATE"]
+    assert standings.verdict == FAIL and "HTTP 5xx" in standings.fix
+    [completed] = by_type["ROUND_COMPLETED"]
+    assert completed.verdict == FAIL and completed.note.startswith("no reply in time")
+    [league_completed] = by_type["LEAGUE_COMPLETED"]
+    assert league_completed.verdict == WARN and "protocol, sender, timestamp, conversation_id" in league_completed.note
+    # Every fix is one sentence and points into a section the protocol page has.
+    for step in report.steps:
+        assert step.fix and step.fix.count(". ") == 0 and step.fix.endswith("."), step.fix
+        assert step.see == f"docs/protocol.md#{step.anchor}" and step.anchor in DOC_IDS
+
+
+def test_the_command_prints_the_fixes_and_exits_1_on_failures(manage_py):
+    with serving_broken_player() as url:
+        done = subprocess.run(
+            [*manage_py, "checkagent", url, "--timeout", "1"], capture_output=True, text=True, timeout=60
+        )
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = done.stdout
+    for message_type in ("ROUND_ANNOUNCEMENT", "CHOOSE_PARITY_CALL", "GAME_ERROR", "LEAGUE_COMPLETED"):
+        assert message_type in out
+    assert 'fix: Answer with parity_choice exactly "even" or "odd" (lower case).' in out
+    assert "(see docs/protocol.md#even_odd-default)" in out
+    assert "Verdict: fail" in out and "the agent failed the check" in done.stderr
+
+
+def test_the_command_will_not_call_an_endpoint_the_league_would_refuse():
+    with pytest.raises(CommandError, match="link-local or a metadata service"):
+        call_command("checkagent", "http://169.254.169.254/mcp")
+
+
+@pytest.mark.processes
+def test_a_check_from_the_page_leaves_every_league_table_as_it_was(lm_server, agent_env, tmp_path):
+    league = make_league("check_no_rows")
+    with minimal_player(lm_server, league.league_id, agent_env, tmp_path / "mini.log") as url:
+        before = rows_of_every_league_table()
+        response = Client().post("/check/", {"endpoint": url, "game": "even_odd"})
+        after = rows_of_every_league_table()
+    assert response.status_code == 200
+    assert b'data-verdict="ok"' in response.content
+    assert before["Player"] == 1 and after == before
+
+
+def test_checks_are_limited_per_client_address(settings):
+    settings.CHECKAGENT_PER_MINUTE = 2
+    nobody = f"http://127.0.0.1:{free_port()}/mcp"  # refused at once: each check is short
+    client = Client()
+    statuses = [
+        client.post("/check/", {"endpoint": nobody, "game": "even_odd"}, REMOTE_ADDR="10.1.1.1").status_code
+        for _ in range(3)
+    ]
+    assert statuses == [200, 200, 429]
+    refused = client.post("/check/", {"endpoint": nobody, "game": "even_odd"}, REMOTE_ADDR="10.1.1.1")
+    assert b"Too many checks from your address (at most 2 a minute)" in refused.content
+    assert b"check-report" not in refused.content
+    other = client.post("/check/", {"endpoint": nobody, "game": "even_odd"}, REMOTE_ADDR="10.1.1.2")
+    assert other.status_code == 200 and b"Could not connect" in other.content and b"Stopped:" in other.content
+
+
+def test_the_page_applies_the_endpoint_policy(settings):
+    client = Client()
+    metadata = client.post("/check/", {"endpoint": "http://169.254.169.254/mcp", "game": "even_odd"})
+    assert metadata.status_code == 400 and b"link-local or a metadata service" in metadata.content
+    settings.CHECKAGENT_ALLOWED_NETWORKS = "10.0.0.0/8"
+    loopback = client.post("/check/", {"endpoint": f"http://127.0.0.1:{free_port()}/mcp", "game": "even_odd"})
+    assert loopback.status_code == 400 and b"outside the league&#x27;s allowed networks" in loopback.content
+    assert b"check-report" not in loopback.content
+
+
+def test_a_best_of_five_check_plays_every_game_round_with_our_player():
+    """Our runplayer agent, not registered (so it takes the check's notices): the bo5 messages too."""
+    player = Player(PlayerConfig(name="Alpha", strategy="random"))
+    server = PlayerHost([player], register=False, stay=True).start_in_thread()
+    try:
+        report = asyncio.run(run_check(player.endpoint, game_type="even_odd_bo5"))
+    finally:
+        server.stop()
+    types = [s.message_type for s in report.steps]
+    assert report.verdict == OK, [(s.message_type, s.note) for s in report.steps if s.verdict != OK]
+    assert types[:3] == ["ROUND_ANNOUNCEMENT", "GAME_INVITATION", "GAME_START"]
+    assert types[-4:] == ["GAME_OVER", "LEAGUE_STANDINGS_UPDATE", "ROUND_COMPLETED", "LEAGUE_COMPLETED"]
+    rounds = len(report.match_result["details"]["rounds"])
+    assert 3 <= rounds <= 5 and types.count("MOVE_REQUEST") == types.count("ROUND_RESULT") == rounds
+
+
+def test_an_answer_left_for_later_and_an_answer_under_another_id_are_explained():
+    """A player that acknowledges the parity call (meaning to answer by a call of its own), then
+    answers as P07, and serves none of the League Manager's notices."""
+    player = ScriptedPlayer(
+        "P01",
+        choices=[ScriptedPlayer.MISSING, "even"],
+        edits={"choose_parity": [{"message_type": "ACK"}, {"player_id": "P07"}]},
+    )
+    with serving(player.app()) as server:
+        report = asyncio.run(run_check(server.url, timeouts=ONE_SECOND))
+    steps = {s.message_type: s for s in report.steps if s.message_type != "CHOOSE_PARITY_CALL"}
+    later, impostor = [s for s in report.steps if s.message_type == "CHOOSE_PARITY_CALL"]
+    assert later.verdict == FAIL and "in the HTTP reply itself" in later.fix and later.anchor == "how-a-match-runs"
+    assert impostor.verdict == FAIL and "player_id 'P01'" in impostor.fix and "give that id" in impostor.fix
+    assert steps["ROUND_ANNOUNCEMENT"].fix.startswith("Serve the tool notify_round")
+    assert steps["GAME_OVER"].verdict == OK  # the match itself ends normally for the check
+    assert report.match_result["technical_loss"] == ["P01"]
+
+
+def test_an_agent_called_p02_plays_the_house_bot_as_p01():
+    player = ScriptedPlayer("P02", choices=["odd"])
+    with serving(player.app()) as server:
+        report = asyncio.run(run_check(server.url, player_id="P02", timeouts=ONE_SECOND))
+    game = [s for s in report.steps if s.message_type in ("GAME_INVITATION", "CHOOSE_PARITY_CALL", "GAME_OVER")]
+    assert [(s.message_type, s.verdict) for s in game] == [
+        ("GAME_INVITATION", OK), ("CHOOSE_PARITY_CALL", OK), ("GAME_OVER", OK)
+    ]  # fmt: skip
+    assert game[0].sent["player_id"] == "P02" and game[0].sent["opponent_id"] == "P01"
+    assert report.match_result["technical_loss"] == [] and set(report.match_result["score"]) == {"P01", "P02"}
