@@ -34,7 +34,7 @@ from league.bench.outage import Outage, database_outage
 from league.bench.processes import Child, Cluster, free_port, free_port_run
 from league.models import AgentStatus, League, Match, MatchResult
 
-# What the bench kills, and how often each kind is picked (every kind alike).
+# What the bench kills (every kind alike).
 ROLES = ("lm", "conductor", "referee", "players")
 READY_LINE = b"conductor started"  # the conductor's first log line (league/conductor.py)
 
@@ -296,11 +296,14 @@ class ChaosBench:
         return [*self.core, *self.agents]
 
     def _kill_one(self, now: float) -> None:
-        role = self.rng.choice(ROLES)
-        candidates = [v for v in self._victims() if v.child.role == role and v.settled(now, self.settle)]
-        if not candidates:
+        """SIGKILL one settled process: a kind first (each kind that has one alike), then one of
+        that kind, so that the one LM is as likely a victim as any of the player hosts."""
+        settled = [v for v in self._victims() if v.settled(now, self.settle)]
+        kinds = [role for role in ROLES if any(v.child.role == role for v in settled)]
+        if not kinds:
             return
-        victim = self.rng.choice(candidates)
+        role = self.rng.choice(kinds)
+        victim = self.rng.choice([v for v in settled if v.child.role == role])
         victim.child.proc.send_signal(signal.SIGKILL)
         victim.child.proc.wait(10)
         victim.restart_at = now + self.rng.uniform(*self.down_for)
