@@ -28,7 +28,7 @@ from league.ratelimit import limiter
 from leagueproto.errors import ErrorCode, LeagueError, refusal, see
 from leagueproto.jsonrpc import JsonRpcError
 from leagueproto.jsonutil import dumps
-from leagueproto.messages import JsonObjects, LeagueMessage, LeagueReply, RoundNumber
+from leagueproto.messages import JsonObjects, LeagueList, LeagueMessage, LeagueReply, RoundNumber
 from leagueproto.tools import CallContext, Tool, Toolset
 
 QUERY_TYPES = ("GET_STANDINGS", "GET_SCHEDULE", "GET_NEXT_MATCH", "GET_PLAYER_STATS")
@@ -274,6 +274,8 @@ class LeagueManagerToolset(Toolset):
             return await self._registration(tool, arguments, ctx)
         if tool.name in READ_JOBS:
             return await self._read(tool, arguments, ctx)
+        if tool.name == LIST_LEAGUES:  # polled by every referee every few seconds: not logged
+            return await super().call(tool, arguments, ctx)
         reply, is_error = await super().call(tool, arguments, ctx)
         await sync_to_async(log_exchange)(tool, arguments, reply, ctx.identity)
         return reply, is_error
@@ -747,6 +749,37 @@ def _standings_of(league: League) -> dict[str, Any]:
 )
 async def get_standings(msg: GetStandings, ctx: CallContext) -> dict[str, Any]:
     return (await sync_to_async(standings_reply)(msg, None))[0]
+
+
+LIST_LEAGUES = "list_leagues"
+
+
+@toolset.tool(
+    LIST_LEAGUES,
+    GetStandings,
+    envelope=False,
+    description="The leagues open for registration or in play (public): referees poll it to serve each.",
+    output=LeagueList,
+    see=see("referee-side"),
+)
+async def list_leagues(msg: GetStandings, ctx: CallContext) -> dict[str, Any]:
+    leagues = await sync_to_async(_league_summaries)()
+    return toolset.reply(msg, "LEAGUE_LIST", leagues=leagues)
+
+
+def _league_summaries() -> list[dict[str, Any]]:
+    rows = League.objects.filter(status__in=queries.ACTIVE_STATUSES).order_by("created_at", "pk")
+    return [
+        {
+            "league_id": league_id,
+            "status": status,
+            "game_type": game_type,
+            "registration_closes_at": closes.isoformat().replace("+00:00", "Z") if closes else None,
+        }
+        for league_id, status, game_type, closes in rows.values_list(
+            "league_id", "status", "game_type", "registration_closes_at"
+        )
+    ]
 
 
 def standings_reply(msg: GetStandings, _identity: Identity | None) -> tuple[dict[str, Any], League]:

@@ -130,3 +130,19 @@ def reply_text(reply: dict[str, Any]) -> str:
     from leagueproto.jsonutil import dumps_str
 
     return dumps_str(reply)
+
+
+class LeagueSummary(BaseModel):
+    """One league of ``list_leagues``: what a referee needs to decide whether to join it."""
+
+    league_id: str
+    status: str = Field(description="REGISTERING, READY, RUNNING or PAUSED.")
+    game_type: str
+    registration_closes_at: str | None = Field(description="UTC ISO-8601, or null (no deadline).")
+
+
+class LeagueList(LeagueReply):
+    """LEAGUE_LIST (list_leagues): the leagues open or in play, oldest first."""
+
+    message_type: Literal["LEAGUE_LIST"]
+    leagues: list[LeagueSummary]

@@ -61,21 +61,43 @@ class McpServer:
         max_body_bytes: int = DEFAULT_MAX_BODY,
         max_json_depth: int = DEFAULT_MAX_DEPTH,
         allowed_origins: Iterable[str] = (),
+        allowed_hosts: Iterable[str] | None = None,
     ) -> None:
         self.toolset = toolset
         self.max_body_bytes = max_body_bytes
         self.max_json_depth = max_json_depth
         self.allowed_origins = {o.rstrip("/").lower() for o in allowed_origins}
+        self.allowed_hosts: frozenset[str] | None = None
+        if allowed_hosts is not None:
+            self.set_allowed_hosts(allowed_hosts)
+
+    def set_allowed_hosts(self, hosts: Iterable[str]) -> None:
+        """Answer only requests whose Host header names one of ``hosts`` (any port; ``*``: any
+        host). The referee and the player set it; the LM leaves it None, as Django checks
+        ALLOWED_HOSTS before its view runs."""
+        self.allowed_hosts = frozenset(normal_host(h) for h in hosts if h.strip())
 
     # -- HTTP -----------------------------------------------------------------------------
+    def host_allowed(self, host: str | None) -> bool:
+        """DNS rebinding: a page on evil.example whose name now resolves to us still says
+        ``Host: evil.example``. Like the LM (ALLOWED_HOSTS), refuse hosts that are not ours."""
+        allowed = self.allowed_hosts
+        if allowed is None or "*" in allowed:
+            return True
+        return bool(host) and host_of(host) in allowed
+
     def origin_allowed(self, origin: str | None, host: str | None) -> bool:
-        """MCP servers must check Origin (DNS rebinding): same host, loopback, or configured."""
+        """MCP servers must check Origin (DNS rebinding): same host, loopback, or configured.
+
+        With allowed hosts set (an agent), a browser's Origin must name one of them."""
         if not origin:
             return True
         origin = origin.rstrip("/").lower()
         if origin in self.allowed_origins or "*" in self.allowed_origins:
             return True
         parts = urlsplit(origin)
+        if self.allowed_hosts is not None:
+            return "*" in self.allowed_hosts or normal_host(parts.hostname or "") in self.allowed_hosts
         if parts.hostname in ("localhost", "127.0.0.1", "::1"):
             return True
         return bool(host) and parts.netloc == host.lower()
@@ -96,6 +118,8 @@ class McpServer:
                 jsonrpc.error_response(None, jsonrpc.INVALID_REQUEST, "Only POST is supported on /mcp"),
                 [("allow", "POST")],
             )
+        if not self.host_allowed(headers.get("host")):
+            return host_not_allowed(headers.get("host"), self.allowed_hosts or frozenset())
         if not self.origin_allowed(headers.get("origin"), headers.get("host")):
             return _json_response(403, jsonrpc.error_response(None, jsonrpc.INVALID_REQUEST, "Origin not allowed"))
         if len(body) > self.max_body_bytes:
@@ -335,6 +359,52 @@ def _parse_error(exc: ValueError, content_type: str | None) -> dict:
     if media.startswith("multipart/") or media == "application/x-www-form-urlencoded":
         data["see"] = SEE_COMPATIBILITY
     return jsonrpc.error_response(None, jsonrpc.PARSE_ERROR, message, data)
+
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+def agent_hosts(*hosts: str | None, extra: Iterable[str] = ()) -> list[str]:
+    """The hosts an agent answers for: those it binds and advertises (a wildcard address is
+    no host name), the loopback names, and ``extra`` (``--allowed-hosts``)."""
+    named = [h for h in hosts if h and normal_host(h) not in ("0.0.0.0", "::", "")]
+    return [*LOOPBACK_HOSTS, *named, *extra]
+
+
+def split_hosts(text: str | None) -> tuple[str, ...]:
+    """``--allowed-hosts a.example,b.example`` as a tuple."""
+    return tuple(h.strip() for h in (text or "").split(",") if h.strip())
+
+
+def normal_host(host: str) -> str:
+    """A host name as compared: lower case, no trailing dot, IPv6 without brackets."""
+    return host.strip().lower().rstrip(".").removeprefix("[").removesuffix("]")
+
+
+def host_of(header: str) -> str:
+    """The host of a Host header value (``127.0.0.1:8101``, ``[::1]:8101``, ``example.org``)."""
+    header = header.strip()
+    if header.startswith("["):
+        return normal_host(header.partition("]")[0])
+    return normal_host(header.rpartition(":")[0] if header.count(":") == 1 else header)
+
+
+def host_not_allowed(host: str | None, allowed: frozenset[str]) -> HttpResponse:
+    """HTTP 400 for a Host that is not this agent's, as the LM answers (Django's DisallowedHost)."""
+    return _json_response(
+        400,
+        jsonrpc.error_response(
+            None,
+            jsonrpc.INVALID_REQUEST,
+            f"Host not allowed: {host!r} (this agent answers for {', '.join(sorted(allowed)) or 'no host'})",
+            {
+                "field": "Host",
+                "expected": "one of this agent's hosts (runplayer / runreferee --allowed-hosts)",
+                "got": host,
+                "see": SEE_WIRE,
+            },
+        ),
+    )
 
 
 def body_too_large(limit: int) -> HttpResponse:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping
@@ -54,6 +55,16 @@ class CallContext:
         value = self.headers.get("authorization", "")
         scheme, _, token = value.partition(" ")
         return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+def same_token(presented: Any, expected: str) -> bool:
+    """Whether ``presented`` is the token ``expected``, in constant time.
+
+    Compared as UTF-8 bytes: ``hmac.compare_digest`` raises TypeError on non-ASCII text, and a
+    token is whatever a caller sent (a number, "é"), so anything but a string is simply not it."""
+    if not isinstance(presented, str):
+        return False
+    return hmac.compare_digest(presented.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hmac
 import inspect
 import logging
 import random
@@ -24,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import MethodType
 from typing import Any
+from urllib.parse import urlsplit
 
 from leagueproto.asgi import make_asgi_app
 from leagueproto.client import AgentClient, CallFailed
@@ -31,8 +31,8 @@ from leagueproto.envelope import make_message, parse_sender, parse_timestamp, ut
 from leagueproto.errors import MISSING, ErrorCode, LeagueError, refusal, see
 from leagueproto.messages import Ack
 from leagueproto.serve import ThreadedServer, bind_sockets, make_server, tune_gc
-from leagueproto.server import McpServer
-from leagueproto.tools import CallContext, Tool, Toolset
+from leagueproto.server import McpServer, agent_hosts
+from leagueproto.tools import CallContext, Tool, Toolset, same_token
 from players import messages as m
 from players.memory import Memory, load_state, save_state
 from players.strategies import Strategy, make_strategy
@@ -43,6 +43,8 @@ log = logging.getLogger("players")
 PROTOCOL_VERSION = "2.1.0"
 GAME_TYPES = ("even_odd", "even_odd_bo5")
 SEE_PLAYER_TOOLS = see("tools-a-player-serves")
+SEE_WHOM_TO_TRUST = see("whom-to-trust")
+ANNOUNCED_ROUNDS_KEPT = 8  # a round's invitations follow its announcement; older rounds are over
 # How League Managers spell a registration's outcome (ours: ACCEPTED / REJECTED).
 ACCEPTED_STATUSES = frozenset({"ACCEPTED", "REGISTERED", "OK", "SUCCESS"})
 REFUSED_STATUSES = frozenset({"REJECTED", "REFUSED", "DENIED", "FAILED", "ERROR"})
@@ -78,6 +80,7 @@ class PlayerConfig:
     register_attempts: int = 10
     register_backoff: float = 0.5  # first retry delay; doubles, capped at 10 s
     strategy_options: dict[str, Any] = field(default_factory=dict)
+    allowed_hosts: tuple[str, ...] = ()  # Host names answered besides host, advertise_host, loopback
 
 
 def time_budget(
@@ -155,6 +158,9 @@ class Player:
         self.league_id = config.league_id
         self.memory = Memory()
         self.in_play: dict[str, dict[str, Any]] = {}  # match_id → what we know of a running match
+        # round → {match_id: row} of our matches as the LM's ROUND_ANNOUNCEMENT listed them: an
+        # invitation for an announced round must name one of them (its opponent, its referee).
+        self.announced: dict[str, dict[str, dict[str, Any]]] = {}
         self.failures = 0  # consecutive failures (registration attempts, matches lost on time)
         self.registration: dict[str, Any] | None = None  # the LM's last answer, for the CLI
         self.client: AgentClient | None = None
@@ -164,6 +170,7 @@ class Player:
         self.toolset = self._build_toolset()
         wrap = getattr(self.strategy, "wrap_server", None)  # fault-injection players (players/faults.py)
         self.server: McpServer = wrap(self) if wrap else McpServer(self.toolset)
+        self.server.set_allowed_hosts(agent_hosts(config.host, config.advertise_host, extra=config.allowed_hosts))
 
     # -- identity ------------------------------------------------------------------------------
     @property
@@ -388,7 +395,7 @@ class Player:
                     problem="League Manager calls must carry the league_manager_token given at registration",
                     tool=tool.name,
                 )
-            if not hmac.compare_digest(str(token), self.lm_token):
+            if not same_token(token, self.lm_token):
                 raise refusal(
                     ErrorCode.AUTH_TOKEN_INVALID,
                     "auth_token",
@@ -418,7 +425,7 @@ class Player:
         if tool.name == "handle_game_invitation":
             return  # (re)binds: a reassigned match comes with a new referee and token
         bound = self.in_play.get(match_id, {}).get("token")
-        if bound is not None and not hmac.compare_digest(str(token), bound):
+        if bound is not None and not same_token(token, bound):
             raise refusal(
                 ErrorCode.AUTH_TOKEN_INVALID,
                 "auth_token",
@@ -427,6 +434,50 @@ class Player:
                 SEE_PLAYER_TOOLS,
                 match_id=match_id,
             )
+
+    def _check_announced(self, msg: m.GameInvitation) -> None:
+        """E012 for an invitation the LM's announcements contradict: once we have the round's
+        ROUND_ANNOUNCEMENT (or one that lists this match), the invitation must name a match of
+        ours in it, with the announced opponent and, when the announcement names one, referee
+        endpoint. A round never announced to us (an LM that sends no announcements, or one that
+        did not reach us) is taken on the referee's word, as before."""
+        match_id = msg.match_id
+        rows = self.announced.get(str(msg.round_id)) if msg.round_id is not None else None
+        if rows is not None:
+            row = rows.get(match_id)
+        else:  # a round we heard nothing of, but a match we did (a round id spelt otherwise)
+            row = next((r[match_id] for r in self.announced.values() if match_id in r), None)
+            if row is None:
+                return
+        if row is None:
+            raise self._not_announced(
+                msg, "match_id", f"a match of ours in round {msg.round_id}'s announcement", match_id
+            )
+        opponent = row.get("player_B_id") if row.get("player_A_id") == self.player_id else row.get("player_A_id")
+        if msg.opponent_id is not None and str(msg.opponent_id) != str(opponent):
+            raise self._not_announced(msg, "opponent_id", f"{opponent!r}, the announced opponent", msg.opponent_id)
+        announced_referee = row.get("referee_endpoint")
+        invited_by = _field(msg, "referee_endpoint")
+        if (
+            isinstance(announced_referee, str)
+            and isinstance(invited_by, str)
+            and canonical_endpoint(invited_by) != canonical_endpoint(announced_referee)
+        ):
+            raise self._not_announced(
+                msg, "referee_endpoint", f"{announced_referee!r}, the announced referee", invited_by
+            )
+
+    def _not_announced(self, msg: Any, field_name: str, expected: str, got: Any) -> LeagueError:
+        self.warn(f"{self.name}: refused an invitation to {msg.match_id} from {msg.sender}: {field_name} {got!r}")
+        return refusal(
+            ErrorCode.AUTH_TOKEN_INVALID,
+            field_name,
+            expected,
+            got,
+            SEE_WHOM_TO_TRUST,
+            problem="the invitation does not match the League Manager's ROUND_ANNOUNCEMENT",
+            match_id=msg.match_id,
+        )
 
     def _check_addressee(self, msg: Any) -> None:
         wanted = getattr(msg, "player_id", None)
@@ -441,15 +492,19 @@ class Player:
             )
 
     # -- replies --------------------------------------------------------------------------------
-    def _reply(self, msg: Any, message_type: str, fields: dict[str, Any]) -> dict[str, Any]:
-        """Our reply to ``msg``, in its conversation and with our token: what ``toolset.reply``
-        builds, minus its layers (the sender callable, requests given as dicts) that cost more
-        than the message itself on every call. ``fields`` is a dict, not keywords: each layer
-        that packed them into keywords again cost about a microsecond per reply."""
+    def _reply(self, msg: Any, message_type: str, fields: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        """Our reply to ``msg``, in its conversation, carrying the token the call came with: a
+        referee gets its match's token back, the LM its league_manager_token. Never our own
+        auth_token: that one goes only to the LM, in our own calls (registration, queries), and
+        anyone may call this endpoint. What ``toolset.reply`` builds, minus its layers (the sender
+        callable, requests given as dicts) that cost more than the message itself on every call.
+        ``fields`` is a dict, not keywords: each layer that packed them into keywords again cost
+        about a microsecond per reply."""
         conversation_id = getattr(msg, "conversation_id", None)
-        return make_message(message_type, self.sender, conversation_id=conversation_id, auth_token=self.token, **fields)
+        token = _field(msg, "auth_token") or ctx.bearer_token
+        return make_message(message_type, self.sender, conversation_id=conversation_id, auth_token=token, **fields)
 
-    def _ack(self, msg: Any, **extra: Any) -> dict[str, Any]:
+    def _ack(self, msg: Any, ctx: CallContext, **extra: Any) -> dict[str, Any]:
         fields: dict[str, Any] = {"status": "received"}
         if self.player_id:
             fields["player_id"] = self.player_id
@@ -460,7 +515,7 @@ class Player:
         if round_id is not None:
             fields["round_id"] = round_id
         fields.update(extra)
-        return self._reply(msg, "ACK", fields)
+        return self._reply(msg, "ACK", fields, ctx)
 
     def _game_fields(self, msg: Any) -> dict[str, Any]:
         fields: dict[str, Any] = {}
@@ -539,6 +594,7 @@ class Player:
         async def handle_game_invitation(msg: m.GameInvitation, ctx: CallContext) -> dict:
             """Accept a referee's invitation to a match (GAME_INVITATION → GAME_JOIN_ACK, within 5 s)."""
             self._check_addressee(msg)
+            self._check_announced(msg)  # before anything is kept: a forged invitation leaves no trace
             arrival = utc_now()
             record = self._match(msg)
             accept = msg.game_type in GAME_TYPES
@@ -555,7 +611,7 @@ class Player:
             fields.update(arrival_timestamp=arrival, accept=accept)
             if not accept:
                 fields["reason"] = f"game type {msg.game_type!r} is not supported (supported: {', '.join(GAME_TYPES)})"
-            return self._reply(msg, "GAME_JOIN_ACK", fields)
+            return self._reply(msg, "GAME_JOIN_ACK", fields, ctx)
 
         @tool(
             "choose_parity",
@@ -590,7 +646,7 @@ class Player:
             self._activate()
             fields = self._game_fields(msg)
             fields["parity_choice"] = choice
-            return self._reply(msg, "CHOOSE_PARITY_RESPONSE", fields)
+            return self._reply(msg, "CHOOSE_PARITY_RESPONSE", fields, ctx)
 
         @tool("notify_game_start", m.GameStart, message_types=("GAME_START",), auth="referee")
         async def notify_game_start(msg: m.GameStart, ctx: CallContext) -> dict:
@@ -602,7 +658,7 @@ class Player:
                 elif entry.get("player_id"):
                     record["opponent_id"] = entry["player_id"]
             record["game_type"] = msg.game_config.get("game_type") or record.get("game_type") or "even_odd_bo5"
-            return self._ack(msg)
+            return self._ack(msg, ctx)
 
         @tool(
             "make_move",
@@ -644,7 +700,7 @@ class Player:
             self._activate()
             fields = self._game_fields(msg)
             fields.update(game_round=msg.game_round, move={"number": number})
-            return self._reply(msg, "MOVE_RESPONSE", fields)
+            return self._reply(msg, "MOVE_RESPONSE", fields, ctx)
 
         @tool("notify_round_result", m.RoundResult, message_types=("ROUND_RESULT",), auth="referee")
         async def notify_round_result(msg: m.RoundResult, ctx: CallContext) -> dict:
@@ -655,7 +711,7 @@ class Player:
                     record.setdefault("opponent_moves", []).append(number)
                     record.setdefault("opponent_id", pid)
             record["scores"] = msg.scores
-            return self._ack(msg)
+            return self._ack(msg, ctx)
 
         @tool(
             "notify_match_result",
@@ -667,7 +723,7 @@ class Player:
         async def notify_match_result(msg: m.GameOver, ctx: CallContext) -> dict:
             """The match is over: remember it and learn from it (GAME_OVER → ACK)."""
             self._finish_match(msg)
-            return self._ack(msg)
+            return self._ack(msg, ctx)
 
         @tool("notify_game_error", m.GameErrorNotice, message_types=("GAME_ERROR",), auth="referee")
         async def notify_game_error(msg: m.GameErrorNotice, ctx: CallContext) -> dict:
@@ -682,7 +738,7 @@ class Player:
                 }
             )
             self.echo(f"{self.name}: GAME_ERROR {msg.error_code} in {msg.match_id}: {msg.error_description}")
-            return self._ack(msg)
+            return self._ack(msg, ctx)
 
         @tool(
             "notify_round",
@@ -693,10 +749,14 @@ class Player:
         async def notify_round(msg: m.RoundAnnouncement, ctx: CallContext) -> dict:
             """A round starts (ROUND_ANNOUNCEMENT → ACK)."""
             mine = _matches_of(msg.matches, self.player_id)
+            if msg.round_id is not None:
+                self.announced[str(msg.round_id)] = {str(x.get("match_id")): x for x in mine}
+                while len(self.announced) > ANNOUNCED_ROUNDS_KEPT:
+                    self.announced.pop(next(iter(self.announced)))
             self.memory.league["current_round"] = msg.round_id
             self.memory.league["my_matches"] = mine
             self._activate()
-            return self._ack(msg)
+            return self._ack(msg, ctx)
 
         @tool(
             "update_standings",
@@ -708,7 +768,7 @@ class Player:
             """New standings after a round (LEAGUE_STANDINGS_UPDATE → ACK)."""
             self.memory.standings = msg.standings
             self.save()
-            return self._ack(msg)
+            return self._ack(msg, ctx)
 
         @tool(
             "notify_round_completed",
@@ -720,7 +780,7 @@ class Player:
             """A round is over (ROUND_COMPLETED → ACK)."""
             self.memory.league["rounds_completed"] = msg.round_id
             self.memory.league["next_round_id"] = msg.next_round_id
-            return self._ack(msg)
+            return self._ack(msg, ctx)
 
         @tool(
             "notify_league_completed",
@@ -741,7 +801,7 @@ class Player:
             )
             self.save()
             self.shutdown()
-            return self._ack(msg)
+            return self._ack(msg, ctx)
 
         @tool(
             "get_player_state",
@@ -870,6 +930,27 @@ def _matches_of(matches: list[dict[str, Any]], player_id: str | None) -> list[di
     ``player_id`` is player A or B. Two comparisons, not a tuple per row and ``in``: a fifth
     cheaper, and what decides is the same equality."""
     return [x for x in matches if x.get("player_A_id") == player_id or x.get("player_B_id") == player_id]
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "127.1"})
+
+
+def canonical_endpoint(url: str) -> str:
+    """An endpoint URL in one spelling, to compare two: scheme and host in lower case, the
+    default port written out, loopback names as 127.0.0.1, no trailing slash, query or fragment."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return url
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").rstrip(".")
+    if host in _LOOPBACK_NAMES:
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port or _DEFAULT_PORTS.get(scheme, 0)}{parts.path.rstrip('/')}"
 
 
 def _valid_parity(raw: Any) -> str | None:

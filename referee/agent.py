@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hmac
 import logging
+import os
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,8 +27,8 @@ from leagueproto.client import AgentClient, CallFailed, RetryPolicy
 from leagueproto.envelope import make_message, new_conversation_id
 from leagueproto.errors import MISSING, RETRYABLE, ErrorCode, LeagueError, refusal, see
 from leagueproto.messages import Ack, LeagueMessage, LeagueReply, RoundNumber
-from leagueproto.server import McpServer
-from leagueproto.tools import CallContext, Toolset
+from leagueproto.server import McpServer, agent_hosts
+from leagueproto.tools import CallContext, Toolset, same_token
 from referee.games import GAMES, get_game
 from referee.runner import MatchRunner, MatchSpec, Seat, Timeouts
 from referee.store import StateStore
@@ -65,6 +66,13 @@ class RefereeConfig:
     backoff_max: float = 30.0
     report_retry: RetryPolicy = field(default_factory=RetryPolicy)
     rng: Random | None = None
+    allowed_hosts: tuple[str, ...] = ()  # Host names answered besides host, advertise_host, loopback
+    max_reply_bytes: int = 64 * 1024  # a player's reply past this is a technical failure
+    # The operator's referee key, sent as referee_key at registration ($REFEREE_KEY by default, as
+    # runreferee reads it, so referees built in-process by demo, bench or tests carry it too).
+    key: str | None = field(default_factory=lambda: os.environ.get("REFEREE_KEY") or None)
+    follow: bool = True  # without league_id: register with every league the LM lists, as they open
+    follow_interval: float = 3.0  # seconds between list_leagues polls
 
     @property
     def contact_endpoint(self) -> str:
@@ -154,6 +162,15 @@ class MatchState(LeagueReply):
     match_log: list[dict[str, Any]]
 
 
+class RegistrationRefused(Exception):
+    """The LM refused this referee for good (its referee key): runreferee says why and exits 1."""
+
+
+def _field_of(reply: Mapping[str, Any]) -> Any:
+    context = reply.get("context")
+    return context.get("field") if isinstance(context, dict) else None
+
+
 def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", name)[:64] or "referee"
 
@@ -170,6 +187,9 @@ class Referee:
         self.auth_token: str | None = None
         self.league_manager_token: str | None = None
         self.league_id: str | None = config.league_id
+        # league_id → our identity there (referee_id, auth_token, league_manager_token): the first
+        # league's is also in the attributes above; a referee following the LM has more.
+        self.seats: dict[str, dict[str, Any]] = {}
         self.accepting = True
         self.matches: OrderedDict[str, MatchRunner] = OrderedDict()
         # key → the LM's acknowledgement, oldest first. An OrderedDict because the oldest is dropped
@@ -183,9 +203,13 @@ class Referee:
         self._running: set[asyncio.Task] = set()
         self._report_tasks: dict[str, asyncio.Task] = {}
         self._register_task: asyncio.Task | None = None
+        self._league_registrations: dict[str, asyncio.Task] = {}  # followed leagues registering again
         self._registered: asyncio.Event | None = None
         self._last_refusal: str | None = None
-        self.client: AgentClient | None = None
+        self.refused: str | None = None  # why the LM refused us for good (the referee key)
+        self.on_refused: Callable[[str], None] | None = None  # runreferee stops serving then
+        self.client: AgentClient | None = None  # to the League Manager
+        self.player_client: AgentClient | None = None  # to players: replies read up to max_reply_bytes
         self.toolset = self._build_toolset()
         self.server = McpServer(self.toolset)
 
@@ -208,15 +232,27 @@ class Referee:
 
     # -- lifecycle (run inside the server's event loop) ---------------------------------------
     async def startup(self) -> None:
+        # The endpoint is known by now (tests set it after construction): answer for its host.
+        advertised = urlsplit(self.config.contact_endpoint).hostname
+        self.server.set_allowed_hosts(
+            agent_hosts(self.config.host, self.config.advertise_host, advertised, extra=self.config.allowed_hosts)
+        )
         self.client = AgentClient()
+        self.player_client = AgentClient(max_response_bytes=self.config.max_reply_bytes)
         self._registered = asyncio.Event()
         identity = self.store.load_identity()
         if identity and identity.get("league_url") == self.config.league_url:
-            self._adopt(identity)
+            leagues = identity.get("leagues")
+            if isinstance(leagues, dict):
+                self.seats.update({k: v for k, v in leagues.items() if isinstance(v, dict)})
+            if identity.get("referee_id"):
+                self._adopt(identity)
         for pending in self.store.pending_reports():
             self._start_report(pending["key"], pending)
         if self.config.register and self.config.league_url:
-            self._register_task = asyncio.create_task(self._register_loop(), name="referee-register")
+            follow = self.config.follow and not self.config.league_id
+            task = self._follow() if follow else self._register_loop()
+            self._register_task = asyncio.create_task(task, name="referee-register")
 
     async def shutdown(self) -> None:
         """Stop taking matches; let running ones finish within the grace period.
@@ -234,24 +270,42 @@ class Referee:
         if reports:
             await asyncio.wait(reports, timeout=max(0.0, min(deadline - loop.time(), 5.0)))
         leftovers = [t for t in (*self._match_tasks.values(), *self._report_tasks.values()) if not t.done()]
-        if self._register_task and not self._register_task.done():
-            leftovers.append(self._register_task)
+        for task in (self._register_task, *self._league_registrations.values()):
+            if task is not None and not task.done():
+                leftovers.append(task)
         for task in leftovers:
             task.cancel()
         await asyncio.gather(*leftovers, return_exceptions=True)
-        if self.client:
-            await self.client.close()
+        for client in (self.client, self.player_client):
+            if client:
+                await client.close()
 
     # -- registration -------------------------------------------------------------------------
     def _adopt(self, identity: Mapping[str, Any]) -> None:
+        """Take ``identity`` as this referee's first (primary) league, and as its seat there."""
         self.referee_id = identity.get("referee_id")
         self.auth_token = identity.get("auth_token")
         self.league_manager_token = identity.get("league_manager_token")
         self.league_id = identity.get("league_id") or self.league_id
+        if self.league_id and self.referee_id:
+            self.seats[self.league_id] = dict(identity)
         if self._registered is not None and self.referee_id and self.auth_token:
             self._registered.set()
 
-    def registration_request(self) -> dict[str, Any]:
+    def _seat(self, league_id: Any) -> Mapping[str, Any] | None:
+        """Our identity in ``league_id`` (a referee following the LM has one per league)."""
+        return self.seats.get(league_id) if isinstance(league_id, str) else None
+
+    def sender_for(self, league_id: str | None) -> str:
+        seat = self._seat(league_id)
+        return f"referee:{seat['referee_id']}" if seat and seat.get("referee_id") else self.sender
+
+    def token_for(self, league_id: str | None) -> str | None:
+        seat = self._seat(league_id)
+        return seat.get("auth_token") if seat else self.auth_token
+
+    def registration_request(self, league_id: str | None = None) -> dict[str, Any]:
+        target = league_id or self.league_id
         fields: dict[str, Any] = {
             "referee_meta": {
                 "display_name": self.config.name,
@@ -262,61 +316,157 @@ class Referee:
                 "max_concurrent_matches": self.config.max_concurrent,
             }
         }
-        if self.league_id:
-            fields["league_id"] = self.league_id
-        # A known token lets the LM update this referee instead of registering a new one.
+        if target:
+            fields["league_id"] = target
+        if self.config.key:
+            fields["referee_key"] = self.config.key
+        # A known token lets the LM update this referee instead of registering a new one; a token
+        # of another league is never sent (it proves nothing there).
+        seat = self._seat(target)
+        token = seat.get("auth_token") if seat else (self.auth_token if target == self.league_id else None)
         return make_message(
-            "REFEREE_REGISTER_REQUEST", f"referee:{_safe_name(self.config.name)}", auth_token=self.auth_token, **fields
+            "REFEREE_REGISTER_REQUEST", f"referee:{_safe_name(self.config.name)}", auth_token=token, **fields
         )
 
-    async def register_once(self) -> bool:
-        """One REFEREE_REGISTER_REQUEST; True when the LM accepted it (else it says why)."""
+    async def register_once(self, league_id: str | None = None) -> bool:
+        """One REFEREE_REGISTER_REQUEST (to ``league_id``, else our league or the one open); True
+        when the LM accepted it, else ``_last_refusal`` says why. RegistrationRefused when the LM
+        refuses the referee key: no retry can help."""
         assert self.client is not None and self.config.league_url
+        target = league_id or self.league_id
+        request = self.registration_request(league_id)
         result = await self.client.call(
-            self.config.league_url,
-            "register_referee",
-            self.registration_request(),
-            timeout=self.config.register_timeout,
+            self.config.league_url, "register_referee", request, timeout=self.config.register_timeout
         )
         reply = result.reply
         if result.is_error or reply.get("status") != "ACCEPTED" or not reply.get("referee_id"):
             why = reply.get("reason") or reply.get("error_description") or reply
-            self._last_refusal = f"{reply.get('error_code') or reply.get('status') or 'not accepted'}: {why}"
+            code = reply.get("error_code")
+            self._last_refusal = f"{code or reply.get('status') or 'not accepted'}: {why}"
+            if code in (ErrorCode.AUTH_TOKEN_INVALID, ErrorCode.AUTH_TOKEN_MISSING):
+                if request.get("auth_token") and _field_of(reply) != "referee_key":
+                    # Our saved identity is stale (another LM, a reset league): join afresh.
+                    self.echo(f"the League Manager refused our saved identity ({code}); registering afresh")
+                    self.seats.pop(target, None)  # type: ignore[arg-type]
+                    if target == self.league_id:
+                        self.referee_id = self.auth_token = self.league_manager_token = None
+                else:
+                    # Refused for the referee key: retrying cannot help, the operator must act.
+                    given = "the key given (--key / REFEREE_KEY)" if self.config.key else "no key (--key / REFEREE_KEY)"
+                    raise RegistrationRefused(f"the League Manager refused {given}: {code}: {why}")
             return False
+        seat = self._seat(target) or {}
         identity = {
             "league_url": self.config.league_url,
             "referee_id": reply["referee_id"],
-            "auth_token": reply.get("auth_token") or self.auth_token,
+            "auth_token": reply.get("auth_token")
+            or seat.get("auth_token")
+            or (self.auth_token if target == self.league_id else None),
             "league_manager_token": reply.get("league_manager_token"),
-            "league_id": reply.get("league_id") or self.league_id,
+            "league_id": reply.get("league_id") or target,
         }
-        self.store.save_identity(identity)
-        self._adopt(identity)
+        if self.referee_id is None or identity["league_id"] == self.league_id:
+            self._adopt(identity)  # our first league (or our league again, with a rotated token)
+        else:
+            self.seats[identity["league_id"]] = identity
+            if self._registered is not None:
+                self._registered.set()
+        self._save_identity()
         self.echo(
-            f"referee {self.config.name} registered as {self.referee_id} in league {self.league_id} "
+            f"referee {self.config.name} registered as {identity['referee_id']} in league {identity['league_id']} "
             f"({self.config.league_url}); waiting for matches"
         )
         return True
 
-    async def _register_loop(self) -> None:
+    def _save_identity(self) -> None:
+        primary = self._seat(self.league_id) or {"league_url": self.config.league_url, "league_id": self.league_id}
+        self.store.save_identity({**primary, "leagues": self.seats})
+
+    async def _register_loop(self, league_id: str | None = None) -> None:
         delay = self.config.backoff_initial
         attempt = 0
         while True:
             attempt += 1
             self._last_refusal = None
             try:
-                if await self.register_once():
+                if await self.register_once(league_id):
                     return
                 cause = f"the League Manager answered {self._last_refusal}"
             except CallFailed as exc:
                 cause = f"{exc.detail} ({self.config.league_url})"
+            except RegistrationRefused as exc:
+                self._refused_for_good(exc)
+                return
             self.echo(f"registration attempt {attempt} failed: {cause}; retrying in {delay:.1f} s")
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.config.backoff_max)
 
-    async def reregister(self) -> None:
+    def _refused_for_good(self, exc: RegistrationRefused) -> None:
+        self.refused = str(exc)
+        self.echo(f"registration refused: {exc}")
+        if self.on_refused is not None:
+            self.on_refused(str(exc))
+
+    async def _follow(self) -> None:
+        """Serve every league that needs a referee: poll the LM's ``list_leagues`` and register
+        with each league of a game we know as it appears (one line each). An LM without that
+        tool (another implementation) gets the single registration of ``_register_loop``."""
+        assert self.client is not None and self.config.league_url
+        delay = self.config.follow_interval
+        declined: dict[str, str] = {}  # league → its status when it last refused us (asked again on a change)
+        # Leagues joined by this run: a seat kept in --state-dir is registered again (presenting
+        # its token), as a restarted referee does with its one league.
+        joined: set[str] = set()
+        failing = False
+        while True:
+            try:
+                result = await self.client.call(
+                    self.config.league_url, "list_leagues", {}, timeout=self.config.register_timeout
+                )
+            except CallFailed as exc:
+                if exc.code == ErrorCode.INVALID_MESSAGE_FORMAT:  # it answered, but lists no leagues
+                    log.info("the League Manager has no list_leagues (%s): registering once", exc.detail)
+                    await self._register_loop()
+                    return
+                if not failing:
+                    self.echo(f"cannot list the leagues: {exc.detail} ({self.config.league_url}); retrying")
+                failing = True
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.config.backoff_max)
+                continue
+            failing, delay = False, self.config.follow_interval
+            leagues = result.reply.get("leagues") if not result.is_error else None
+            for entry in leagues if isinstance(leagues, list) else []:
+                if not isinstance(entry, dict) or entry.get("game_type") not in GAMES:
+                    continue
+                league_id, status = entry.get("league_id"), str(entry.get("status"))
+                if not isinstance(league_id, str) or league_id in joined or declined.get(league_id) == status:
+                    continue
+                try:
+                    ok = await self.register_once(league_id)
+                except CallFailed:
+                    break  # the LM went away: the next poll says so
+                except RegistrationRefused as exc:
+                    self._refused_for_good(exc)
+                    return
+                if ok:
+                    joined.add(league_id)
+                else:
+                    declined[league_id] = status
+                    self.echo(f"league {league_id} ({status}) did not take us: {self._last_refusal}")
+            await asyncio.sleep(delay)
+
+    async def reregister(self, league_id: str | None = None) -> None:
         """The LM no longer knows our token (E012/E013): register again (once at a time)."""
         if not (self.config.register and self.config.league_url):
+            return
+        if league_id is not None and league_id != self.league_id and league_id in self.seats:
+            # A league we follow: one registration at a time for it too (each rotates the token).
+            task = self._league_registrations.get(league_id)
+            if task is None or task.done():
+                task = asyncio.create_task(self._register_loop(league_id), name=f"referee-reregister-{league_id}")
+                self._league_registrations[league_id] = task
+            await asyncio.shield(task)
             return
         if self._register_task is None or self._register_task.done():
             assert self._registered is not None
@@ -339,7 +489,7 @@ class Referee:
         @tool("start_match", StartMatch, message_types=("START_MATCH",), output=StartMatchResponse)
         async def start_match(msg: StartMatch, ctx: CallContext) -> dict[str, Any]:
             """Assign a match to this referee; answers at once, the match runs in the background."""
-            self._check_lm_token(msg.auth_token or ctx.bearer_token)
+            self._check_lm_token(msg.auth_token or ctx.bearer_token, msg.league_id)
             return self._start(msg)
 
         @tool("run_match", RunMatch, envelope=False)
@@ -373,14 +523,14 @@ class Referee:
         @tool("notify_round", RoundAnnouncement, message_types=("ROUND_ANNOUNCEMENT",), output=Ack)
         async def notify_round(msg: RoundAnnouncement, ctx: CallContext) -> dict[str, Any]:
             """ROUND_ANNOUNCEMENT from the LM (informational)."""
-            self._check_lm_token(msg.auth_token or ctx.bearer_token)
+            self._check_lm_token(msg.auth_token or ctx.bearer_token, (msg.model_extra or {}).get("league_id"))
             self.last_round = {"round_id": msg.round_id, "matches": msg.matches}
             return toolset.reply(msg, "ACK", status="received", round_id=msg.round_id)
 
         @tool("notify_league_completed", LeagueCompleted, message_types=("LEAGUE_COMPLETED",), output=Ack)
         async def notify_league_completed(msg: LeagueCompleted, ctx: CallContext) -> dict[str, Any]:
             """LEAGUE_COMPLETED from the LM."""
-            self._check_lm_token(msg.auth_token or ctx.bearer_token)
+            self._check_lm_token(msg.auth_token or ctx.bearer_token, (msg.model_extra or {}).get("league_id"))
             self.league_completed = {"champion": msg.champion, "final_standings": msg.final_standings}
             return toolset.reply(msg, "ACK", status="received")
 
@@ -419,12 +569,25 @@ class Referee:
             problem=f"{what} sent to the referee as a call of its own is not an answer",
         )
 
-    def _check_lm_token(self, token: str | None) -> None:
-        """Once registered we know the LM's token for us: only the LM may assign matches."""
-        expected = self.league_manager_token
+    def _check_lm_token(self, token: Any, league_id: Any = None) -> None:
+        """Once registered we know the LM's token for us: only the LM may assign matches.
+
+        ``token`` is what the caller sent, of any JSON type (the short run_match form reads it
+        unvalidated): anything but a string is refused like a wrong token, never an exception."""
+        seat = self._seat(league_id)
+        expected = seat.get("league_manager_token") if seat else self.league_manager_token
         if not expected:
             return
         wanted = "the league_manager_token this referee received at registration"
+        if token is not None and not isinstance(token, str):
+            raise refusal(
+                ErrorCode.AUTH_TOKEN_INVALID,
+                "auth_token",
+                f"{wanted} (a string)",
+                token,
+                SEE_REFEREE_SIDE,
+                problem=f"auth_token must be a string, not {type(token).__name__}",
+            )
         if not token:
             raise refusal(
                 ErrorCode.AUTH_TOKEN_MISSING,
@@ -434,7 +597,7 @@ class Referee:
                 SEE_REFEREE_SIDE,
                 problem="auth_token is required: the LM's token for this referee",
             )
-        if not hmac.compare_digest(token.encode(), expected.encode()):
+        if not same_token(token, expected):
             raise refusal(
                 ErrorCode.AUTH_TOKEN_INVALID,
                 "auth_token",
@@ -514,8 +677,11 @@ class Referee:
         return task
 
     def _new_runner(self, spec: MatchSpec) -> MatchRunner:
-        assert self.client is not None, "the referee serves only after startup()"
-        runner = MatchRunner(spec, get_game(spec.game_type, self.config.rng), self.client, lambda: self.sender)
+        assert self.player_client is not None, "the referee serves only after startup()"
+        league = spec.league_id
+        runner = MatchRunner(
+            spec, get_game(spec.game_type, self.config.rng), self.player_client, lambda: self.sender_for(league)
+        )
         self.matches[spec.key] = runner
         while len(self.matches) > FINISHED_KEPT:
             oldest_key, oldest = next(iter(self.matches.items()))
@@ -577,11 +743,12 @@ class Referee:
         while True:
             if self.config.register and not self._registered.is_set():
                 await self._registered.wait()
+            league_id = pending["fields"].get("league_id")
             message = make_message(
                 "MATCH_RESULT_REPORT",
-                self.sender,
+                self.sender_for(league_id),
                 conversation_id=pending["conversation_id"],
-                auth_token=self.auth_token,
+                auth_token=self.token_for(league_id),
                 **pending["fields"],
             )
             try:
@@ -607,7 +774,7 @@ class Referee:
                 ):
                     log.warning("LM does not know our token (%s): registering again", code)
                     if self.config.register:
-                        await self.reregister()
+                        await self.reregister(league_id)
                         continue
                 elif result.is_error and code not in RETRYABLE:
                     # The LM will never take this report (unknown match, another referee's, conflict).
@@ -619,19 +786,25 @@ class Referee:
 
     # -- the short form: synchronous run_match ------------------------------------------------------------
     async def _run_seed_match(self, raw: dict[str, Any]) -> dict[str, Any]:
-        match_id = str(raw.get("match_id") or new_conversation_id("match"))
-        game_type = raw.get("game_type") or "even_odd"
+        # The short form is read unvalidated (its players are free-form objects): every field is
+        # checked for its type here, so no value a caller sends reaches an exception.
+        match_id = _short_text(raw, "match_id") or new_conversation_id("match")
+        game_type = _short_text(raw, "game_type") or "even_odd"
         seats = []
         for n in (1, 2):
             player = raw.get(f"player{n}")
             if not isinstance(player, dict) or not isinstance(player.get("endpoint"), str):
-                raise LeagueError(
+                raise refusal(
                     ErrorCode.MISSING_REQUIRED_FIELD,
-                    f"player{n}.endpoint is required",
-                    context={"missing_fields": [f"player{n}.endpoint"]},
+                    f"player{n}.endpoint",
+                    "the player's /mcp URL, e.g. http://127.0.0.1:8101/mcp",
+                    player.get("endpoint", MISSING) if isinstance(player, dict) else player,
+                    SEE_REFEREE_TOOLS,
+                    missing_fields=[f"player{n}.endpoint"],
                 )
-            pid = _safe_name(str(player.get("player_id") or player.get("display_name") or f"player{n}"))
-            seats.append(Seat(pid, player["endpoint"], player.get("display_name")))
+            name = _short_text(player, "display_name", f"player{n}.display_name")
+            pid = _safe_name(_short_text(player, "player_id", f"player{n}.player_id") or name or f"player{n}")
+            seats.append(Seat(pid, player["endpoint"], name))
         if seats[0].player_id == seats[1].player_id:
             seats[1] = Seat(seats[1].player_id + "_2", seats[1].endpoint, seats[1].display_name)
         if game_type not in GAMES:
@@ -640,12 +813,12 @@ class Referee:
         if key in self.matches and self.matches[key].result is not None:
             runner = self.matches[key]
         else:
-            refusal = self._admit(key)
-            if refusal:
-                raise LeagueError(ErrorCode.INVALID_GAME_STATE, f"cannot run the match now: {refusal}")
+            busy = self._admit(key)
+            if busy:
+                raise LeagueError(ErrorCode.INVALID_GAME_STATE, f"cannot run the match now: {busy}")
             spec = MatchSpec(
                 league_id=None,
-                round_id=raw.get("round_id") if isinstance(raw.get("round_id"), int) else None,
+                round_id=raw["round_id"] if type(raw.get("round_id")) is int else None,
                 match_id=match_id,
                 game_type=game_type,
                 player_a=seats[0],
@@ -655,6 +828,19 @@ class Referee:
             runner = self._new_runner(spec)
             await self._spawn_match(key, runner.run())
         return self.toolset.reply(raw, "MATCH_RESULT", **seed_result(runner))
+
+
+def _short_text(raw: Mapping[str, Any], key: str, field_name: str | None = None) -> str | None:
+    """A text field of the short run_match form: a string or a whole number (ids written as
+    numbers), absent or null as None; any other type is refused (E002) naming the field."""
+    value = raw.get(key)
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise refusal(ErrorCode.INVALID_MESSAGE_FORMAT, field_name or key, "a string", value, SEE_REFEREE_TOOLS)
 
 
 def seed_result(runner: MatchRunner) -> dict[str, Any]:

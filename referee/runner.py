@@ -67,7 +67,7 @@ class Timeouts:
         defaults = _DEFAULT_TIMEOUTS  # read for every START_MATCH: not a new instance each time
         known = {}
         for name in ("join", "move", "game_over", "report", "default"):
-            value = (values or {}).get(name)
+            value = values.get(name) if isinstance(values, Mapping) else None  # any JSON may come
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
             known[name] = float(value) if ok else getattr(defaults, name)
         return cls(**known)

@@ -58,8 +58,10 @@ def reply(request: dict, message_type: str, **fields) -> dict:
         "timestamp": now(),
         "conversation_id": request.get("conversation_id") or str(uuid.uuid4()),
     }
-    if ME["auth_token"]:
-        message["auth_token"] = ME["auth_token"]
+    # Echo the token the caller sent (a referee's match token). Never our own auth_token: anyone
+    # can call us, and that token goes only to the League Manager (docs/protocol.md#whom-to-trust).
+    if isinstance(request.get("auth_token"), str):
+        message["auth_token"] = request["auth_token"]
     for key in ("league_id", "round_id", "match_id"):
         if request.get(key) is not None:
             message[key] = request[key]

@@ -113,5 +113,6 @@ def test_the_referee_owes_this_reply(case, live_referee):
 
 @pytest.mark.parametrize("case", load_cases("player"), ids=lambda case: case["name"])
 def test_the_player_owes_this_reply(case, live_player):
-    agent, _ = live_player
+    agent, player = live_player
+    player.announced.clear()  # each case stands alone: no round announced by an earlier case
     assert_owed(agent, case)

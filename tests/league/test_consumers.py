@@ -10,6 +10,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
+from league.consumers import announce_leagues
 from league.events import broadcast
 from leaguesite.asgi import application
 from tests.browser.league_data import make_league
@@ -34,6 +35,21 @@ async def test_it_sends_a_snapshot_then_forwards_league_events():
     await database_sync_to_async(broadcast)("spring_cup", "match_finished", {"match_id": "R1M1"})
     event = await ws.receive_json_from(timeout=2)
     assert event == {"type": "event", "event": "match_finished", "data": {"match_id": "R1M1"}}
+    await ws.disconnect()
+
+
+async def test_the_league_list_hears_of_a_new_league_and_then_of_its_events():
+    ws = communicator("/ws/leagues/")
+    connected, _ = await ws.connect(timeout=2)
+    assert connected
+    await database_sync_to_async(make_league)("fresh", 2)
+    await database_sync_to_async(announce_leagues)("league_created", "fresh")
+    event = await ws.receive_json_from(timeout=2)
+    assert event == {"type": "event", "event": "league_created", "data": {"league_id": "fresh"}}
+    # The list joined the new league's group on the way: its events reach the home page too.
+    await database_sync_to_async(broadcast)("fresh", "match_started", {"match_id": "R1M1", "league_id": "fresh"})
+    event = await ws.receive_json_from(timeout=2)
+    assert (event["event"], event["data"]["match_id"]) == ("match_started", "R1M1")
     await ws.disconnect()
 
 

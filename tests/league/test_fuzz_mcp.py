@@ -34,6 +34,7 @@ METHODS = [
     "league_query",
     "handle_league_query",
     "get_standings",
+    "list_leagues",
     "LEAGUE_REGISTER_REQUEST",
     "REFEREE_REGISTER_REQUEST",
     "MATCH_RESULT_REPORT",

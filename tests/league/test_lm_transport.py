@@ -113,6 +113,7 @@ def test_it_negotiates_the_mcp_version_and_lists_tools_with_schemas(lm_server):
         "report_match_result",
         "league_query",
         "get_standings",
+        "list_leagues",
         "ping",
     }
     schema = tools["register_player"]["inputSchema"]

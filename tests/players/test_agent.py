@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from leagueproto.envelope import make_message
+from leagueproto.tools import CallContext
 from players.agent import Lifecycle, Player, PlayerConfig, PlayerHost, registered_id, time_budget
 from players.strategies import make_strategy
 from players.strategies.base import Strategy
@@ -74,7 +75,7 @@ async def test_it_answers_an_invitation_and_a_choice_in_dialect_a(scripted_lm, s
     for reply in (ack, choice):
         assert reply["protocol"] == "league.v2"
         assert reply["sender"] == "player:P01"
-        assert reply["auth_token"] == p.token
+        assert reply["auth_token"] == ref.token  # the match's token: never the player's own
         assert WHOLE_SECOND_Z.match(reply["timestamp"])
 
 
@@ -86,7 +87,7 @@ async def test_it_answers_an_invitation_and_a_choice_in_dialect_b(scripted_lm, s
     assert result["structuredContent"]["message_type"] == "GAME_JOIN_ACK"
     result = await ref.call_mcp("choose_parity", ref.parity_call())
     reply = result["structuredContent"]
-    assert reply["parity_choice"] == "even" and reply["auth_token"] == p.token
+    assert reply["parity_choice"] == "even" and reply["auth_token"] == ref.token != p.token
     assert '"parity_choice":"even"' in result["content"][0]["text"]
 
 
@@ -438,15 +439,18 @@ def test_replies_are_the_messages_the_toolset_would_build(monkeypatch):
     p = player("Replier")
     p.player_id, p.token = "P07", "tok-7"
     request = m.GameInvitation.model_validate(
-        make_message("GAME_INVITATION", "referee:REF01", conversation_id="conv-x", match_id="R1M1", round_id=1)
+        make_message(
+            "GAME_INVITATION", "referee:REF01", conversation_id="conv-x", match_id="R1M1", round_id=1, auth_token="m-1"
+        )
     )
+    ctx = CallContext(method="handle_game_invitation", dialect="direct")
     fields = {"league_id": "L", "round_id": 1, "match_id": "R1M1", "player_id": "P07", "accept": True}
-    mine = p._reply(request, "GAME_JOIN_ACK", dict(fields))
-    theirs = p.toolset.reply(request, "GAME_JOIN_ACK", auth_token=p.token, **fields)
+    mine = p._reply(request, "GAME_JOIN_ACK", dict(fields), ctx)
+    theirs = p.toolset.reply(request, "GAME_JOIN_ACK", auth_token="m-1", **fields)
     assert list(mine.items()) == list(theirs.items())
-    assert mine["sender"] == "player:P07" and mine["conversation_id"] == "conv-x" and mine["auth_token"] == "tok-7"
-    p.token = None  # not registered yet: no auth_token key at all, as make_message leaves it out
-    assert "auth_token" not in p._ack(request)
+    assert mine["sender"] == "player:P07" and mine["conversation_id"] == "conv-x" and mine["auth_token"] == "m-1"
+    request.auth_token = None  # a call without a token: the reply has no auth_token key at all
+    assert "auth_token" not in p._ack(request, ctx)
 
 
 def test_a_round_announcement_keeps_exactly_the_matches_a_player_is_in():

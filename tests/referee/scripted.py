@@ -200,12 +200,17 @@ class ScriptedLM:
         self.tokens: dict[str, str] = {}  # token → referee id
         self.acks: dict[str, str] = {}  # match key → digest of the recorded result
         self._issued = 0
+        self.key: str | None = None  # when set, registration needs this referee_key (else E012)
         self.toolset = Toolset(name="scripted-lm", sender="league_manager")
         ts = self.toolset
 
         @ts.tool("register_referee", LeagueMessage, message_types=("REFEREE_REGISTER_REQUEST",))
         async def register(msg: LeagueMessage, ctx: CallContext) -> dict[str, Any]:
             self.received.add("register_referee", msg.model_dump())
+            if self.key is not None and (msg.model_extra or {}).get("referee_key") != self.key:
+                from leagueproto.errors import ErrorCode, refusal
+
+                raise refusal(ErrorCode.AUTH_TOKEN_INVALID, "referee_key", "the operator's referee key", "?", "x")
             self._issued += 1
             token = f"referee-token-{self._issued}"
             self.tokens[token] = "REF01"

@@ -14,7 +14,7 @@ from league import actions
 from league.conductor import MatchToStart, start_match_message
 from league.models import League, MatchResult, Player, Referee, hash_token
 from tests.referee.conftest import run_referee
-from tests.referee.scripted import ScriptedPlayer
+from tests.referee.scripted import ScriptedLM, ScriptedPlayer, serving
 from tests.support.servers import Process, free_port, wait_for_port
 
 FAST = {
@@ -114,3 +114,32 @@ def test_it_runs_a_best_of_five_match_for_the_real_lm(lm_server, players, tmp_pa
     assert result.details["scores"] == {"P01": 3, "P02": 0}
     assert len(result.details["rounds"]) == 3
     assert [r["game_round"] for r in even.received.of("make_move")] == [1, 2, 3]
+
+
+@pytest.mark.processes
+def test_runreferee_sends_its_key_and_exits_1_when_the_key_is_refused(agent_env, manage_py, tmp_path):
+    lm = ScriptedLM()
+    lm.key = "the-operators-key"
+    with serving(lm.app()) as lm_server:
+        base = [*manage_py, "runreferee", "--league-url", lm_server.url, "--name", "Keyed", "--grace", "1"]
+        # The key from the environment: accepted.
+        port = free_port()
+        env = {**agent_env, "REFEREE_KEY": "the-operators-key"}
+        proc = Process([*base, "--port", str(port)], env, str(tmp_path / "good.log"))
+        try:
+            (request,) = lm.received.wait_for("register_referee")
+            assert request["referee_key"] == "the-operators-key"
+            wait_for(lambda: "registered as REF01" in (tmp_path / "good.log").read_text())
+            assert proc.terminate() == 0
+        finally:
+            proc.kill()
+        # A wrong key on the command line: it says why and exits 1, without retrying for ever.
+        bad = Process([*base, "--port", str(free_port()), "--key", "a-guess"], agent_env, str(tmp_path / "bad.log"))
+        try:
+            assert bad.proc.wait(30) == 1
+        finally:
+            bad.kill()
+    output = (tmp_path / "bad.log").read_text()
+    assert "registration refused: the League Manager refused the key given (--key / REFEREE_KEY): E012" in output
+    assert "REFEREE_KEY" in output.strip().splitlines()[-1]
+    assert len(lm.received.of("register_referee")) == 2  # one attempt each

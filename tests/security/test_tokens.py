@@ -145,5 +145,6 @@ def test_no_admin_operation_is_reachable_over_mcp(lm_server, method):
         "report_match_result",
         "league_query",
         "get_standings",
+        "list_leagues",
         "ping",
     }

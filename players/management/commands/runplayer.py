@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from leagueproto.client import AgentClient, CallFailed
+from leagueproto.server import split_hosts
 from players.agent import Player, PlayerConfig, PlayerHost
 from players.strategies import STRATEGIES
 
@@ -48,6 +49,12 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8101, help="First port (players use port … port+count-1).")
         parser.add_argument("--host", default="127.0.0.1", help="Address to listen on.")
         parser.add_argument("--advertise-host", help="Host name the LM and referees should use to reach us.")
+        parser.add_argument(
+            "--allowed-hosts",
+            default="",
+            help="Comma-separated Host names /mcp answers besides --host, --advertise-host and localhost "
+            "(e.g. a DNS name the LM uses); other Hosts get HTTP 400 ('*': any).",
+        )
         parser.add_argument("--name", default="Player", help="Display name (Alpha-1, Alpha-2 … with --count).")
         parser.add_argument(
             "--strategy",
@@ -99,6 +106,7 @@ class Command(BaseCommand):
             decision_cap=options["decision_cap"],
             register_attempts=options["register_attempts"],
             strategy_options=strategy_options,
+            allowed_hosts=split_hosts(options["allowed_hosts"]),
         )
         if options["query"] and options["count"] == 1:
             saved = Player(config)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 
 from django.core.management.base import BaseCommand, CommandParser
 
 from leagueproto.serve import bind_sockets, make_server, tune_gc
+from leagueproto.server import split_hosts
 from referee.agent import Referee, RefereeConfig
 
 
@@ -25,7 +27,24 @@ class Command(BaseCommand):
         parser.add_argument("--league-id", default=None, help="The league to join (default: the one open).")
         parser.add_argument("--state-dir", default=None, help="Keep identity and unsent reports here.")
         parser.add_argument("--advertise-host", default=None, help="Host the LM and players should use.")
+        parser.add_argument(
+            "--allowed-hosts",
+            default="",
+            help="Comma-separated Host names /mcp answers besides --host, --advertise-host and localhost "
+            "(e.g. a DNS name the LM uses); other Hosts get HTTP 400 ('*': any).",
+        )
+        parser.add_argument(
+            "--max-reply-bytes",
+            type=int,
+            default=64 * 1024,
+            help="A player's reply is read up to this size; a longer one is a technical failure (default 64 KiB).",
+        )
         parser.add_argument("--grace", type=float, default=30.0, help="Seconds running matches get at shutdown.")
+        parser.add_argument(
+            "--key",
+            default=os.environ.get("REFEREE_KEY") or None,
+            help="The operator's referee key the League Manager asks for (default: $REFEREE_KEY).",
+        )
         parser.add_argument("--log-level", default="info")
 
     def handle(self, *args, **opts) -> None:
@@ -41,6 +60,9 @@ class Command(BaseCommand):
             state_dir=opts["state_dir"],
             advertise_host=opts["advertise_host"],
             grace_seconds=opts["grace"],
+            allowed_hosts=split_hosts(opts["allowed_hosts"]),
+            max_reply_bytes=max(1024, opts["max_reply_bytes"]),
+            key=opts["key"],
         )
         sockets = bind_sockets(config.host, [config.port])
         config.port = sockets[0].getsockname()[1]  # --port 0 picks a free port
@@ -54,6 +76,7 @@ class Command(BaseCommand):
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, _exit_cleanly)
         server = make_server(referee.asgi_app(), log_level="warning")
+        referee.on_refused = lambda _why: setattr(server, "should_exit", True)
         tune_gc()
         try:
             server.run(sockets=sockets)
@@ -62,6 +85,12 @@ class Command(BaseCommand):
             kept = f"; {pending} report(s) kept in --state-dir for the next start" if pending else ""
             who = referee.referee_id or config.name
             self._echo(f"referee {who} stopped after {referee.matches_run} match(es){kept}")
+        if referee.refused:
+            self.stderr.write(
+                f"runreferee: {referee.refused}. Ask the League Manager's operator for the referee key "
+                "and pass it with --key or the environment variable REFEREE_KEY (docs/operations.md)."
+            )
+            sys.exit(1)
 
     def _echo(self, line: str) -> None:
         self.stdout.write(line)
