@@ -1591,7 +1591,11 @@ class Conductor:
             await asyncio.sleep(min(quiet, deadline) - now)
         while (left := deadline - time.monotonic()) > 0:
             await asyncio.sleep(min(self.tail_poll, left))
-            if await sync_to_async(rounds_moved_on)(rounds):
+            try:
+                moved_on = await sync_to_async(rounds_moved_on)(rounds)
+            except DB_OUTAGE:
+                return  # the next tick meets the outage and waits it out (``run``)
+            if moved_on:
                 return
 
     def quiet_until(self, now: float) -> float:

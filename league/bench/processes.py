@@ -193,6 +193,7 @@ class Child:
     proc: subprocess.Popen
     usage: Usage = field(default_factory=Usage)
     cpu_at_mark: float | None = None  # CPU seconds when ``Cluster.mark`` was called
+    env: dict[str, str] | None = None  # what it was started with (bench chaos starts it again)
 
     def sample(self) -> None:
         found = read_usage(self.proc.pid)
@@ -212,7 +213,7 @@ class Cluster:
         log = open(self.log_dir / f"{name}.log", "w")  # noqa: SIM115 (closed with the process)
         env = {**(self.env if self.env is not None else os.environ), **extra_env} if extra_env else self.env
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
-        child = Child(name, role, proc)
+        child = Child(name, role, proc, env=env)
         self.children.append(child)
         return child
 
@@ -258,31 +259,39 @@ class Cluster:
         return self.spawn("conductor", "conductor", self.manage("runleague", *only, "--poll", str(poll)))
 
     def start_referees(
-        self, lm_url: str, league_id: str, count: int, base_port: int, max_concurrent: int = 4, *, referee_key: str
+        self,
+        lm_url: str,
+        league_id: str,
+        count: int,
+        base_port: int,
+        max_concurrent: int = 4,
+        state_dir: Path | None = None,
+        *,
+        referee_key: str,
     ) -> list[Child]:
         """``count`` referees of ``league_id``; ``referee_key`` reaches them in their environment
-        (REFEREE_KEY), not on their command line, which any user of the machine can read."""
-        return [
-            self.spawn(
-                f"referee{i + 1}",
-                "referee",
-                self.manage(
-                    "runreferee",
-                    "--port",
-                    str(base_port + i),
-                    "--league-url",
-                    lm_url,
-                    "--league-id",
-                    league_id,
-                    "--max-concurrent",
-                    str(max_concurrent),
-                    "--log-level",
-                    "warning",
-                ),
-                {"REFEREE_KEY": referee_key},
+        (REFEREE_KEY), not on their command line, which any user of the machine can read. With
+        ``state_dir``, each keeps its identity and unsent reports in a folder of its own there (so
+        that it can be restarted)."""
+        started = []
+        for i in range(count):
+            args = self.manage(
+                "runreferee",
+                "--port",
+                str(base_port + i),
+                "--league-url",
+                lm_url,
+                "--league-id",
+                league_id,
+                "--max-concurrent",
+                str(max_concurrent),
+                "--log-level",
+                "warning",
             )
-            for i in range(count)
-        ]
+            if state_dir is not None:
+                args += ["--state-dir", str(state_dir / f"referee{i + 1}")]
+            started.append(self.spawn(f"referee{i + 1}", "referee", args, {"REFEREE_KEY": referee_key}))
+        return started
 
     def start_players(
         self,
@@ -295,10 +304,12 @@ class Cluster:
         stay: bool = False,
         names: dict[str, str] | None = None,
         connect: bool = False,
+        state_dir: Path | None = None,
     ) -> list[Child]:
         """One ``runplayer --count`` process per (strategy, count) group (or ``hosts_per_group``);
         a group's strategy may be a comma-separated mix, dealt out in turn by ``runplayer``.
-        ``connect``: the players listen on no port and answer over the LM's relay."""
+        ``connect``: the players listen on no port and answer over the LM's relay. With
+        ``state_dir``, each host keeps its players' identities in a folder of its own there."""
         started = []
         port = base_port
         for strategy, count in groups:
@@ -326,6 +337,8 @@ class Cluster:
                 if connect:
                     args.append("--connect")
                 suffix = "" if hosts_per_group == 1 else f"-{part + 1}"
+                if state_dir is not None:
+                    args += ["--state-dir", str(state_dir / f"players-{label.lower()}{suffix}")]
                 started.append(self.spawn(f"players-{label.lower()}{suffix}", "players", args))
                 port += size
         return started

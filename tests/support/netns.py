@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -51,8 +52,11 @@ def netem_unsupported() -> str | None:
         return reason
     if shutil.which("tc") is None:
         return "the 'tc' command (iproute2) is not installed"
+    # A veth pair, as the network's own links are: some kernels have no dummy links at all.
     probe = f"lgq{os.getpid() % 100000}"
-    _run("ip", "link", "add", probe, "type", "dummy", check=False)
+    made = _run("ip", "link", "add", probe, "type", "veth", "peer", "name", f"{probe}p", check=False)
+    if made.returncode != 0:
+        return f"the kernel refused a veth pair: {made.stderr.strip()}"
     try:
         done = _run("tc", "qdisc", "add", "dev", probe, "root", "netem", "delay", "1ms", check=False)
         if done.returncode != 0:
@@ -60,6 +64,46 @@ def netem_unsupported() -> str | None:
     finally:
         _run("ip", "link", "del", probe, check=False)
     return None
+
+
+def loss_unsupported() -> str | None:
+    """Why :meth:`Host.lose` (random packet loss with nftables) cannot be used here, or None."""
+    if (reason := unsupported()) is not None:
+        return reason
+    if shutil.which("nft") is None:
+        return "the 'nft' command (nftables) is not installed"
+    probe = f"lgprobe{os.getpid()}"
+    _run("ip", "netns", "add", probe, check=False)
+    try:
+        done = subprocess.run(
+            ["ip", "netns", "exec", probe, "nft", "-f", "-"],
+            input=_loss_rules(1.0),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        if done.returncode != 0:
+            return f"nftables refused random packet loss (numgen random): {done.stderr.strip()}"
+    finally:
+        _run("ip", "netns", "del", probe, check=False)
+    return None
+
+
+def _loss_rules(percent: float) -> str:
+    """nftables rules dropping ``percent`` % of a namespace's packets each way, at random
+    (``numgen random``: each packet drawn independently, as netem's ``loss`` does); loopback
+    traffic inside the host is spared, as it never crosses the link."""
+    per_mille = round(percent * 10)
+    return (
+        "add table inet lg_loss\n"
+        "add chain inet lg_loss input { type filter hook input priority -10; policy accept; }\n"
+        "add chain inet lg_loss output { type filter hook output priority -10; policy accept; }\n"
+        "add rule inet lg_loss input iif lo accept\n"
+        "add rule inet lg_loss output oif lo accept\n"
+        f"add rule inet lg_loss input numgen random mod 1000 < {per_mille} counter drop\n"
+        f"add rule inet lg_loss output numgen random mod 1000 < {per_mille} counter drop\n"
+    )
 
 
 @dataclass
@@ -104,6 +148,27 @@ class Host:
         )
         if done.returncode != 0:
             raise Unsupported(f"nftables refused the rules: {done.stderr.strip()}")
+
+    def lose(self, percent: float) -> None:
+        """Drop ``percent`` % of the packets this host sends and receives, at random (nftables:
+        works where the kernel has no netem)."""
+        if (reason := loss_unsupported()) is not None:
+            raise Unsupported(reason)
+        done = subprocess.run(
+            self.command(["nft", "-f", "-"]),
+            input=_loss_rules(percent),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise Unsupported(f"nftables refused the loss rules: {done.stderr.strip()}")
+
+    def dropped(self) -> int:
+        """Packets :meth:`lose` has dropped so far on this host (both ways), from nftables' counters."""
+        listed = self.run("nft", "list", "table", "inet", "lg_loss")
+        return sum(int(n) for n in re.findall(r"counter packets (\d+)", listed.stdout))
 
     def impair(self, *, delay_ms: int, jitter_ms: int, loss_percent: float) -> None:
         """Delay and lose packets on this host's link, both ways (``tc netem``)."""

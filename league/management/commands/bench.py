@@ -5,6 +5,7 @@
 - ``bench api``: the LM's /mcp under a steady mixed load from a separate process.
 - ``bench scale``: matches/s by league size (and a chart), plus a burst of registrations.
 - ``bench soak``: consecutive leagues with fault players; leaks and lost results.
+- ``bench chaos``: leagues while processes are killed and the database is cut; every league checked.
 
 Every figure is measured, never asserted; each command checks its own results and exits
 non-zero when they do not add up.
@@ -24,7 +25,7 @@ from league.bench.machine import machine_info
 
 
 class Command(BaseCommand):
-    help = "Benchmarks: ceiling, league, api, scale, soak."
+    help = "Benchmarks: ceiling, league, api, scale, soak, chaos."
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="what", required=True)
@@ -86,7 +87,23 @@ class Command(BaseCommand):
         soak.add_argument("--referees", type=int, default=2)
         soak.add_argument("--max-leagues", type=int, default=1000)
         soak.add_argument("--json", dest="json_path")
-        for played in (league, api, scale, soak):
+
+        chaos = sub.add_parser("chaos", help="leagues while processes are killed and the database is cut")
+        chaos.add_argument("--minutes", type=float, default=10.0)
+        chaos.add_argument("--players", type=int, default=8)
+        chaos.add_argument("--referees", type=int, default=2)
+        chaos.add_argument("--game", default="even_odd", choices=("even_odd", "even_odd_bo5"))
+        chaos.add_argument("--player-hosts", type=int, default=2, help="runplayer processes sharing the players")
+        chaos.add_argument("--kill-every", type=float, nargs=2, default=(2.0, 5.0), metavar=("MIN", "MAX"))
+        chaos.add_argument("--outage-every", type=float, nargs=2, default=(15.0, 30.0), metavar=("MIN", "MAX"))
+        chaos.add_argument("--outage-for", type=float, nargs=2, default=(2.0, 6.0), metavar=("MIN", "MAX"))
+        chaos.add_argument(
+            "--bound", type=float, default=90.0, help="seconds each league must finish in (docs/operations.md)"
+        )
+        chaos.add_argument("--max-leagues", type=int, default=1000)
+        chaos.add_argument("--seed", type=int, default=None, help="for the choice of victims and times")
+        chaos.add_argument("--json", dest="json_path")
+        for played in (league, api, scale, soak, chaos):
             played.add_argument(
                 "--keep-db",
                 action="store_true",
@@ -149,6 +166,23 @@ class Command(BaseCommand):
                 out=self.stderr,
             )
             report = bench.run()
+        elif what == "chaos":
+            from league.bench.chaos import ChaosBench
+
+            report = ChaosBench(
+                minutes=options["minutes"],
+                players=options["players"],
+                referees=options["referees"],
+                game=options["game"],
+                player_hosts=options["player_hosts"],
+                kill_every=tuple(options["kill_every"]),
+                outage_every=tuple(options["outage_every"]),
+                outage_for=tuple(options["outage_for"]),
+                bound=options["bound"],
+                max_leagues=options["max_leagues"],
+                seed=options["seed"],
+                out=self.stderr,
+            ).run()
         else:
             from league.bench.soak import SoakBench
 
