@@ -16,7 +16,7 @@ import pytest
 
 from league import actions
 from league.conductor import expected_referees
-from league.models import League, Referee
+from league.models import League, Match, Referee
 from tests.league.conductor_support import ScriptedPlayers, ScriptedReferee
 from tests.league.lm_support import call, make_league, message, player_meta, register_player
 from tests.league.test_conductor import FAST, conduct
@@ -235,8 +235,13 @@ def test_what_referees_get_and_every_reply_carry_the_courses_fields(lm_server):
         if m["message_type"] == "ROUND_ANNOUNCEMENT"
         for match in m["matches"]
     }
-    assert announced == {start["match_id"]: url for url, start in starts}
-    assert set(announced.values()) == {ref.url for ref in refs}
+    started = {start["match_id"]: url for url, start in starts}
+    assert {match_id: announced[match_id] for match_id in started} == started
+    assert set(started.values()) == {ref.url for ref in refs}
+    # The asker, whom nobody serves, is marked unreachable: its matches are decided by the LM at
+    # once, without a START_MATCH; they are the only ones announced and never started.
+    never_started = Match.objects.filter(league=league, match_id__in=set(announced) - set(started))
+    assert all(token["player_id"] in (m.player_a.player_id, m.player_b.player_id) for m in never_started)
 
 
 @pytest.mark.django_db
