@@ -752,7 +752,9 @@ class Player:
         async def notify_round(msg: m.RoundAnnouncement, ctx: CallContext) -> dict:
             """A round starts (ROUND_ANNOUNCEMENT → ACK)."""
             mine = _matches_of(msg.matches, self.player_id)
-            if msg.round_id is not None:
+            # Without an id (not registered: a practice run of /check/) none of the rows can be
+            # told to be ours, so the round counts as not announced to us.
+            if msg.round_id is not None and self.player_id is not None:
                 self.announced[str(msg.round_id)] = {str(x.get("match_id")): x for x in mine}
                 while len(self.announced) > ANNOUNCED_ROUNDS_KEPT:
                     self.announced.pop(next(iter(self.announced)))
