@@ -497,3 +497,19 @@ def test_a_suspended_referee_is_probed_and_let_back_in_when_it_answers(lm_server
     assert kinds.index("referee_suspended") < kinds.index("referee_restored"), kinds
     assert MatchResult.objects.filter(league=league, referee__referee_id=gone["referee_id"]).exists()
     assert MatchResult.objects.filter(league=league).count() == 15
+
+
+async def test_an_outage_met_between_ticks_is_left_to_the_next_tick(monkeypatch):
+    """The read of the rounds' state in the wait between ticks meets a closed connection (a
+    PostgreSQL cut): the wait ends early and raises nothing; ``run`` waits the outage out at its
+    next tick. Before, the conductor exited with the OperationalError."""
+    from django.db import OperationalError
+
+    def cut(_rounds: list[int]) -> bool:
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr("league.conductor.rounds_moved_on", cut)
+    conductor = Conductor(poll=0.2, tail_poll=0.01, tail_quiet=0.0)
+    conductor._in_tail = True
+    conductor._rounds = {1: Round(pk=1)}
+    await conductor.rest()
