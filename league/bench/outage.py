@@ -63,9 +63,10 @@ class TcpCut:
 
     kind = "tcp proxy cut"
 
-    def __init__(self, target_host: str, target_port: int, port: int) -> None:
+    def __init__(self, target_host: str, target_port: int, port: int, listen_host: str = "127.0.0.1") -> None:
         self.target = (target_host, target_port)
         self.port = port
+        self.listen_host = listen_host
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="db-proxy", daemon=True)
         self._server: asyncio.Server | None = None
@@ -77,7 +78,7 @@ class TcpCut:
         asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(30)
 
     async def _listen(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port, reuse_address=True)
+        self._server = await asyncio.start_server(self._serve, self.listen_host, self.port, reuse_address=True)
 
     async def _serve(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         try:

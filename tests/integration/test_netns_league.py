@@ -11,14 +11,16 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from league import actions
+from league.bench.outage import TcpCut
 from league.models import League, Match, MatchResult, Player
 from tests.integration.worlds import penalised
 from tests.support import netns
-from tests.support.servers import wait_for_port
+from tests.support.servers import free_port, wait_for_port
 
 WHY_NOT = netns.unsupported()
 pytestmark = [pytest.mark.processes, pytest.mark.skipif(WHY_NOT is not None, reason=str(WHY_NOT))]
@@ -56,6 +58,7 @@ class HostedLeague:
     logs: Path
     league: League = field(init=False)
     hosts: dict[str, netns.Host] = field(default_factory=dict)
+    proxy: TcpCut | None = None  # to PostgreSQL, for processes in the namespaces
 
     def build(self) -> None:
         for name in ("lm", "referees", "players1", "players2", "players3"):
@@ -63,6 +66,20 @@ class HostedLeague:
         lm = self.hosts["lm"]
         # The LM checks the Host header: it is reached by its address on the bridge.
         self.env = {**self.env, "ALLOWED_HOSTS": f"{lm.address},localhost,127.0.0.1"}
+        # A host's 127.0.0.1 is its own: PostgreSQL (on the machine's loopback) is reached through
+        # a proxy on the bridge, and one LM process needs no Redis (the in-memory layer).
+        self.env.pop("REDIS_URL", None)
+        database = urlsplit(self.env["DATABASE_URL"])
+        if database.scheme.startswith("postgres"):
+            self.proxy = TcpCut(
+                database.hostname or "127.0.0.1", database.port or 5432, free_port(), self.network.address
+            )
+            netloc = f"{database.username or 'postgres'}@{self.network.address}:{self.proxy.port}"
+            self.env["DATABASE_URL"] = urlunsplit(database._replace(netloc=netloc))
+
+    def close(self) -> None:
+        if self.proxy is not None:
+            self.proxy.close()
 
     def start(self, league_id: str) -> None:
         self.league = actions.open_registration(
@@ -130,7 +147,10 @@ def hosted(agent_env, manage_py, tmp_path) -> Iterator[HostedLeague]:
     with netns.Network() as network:
         world = HostedLeague(network, agent_env, manage_py, tmp_path)
         world.build()
-        yield world
+        try:
+            yield world
+        finally:
+            world.close()
 
 
 def test_a_league_across_five_hosts_completes(hosted):
