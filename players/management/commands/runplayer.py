@@ -140,10 +140,7 @@ class Command(BaseCommand):
             f"{options['port']}{'…' + str(options['port'] + options['count'] - 1) if options['count'] > 1 else ''}"
         )
         host.serve_forever(options["host"])
-        failed = [p for p in host.players if p.outcome in ("refused", "gave_up")]
-        if failed:
-            # Giving up is a failure: scripts and supervisors must see it in the exit status.
-            raise CommandError(f"{len(failed)} of {len(host.players)} player(s) could not join the league")
+        self._fail_unless_joined(host)
 
     def _connect(self, config: PlayerConfig, options: dict[str, Any], mix: list[str]) -> None:
         """--connect: the players answer over the LM's relay (players/connect.py)."""
@@ -162,6 +159,11 @@ class Command(BaseCommand):
             self._query_after_registration(host, options["query"])
         self._echo(f"playing {len(host.players)} player(s) ({', '.join(mix)}) through {connect_url(config.league_url)}")
         host.serve_forever()
+        self._fail_unless_joined(host)
+
+    @staticmethod
+    def _fail_unless_joined(host: PlayerHost | ConnectHost) -> None:
+        """Giving up is a failure: scripts and supervisors must see it in the exit status."""
         failed = [p for p in host.players if p.outcome in ("refused", "gave_up")]
         if failed:
             raise CommandError(f"{len(failed)} of {len(host.players)} player(s) could not join the league")
