@@ -114,8 +114,18 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # -- channels -----------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
+# What this site keeps in Redis (channel layer, rate limits) is under REDIS_PREFIX, so that several
+# sites can share one server. The test suite's parallel workers each have their own (pytest-xdist
+# names each in PYTEST_XDIST_WORKER, which the agents a test starts inherit).
+_TEST_WORKER = env_str("PYTEST_XDIST_WORKER")
+REDIS_PREFIX = env_str("REDIS_PREFIX", f"{_TEST_WORKER}:" if _TEST_WORKER else "")
 if REDIS_URL:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": f"{REDIS_PREFIX}asgi"},
+        }
+    }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
@@ -221,7 +231,7 @@ MCP_RATE_LIMIT_PER_TOKEN = env_int("MCP_RATE_LIMIT_PER_TOKEN", 600)
 MCP_RATE_LIMIT_PER_ADDRESS = env_int("MCP_RATE_LIMIT_PER_ADDRESS", 12_000)
 MCP_RATE_LIMIT_REFEREE_FACTOR = env_int("MCP_RATE_LIMIT_REFEREE_FACTOR", 20)
 MCP_RATE_LIMIT_ADDRESS_FACTOR = env_int("MCP_RATE_LIMIT_ADDRESS_FACTOR", 20)
-MCP_RATE_LIMIT_PREFIX = env_str("MCP_RATE_LIMIT_PREFIX", "league:rl:")
+MCP_RATE_LIMIT_PREFIX = env_str("MCP_RATE_LIMIT_PREFIX", f"{REDIS_PREFIX}league:rl:")
 # Registrations' own limits: this many per window (seconds) per client address and per league, so
 # one machine cannot fill a league with agents. The LM's own machine (demo, bench, the organiser's
 # referees) is exempt; behind a reverse proxy every client shares its address: see docs/operations.md.
