@@ -179,12 +179,23 @@ class Host:
         self.run("tc", "qdisc", "add", "dev", self.inside_link, "root", *netem)
 
 
-class Network:
-    """A bridge and its hosts; use as a context manager so everything is removed afterwards."""
+def worker_subnet() -> str:
+    """A /24 of its own for each parallel test worker (pytest-xdist's gw0, gw1 …): two bridges on
+    one subnet would route each other's packets. 10.213.0.0/24 outside xdist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return f"10.213.{int(worker.removeprefix('gw')) % 256}.0/24"
 
-    def __init__(self, subnet: str = "10.213.0.0/24") -> None:
+
+class Network:
+    """A bridge and its hosts; use as a context manager so everything is removed afterwards.
+
+    The default subnet is the worker's own (:func:`worker_subnet`): a worker builds one network at
+    a time, the names of its links carry its process id."""
+
+    def __init__(self, subnet: str | None = None) -> None:
         if (reason := unsupported()) is not None:
             raise Unsupported(reason)
+        subnet = subnet or worker_subnet()
         self.tag = f"lg{os.getpid() % 10000}n{next(_counter)}"  # short: link names have 15 characters
         self.subnet = ipaddress.ip_network(subnet)
         self._addresses = self.subnet.hosts()
