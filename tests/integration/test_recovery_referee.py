@@ -119,13 +119,17 @@ def test_a_referee_that_lost_its_matches_gives_them_back_without_a_failure(world
     world.wait_running_on(victim)
     os.kill(conductor.proc.pid, signal.SIGSTOP)
     try:
-        lost = world.running_on(victim)
         world.referees[0].kill()
         mark = last_event_pk()
         world.referees[0] = world.start_referee(0, run=2)
         world.wait_reregistered(victim, mark)
+        # The matches lost are read only now: the LM is not frozen, so a result the referee sent
+        # before it was killed is recorded meanwhile and that match is finished, not lost. Nothing
+        # else moves a match off the victim while the conductor is stopped.
+        lost = world.running_on(victim)
     finally:
         os.kill(conductor.proc.pid, signal.SIGCONT)
+    assert lost, "the referee was killed with no match running on it"
     world.wait_completed(timeout=50)
     world.assert_each_match_recorded_once()
 
