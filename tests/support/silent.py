@@ -68,3 +68,5 @@ class SilentAgent:
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(5)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        if not self._thread.is_alive():
+            self._loop.close()  # its descriptors now, not at the next garbage collection
