@@ -19,6 +19,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--fuzz-long", action="store_true", help="run the /mcp fuzz tests with many more cases")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In parallel runs (pytest-xdist), the tests that start agent processes or a browser, the long
+    ones, are handed out first: last in the order (tests/test_demo.py), one would run on alone
+    while the other workers sit idle. The sort is stable, and every worker sorts alike."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: not any(item.get_closest_marker(name) for name in ("processes", "browser")))
+
+
 @pytest.fixture
 def fuzz_examples(request: pytest.FixtureRequest) -> int:
     """How many cases a fuzz test runs: thousands in the suite, ten times that with --fuzz-long."""

@@ -103,7 +103,7 @@ class HostedLeague:
             where = ["--host", "0.0.0.0", "--advertise-host", host.address, "--port", str(port)]
             args = [*self.manage, "runplayer", *where, "--count", str(count), "--name", name, "--strategy", strategy]
             self.spawn(host, name.lower(), [*args, *common])
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # registered: a loaded machine starts agents slowly
         while self.league.players.count() < TOTAL or self.league.referees.count() < 2:
             assert time.monotonic() < deadline, f"agents did not register (logs in {self.logs})"
             time.sleep(0.1)

@@ -46,7 +46,7 @@ class RestartWorld(MixedWorld):
     def wait_registered(self) -> None:
         from league import actions
 
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # registered: a loaded machine starts agents slowly
         while self.league.players.count() < self.players or self.league.referees.count() < 2:
             assert time.monotonic() < deadline, "agents did not register"
             time.sleep(0.1)

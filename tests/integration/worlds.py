@@ -51,7 +51,7 @@ class MixedWorld(World):
         for host in self.hosts:
             self.host_ports[host.name] = free_ports(host.count)
             self.start_host(host)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # registered: a loaded machine starts agents slowly
         while self.league.players.count() < self.players or self.league.referees.count() < 2:
             assert time.monotonic() < deadline, "agents did not register"
             time.sleep(0.1)

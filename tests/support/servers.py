@@ -27,8 +27,9 @@ def live_database_url() -> str:
     return f"postgres://{user}@{host}:{port}/{settings['NAME']}"
 
 
-def wait_for_port(port: int, host: str = "127.0.0.1", timeout: float = 20.0) -> None:
-    """The launcher's wait, with a default fit for tests."""
+def wait_for_port(port: int, host: str = "127.0.0.1", timeout: float = 60.0) -> None:
+    """The launcher's wait, with a default fit for tests: a process that starts Django takes a
+    few seconds, many more while parallel workers and agents share a small machine."""
     processes.wait_for_port(port, timeout, host)
 
 
