@@ -45,3 +45,16 @@ def test_the_lm_site_tunes_its_collector_when_the_server_starts_it(restore_gc):
 
     assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
     assert gc.get_threshold() == GC_THRESHOLDS
+
+
+def test_a_stopped_threaded_server_has_closed_its_event_loop():
+    """Its selector and wake-up sockets go at once: a test run starts hundreds of these servers, and
+    a tuned collector (frozen objects, rare collections) would hold them for the rest of the run."""
+    from leagueproto.serve import ThreadedServer
+
+    async def app(scope, receive, send) -> None:  # noqa: ANN001 (any ASGI app; never called)
+        raise AssertionError("no request is made")
+
+    server = ThreadedServer(app, lifespan="off").start()
+    server.stop()
+    assert server.loop is not None and server.loop.is_closed()
