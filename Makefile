@@ -21,11 +21,11 @@ demo: setup
 	$(PY) manage.py demo $(DEMO_ARGS)
 
 # The suite mostly waits (agent processes, timeouts, a browser): TEST_WORKERS processes run it in
-# parallel (pytest-xdist); TEST_WORKERS=0 runs it in this one process. A subset:
-# make test PYTEST_ARGS=tests/league
+# parallel (pytest-xdist); TEST_WORKERS=0 runs it in this one process. A worker left with long tests
+# queued has them taken by idle ones (worksteal). A subset: make test PYTEST_ARGS=tests/league
 TEST_WORKERS ?= 4
 test: setup lint chromium
-	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # The dashboard's screenshots in docs/screenshots/, taken again by its browser test (a plain test
 # run writes them to a temporary directory).
