@@ -17,6 +17,7 @@ import httpx
 import orjson
 import pytest
 from asgiref.sync import async_to_sync
+from django.conf import settings as django_settings
 from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -294,11 +295,11 @@ def _refresh_tokens(tokens: dict[str, str], responses: list[dict[str, Any]]) -> 
                 tokens[agent_id] = reply["auth_token"]
 
 
-def test_mcp_survives_random_and_mutated_messages_in_process(fuzz_league, fuzz_examples, settings):
+def test_mcp_survives_random_and_mutated_messages_in_process(fuzz_league, fuzz_examples, monkeypatch):
     # Each call below runs on an event loop of its own (async_to_sync), and with Redis the rate
     # limiter keeps a client per loop it has seen: 1,500 held connections. Its buckets stay in this
     # process here; the test over HTTP below goes through Redis when there is one.
-    settings.REDIS_URL = None
+    monkeypatch.setattr(django_settings, "REDIS_URL", None)
     server = get_server()
     tokens = fuzz_league
     handle = async_to_sync(server.handle_http)
