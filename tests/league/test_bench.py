@@ -15,7 +15,9 @@ from django.db import connection
 
 from league import actions
 from league.bench.ceiling import median_ceiling
-from league.lm import PendingReport, read_logged, record_reports, toolset
+from league.mcp import toolset
+from league.mcp.reports import PendingReport, record_reports
+from league.mcp.tools import read_logged
 from league.models import League, MatchResult, Player, Referee
 from tests.league.lm_support import (
     assigned_match,
