@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections, transaction
+from django.db import transaction
 
 from league import actions
 from league.auth import Identity, authenticate_many
@@ -63,7 +63,7 @@ class ReportQueue:
             async with self._lock:
                 if not entry[1].done():
                     batch, self._pending = self._pending, []
-                    job = asyncio.ensure_future(sync_to_async(_record_batch)([r for r, _ in batch]))
+                    job = asyncio.ensure_future(sync_to_async(record_reports)([r for r, _ in batch]))
                     job.add_done_callback(lambda done: _settle(batch, done))
                     # Waited for, not awaited: were this caller to go away, the batch would still run
                     # and answer the others; its outcome (or error) is read from the future below.
@@ -89,16 +89,6 @@ def _settle(batch: list[tuple[PendingReport, asyncio.Future]], job: asyncio.Futu
             future.set_exception(job.result()[n])
         else:
             future.set_result(job.result()[n])
-
-
-def _record_batch(reports: list[PendingReport]) -> list[tuple[dict[str, Any], bool] | Exception]:
-    """``record_reports`` for ``ReportQueue``. The batch runs as a task of its own (it outlives a
-    caller that goes away), whose database connection the request's end does not see: it is
-    closed here, as Django closes a request's (CONN_MAX_AGE 0)."""
-    try:
-        return record_reports(reports)
-    finally:
-        close_old_connections()
 
 
 def record_reports(reports: list[PendingReport]) -> list[tuple[dict[str, Any], bool] | Exception]:
