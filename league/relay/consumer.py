@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from channels.consumer import get_handler_name
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
@@ -49,8 +50,8 @@ class RelayConsumer(AsyncWebsocketConsumer):
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Channels closes stale database connections before every message, a hop to a worker
-        # thread and back: most of what relaying a call cost. This consumer's database work runs
-        # on the LM's database thread, which looks after its own connections (league/dbexec.py).
+        # thread and back: most of what relaying a call cost. Most messages here touch no
+        # database; those that do go through database_sync_to_async, which closes them itself.
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
@@ -91,12 +92,12 @@ class RelayConsumer(AsyncWebsocketConsumer):
     async def _authenticate(self, token: str) -> None:
         if self.hello_timer is not None:
             self.hello_timer.cancel()
-        found = await state.on_db_thread(state.authenticate, token)
+        found = await database_sync_to_async(state.authenticate)(token)
         if isinstance(found, str):
             await self._refuse(UNAUTHORIZED, found)
             return
         self.holder = found
-        previous = await state.on_db_thread(state.connected, found, self.channel_name)
+        previous = await database_sync_to_async(state.connected)(found, self.channel_name)
         if previous:
             await self.channel_layer.send(previous, {"type": "relay.replaced"})
         hub.attach(found.league_id, found.player_id, self.channel_name, self)
@@ -110,7 +111,7 @@ class RelayConsumer(AsyncWebsocketConsumer):
             return
         hub.detach(self.holder.league_id, self.holder.player_id, self.channel_name)
         await self._fail_pending()
-        await state.on_db_thread(state.disconnected, self.holder, self.channel_name)
+        await database_sync_to_async(state.disconnected)(self.holder, self.channel_name)
 
     async def _fail_pending(self) -> None:
         """The calls waiting on this socket get their answer now: the agent is gone."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +24,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from league.mcp_view import _host_allowed, _security_headers
-from league.relay import RELAY_PATH, hub, state
+from league.relay import hub, state
 from leagueproto.jsonutil import dumps, loads
 
 # The status a consumer answers a call with when its socket closes before the reply.
@@ -127,7 +125,7 @@ async def _socket_of(league_id: str, player_id: str, wait_until: float) -> str |
         if channel:
             return channel
         if shared or not known:
-            target = await state.on_db_thread(state.target, league_id, player_id)
+            target = await state.target(league_id, player_id)
             if target is None or not target.relay:
                 return None
             known = True
@@ -149,73 +147,3 @@ async def relay_view(request: HttpRequest, league_id: str, player_id: str) -> Ht
         return HttpResponse(f"request body larger than {settings.RELAY_MAX_MESSAGE_BYTES} bytes", status=413)
     answer = await forward(league_id, player_id, request.body, call_timeout(request.headers.get("X-Relay-Timeout")))
     return HttpResponse(answer.body, status=answer.status, content_type=answer.content_type)
-
-
-# -- the same endpoint without Django's request stack ------------------------------------------
-# A league makes tens of thousands of calls to its relay players; Django's handler (two thread
-# hops for the request signals, the middleware) cost more than the relaying itself. As for /mcp
-# (league/mcp_view.py), the ASGI application sends these calls straight here, and to Django only
-# what Django must see first (a Host not allowed, plain http under SECURE_SSL_REDIRECT).
-
-
-def lean_relay(django_app: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
-    """ASGI: ``POST /relay/<league_id>/<player_id>/mcp`` relayed at once; the rest to ``django_app``."""
-
-    async def app(scope: dict[str, Any], receive: Callable, send: Callable) -> None:
-        found = RELAY_PATH.match(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
-        if (
-            found is None
-            or not _host_allowed(scope)
-            or (settings.SECURE_SSL_REDIRECT and scope.get("scheme") != "https")
-        ):
-            await django_app(scope, receive, send)
-            return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        body = await _read_body(receive, settings.RELAY_MAX_MESSAGE_BYTES)
-        if body is None:
-            return  # the caller hung up
-        if isinstance(body, Answer):
-            answer = body
-        else:
-            # Waiting for the reply, also listen for the caller hanging up (then stop waiting).
-            relayed = asyncio.ensure_future(
-                forward(found[1], found[2], body, call_timeout(headers.get("x-relay-timeout")))
-            )
-            gone = asyncio.ensure_future(_disconnected(receive))
-            await asyncio.wait({relayed, gone}, return_when=asyncio.FIRST_COMPLETED)
-            if not relayed.done():
-                relayed.cancel()
-                return
-            gone.cancel()
-            answer = relayed.result()
-        response_headers = [
-            (b"content-type", answer.content_type.encode()),
-            (b"content-length", str(len(answer.body)).encode()),
-            *_security_headers(),
-        ]
-        await send({"type": "http.response.start", "status": answer.status, "headers": response_headers})
-        await send({"type": "http.response.body", "body": answer.body})
-
-    return app
-
-
-async def _read_body(receive: Callable, limit: int) -> bytes | Answer | None:
-    """The request body; a 413 answer past ``limit``; None when the caller hung up."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        event = await receive()
-        if event["type"] == "http.disconnect":
-            return None
-        chunk = event.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return Answer(413, f"request body larger than {limit} bytes".encode())
-        chunks.append(chunk)
-        if not event.get("more_body", False):
-            return b"".join(chunks)
-
-
-async def _disconnected(receive: Callable) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
