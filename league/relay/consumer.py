@@ -1,7 +1,9 @@
 """``/agents/connect``: the WebSocket a relay player keeps open to the LM.
 
 The agent authenticates with its auth_token (an ``Authorization: Bearer`` header, or a first
-message ``{"auth_token": "…"}``) and is welcomed with ``{"type": "welcome", …}``. From then on the
+message ``{"auth_token": "…"}``), or registers on the socket itself (a first message that is its
+``register_player`` JSON-RPC request, answered there: ``registration.py``), and is welcomed with
+``{"type": "welcome", …}``. From then on the
 LM sends it, one per message, the JSON-RPC requests referees and the LM make to its relay
 endpoint, each with an id of the socket's own; the agent answers each with the JSON-RPC
 response of that id, as it would over HTTP. The consumer gives the reply its caller's id back
@@ -25,7 +27,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from league.ratelimit import Bucket, LocalBuckets
-from league.relay import hub, state
+from league.relay import hub, registration, state
 from leagueproto.jsonutil import dumps, loads
 
 # Where a call's answer goes: the reply channel of a view, or the future of a view of this process.
@@ -104,6 +106,20 @@ class RelayConsumer(AsyncWebsocketConsumer):
         welcome = {"type": "welcome", "league_id": found.league_id, "player_id": found.player_id}
         await self.send(text_data=dumps({**welcome, "endpoint": found.endpoint}).decode())
 
+    async def _register(self, request: dict[str, Any]) -> None:
+        """Register the player on this socket: the reply goes back here, and once accepted the
+        socket is the new player's relay connection (welcomed as if it had sent its token)."""
+        if self.hello_timer is not None:
+            self.hello_timer.cancel()
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in self.scope.get("headers") or []}
+        client = (self.scope.get("client") or (None,))[0]
+        registered = await registration.register(request, headers, client)
+        await self.send(text_data=registered.response.decode())
+        if registered.auth_token is None:
+            await self._refuse(UNAUTHORIZED, "registration refused: see the reply")
+            return
+        await self._authenticate(registered.auth_token)
+
     async def disconnect(self, code: int) -> None:
         if self.hello_timer is not None:
             self.hello_timer.cancel()
@@ -136,9 +152,15 @@ class RelayConsumer(AsyncWebsocketConsumer):
             await self._refuse(BAD_MESSAGE, "message is not JSON")
             return
         if self.holder is None:
+            if registration.is_registration(message):
+                await self._register(message)
+                return
             token = message.get("auth_token") if isinstance(message, dict) else None
             if not isinstance(token, str) or not token:
-                await self._refuse(UNAUTHORIZED, 'first message must be {"auth_token": "<your auth_token>"}')
+                await self._refuse(
+                    UNAUTHORIZED,
+                    'first message must be {"auth_token": "<your auth_token>"} or a register_player request',
+                )
                 return
             await self._authenticate(token)
             return
