@@ -183,13 +183,13 @@ class RelayConsumer(AsyncWebsocketConsumer):
             return
         reply_to, caller_id, _ = entry
         message["id"] = caller_id
-        await self._answer(reply_to, 200, dumps(message).decode())
+        await self._answer(reply_to, 200, dumps(message))
 
     # -- from the view (channel layer) ----------------------------------------------------------
     async def relay_call(self, event: dict[str, Any]) -> None:
-        """A call for the agent: {"body": JSON-RPC request, "reply_to": channel or future, "expires": epoch s}.
-
-        From the channel layer, or called directly by a view of this process (``view.forward``)."""
+        """A call for the agent: {"body": JSON-RPC request (bytes), "reply_to": channel or future,
+        "expires": epoch s}. From the channel layer, or called directly by a view of this process
+        (``view.forward``), which gives the request already parsed ("request") instead of "body"."""
         if self.holder is None or self.closing:
             await self._answer(event["reply_to"], 502, "the agent's socket is closing")
             return
@@ -197,14 +197,14 @@ class RelayConsumer(AsyncWebsocketConsumer):
         if len(self.pending) >= settings.RELAY_MAX_IN_FLIGHT:
             await self._answer(event["reply_to"], 503, f"{settings.RELAY_MAX_IN_FLIGHT} calls already in flight")
             return
-        request = loads(event["body"])
+        request = dict(event["request"]) if "request" in event else loads(event["body"])
         if "id" not in request:  # a notification: delivered, nothing to wait for
             try:
-                await self.send(text_data=event["body"])
+                await self.send(text_data=dumps(request).decode())
             except OSError:
                 await self._answer(event["reply_to"], 502, "the agent's connection to the relay closed")
                 return
-            await self._answer(event["reply_to"], 202, "")
+            await self._answer(event["reply_to"], 202, b"")
             return
         socket_id = next(self.ids)
         self.pending[socket_id] = (event["reply_to"], request["id"], float(event["expires"]))
@@ -227,7 +227,8 @@ class RelayConsumer(AsyncWebsocketConsumer):
         for socket_id in [k for k, until in self.late.items() if until < now]:
             del self.late[socket_id]
 
-    async def _answer(self, reply_to: ReplyTo, status: int, body: str) -> None:
+    async def _answer(self, reply_to: ReplyTo, status: int, body: bytes | str) -> None:
+        body = body.encode() if isinstance(body, str) else body
         if isinstance(reply_to, asyncio.Future):
             if not reply_to.done():  # (a caller that hung up cancelled it)
                 reply_to.set_result({"status": status, "body": body})

@@ -78,9 +78,10 @@ async def forward(league_id: str, player_id: str, body: bytes, timeout: float) -
         try:
             async with asyncio.timeout_at(deadline):
                 if consumer is not None:
-                    # The socket is this process's: straight to its consumer, no channel-layer trip.
+                    # The socket is this process's: straight to its consumer with the request as
+                    # parsed here, no channel-layer trip and no second parse.
                     answered = loop.create_future()
-                    await consumer.relay_call({"body": body.decode(), "reply_to": answered, "expires": expires})
+                    await consumer.relay_call({"request": request, "reply_to": answered, "expires": expires})
                     reply = await answered
                 else:
                     reply = await _through_layer(channel, body, expires)
@@ -94,8 +95,8 @@ async def forward(league_id: str, player_id: str, body: bytes, timeout: float) -
     if reply is None:
         return Answer(503, f"player {player_id} has too many calls waiting".encode())
     if reply["status"] == 200:
-        return Answer(200, reply["body"].encode(), "application/json")
-    return Answer(reply["status"], reply["body"].encode())
+        return Answer(200, reply["body"], "application/json")
+    return Answer(reply["status"], reply["body"])
 
 
 async def _through_layer(channel: str, body: bytes, expires: float) -> dict[str, Any] | None:
@@ -104,9 +105,7 @@ async def _through_layer(channel: str, body: bytes, expires: float) -> dict[str,
     layer = get_channel_layer()
     reply_to = await layer.new_channel("relay")
     try:
-        await layer.send(
-            channel, {"type": "relay.call", "body": body.decode(), "reply_to": reply_to, "expires": expires}
-        )
+        await layer.send(channel, {"type": "relay.call", "body": body, "reply_to": reply_to, "expires": expires})
     except ChannelFull:
         return None
     return await layer.receive(reply_to)
