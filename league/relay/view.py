@@ -1,11 +1,13 @@
 """``POST /relay/<league_id>/<player_id>/mcp``: the endpoint the LM assigns to a relay player.
 
-Referees and the conductor call it like any player's endpoint. The call goes through the channel
-layer to the consumer holding the player's socket (in this process, or, with Redis, in any LM
-process) and its reply comes back the same way. The caller's deadline holds: the view waits at
-most ``X-Relay-Timeout`` seconds (else ``RELAY_CALL_TIMEOUT``), and stops waiting when the caller
-hangs up. A call to an agent that is not connected waits for it to reconnect (``RELAY_RECONNECT_WAIT``,
-by default the whole call: to its caller the agent is as a host that does not answer, so the
+Referees and the conductor call it like any player's endpoint. An ordinary Django async view
+(league/urls.py): ALLOWED_HOSTS, the middleware and its security headers apply as to every
+request. The call goes to the consumer holding the player's socket (straight to it in this
+process, or, with Redis, through the channel layer to any LM process) and its reply comes back the
+same way. The caller's deadline holds: the view waits at most ``X-Relay-Timeout`` seconds (else
+``RELAY_CALL_TIMEOUT``), and stops waiting when the caller hangs up (Django cancels the view).
+A call to an agent that is not connected waits for it to reconnect (``RELAY_RECONNECT_WAIT``, by
+default the whole call: to its caller the agent is as a host that does not answer, so the
 caller's own timeout, retries, technical losses and unreachable marking apply); one whose socket
 drops before the reply is sent again on the socket that replaces it. When the wait is shorter
 than the call the answer is 502, a 5xx without a JSON-RPC body (a failed call).
