@@ -3,11 +3,11 @@
 The agent authenticates with its auth_token (an ``Authorization: Bearer`` header, or a first
 message ``{"auth_token": "…"}``), or registers on the socket itself (a first message that is its
 ``register_player`` JSON-RPC request, answered there: ``registration.py``), and is welcomed with
-``{"type": "welcome", …}``. From then on the
-LM sends it, one per message, the JSON-RPC requests referees and the LM make to its relay
-endpoint, each with an id of the socket's own; the agent answers each with the JSON-RPC
-response of that id, as it would over HTTP. The consumer gives the reply its caller's id back
-and hands it to the waiting view (``view.py``) through the channel layer.
+``{"type": "welcome", …}``. From then on the LM sends it, one per message, the JSON-RPC requests
+referees and the LM make to its relay endpoint, each with an id of the socket's own; the agent
+answers each with the JSON-RPC response of that id, as it would over HTTP. The consumer gives
+the reply its caller's id back and hands it to the waiting view (``view.py``): directly in this
+process, through the channel layer from another.
 
 A socket that sends what it was not asked for (a request, a reply to an id it was not sent,
 something not JSON), too much or too fast is closed; a newer socket of the same player replaces
@@ -52,7 +52,7 @@ class RelayConsumer(AsyncWebsocketConsumer):
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Channels closes stale database connections before every message, a hop to a worker
-        # thread and back: most of what relaying a call cost. Most messages here touch no
+        # thread and back for every relayed call and every reply. Most messages here touch no
         # database; those that do go through database_sync_to_async, which closes them itself.
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
