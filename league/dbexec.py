@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 
 from django.db import connection, connections, models
-
-
-def lm_context() -> AbstractAsyncContextManager:
-    """Temporary, for league/relay/state.py only (it still wraps its calls in this): does nothing.
-    Delete it once league/relay stops importing it."""
-    return nullcontext()
 
 
 _PLAIN = ((models.CharField, str), (models.IntegerField, int), (models.BooleanField, bool), (models.ForeignKey, int))
