@@ -6,7 +6,6 @@ from typing import Any
 
 from django.db import connection, connections, models
 
-
 _PLAIN = ((models.CharField, str), (models.IntegerField, int), (models.BooleanField, bool), (models.ForeignKey, int))
 
 
