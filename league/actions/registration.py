@@ -158,6 +158,19 @@ def _agents_summary(model: type[Player] | type[Referee], league_pk: int, endpoin
     return counts["count"], counts["taken"], top
 
 
+def _relay_name_taken(league: League, display_name: str | None) -> bool:
+    """Whether a relay player of ``league`` that is not removed goes by ``display_name``.
+
+    A player that connects out has no endpoint of its own: the LM assigns one per registration,
+    so its name is what tells a second registration of the same player (its reply lost, say) from
+    a new player, as the endpoint does for a player with its own. Like that one, it is refused
+    rather than given a second row."""
+    if not display_name:
+        return False
+    relay_players = Player.objects.filter(league=league, connection=Player.Connection.RELAY)
+    return relay_players.filter(display_name=display_name).exclude(status=AgentStatus.REMOVED).exists()
+
+
 def _next_id(model: type[Player] | type[Referee], league: League, prefix: str, top: str | None) -> str:
     """The id after ``top`` (the league's highest, see ``_agents_summary``)."""
     field_name = "player_id" if model is Player else "referee_id"
@@ -174,6 +187,7 @@ def _next_id(model: type[Player] | type[Referee], league: League, prefix: str, t
 
 
 ENDPOINT_OF_OTHER_KIND = "Endpoint is used by a {kind} of this league"
+RELAY_NAME_TAKEN = "A relay player of this display name is already registered: register again with its auth_token"
 SEE_REGISTERING = see("registering")
 
 
@@ -327,6 +341,8 @@ def _register(
             return rejected(ENDPOINT_TAKEN)
         if endpoint_taken(_other_model(model), league.pk, endpoint):
             return rejected(ENDPOINT_OF_OTHER_KIND.format(kind="referee" if kind == "player" else "player"))
+        if relay and _relay_name_taken(league, meta.get("display_name")):
+            return rejected(RELAY_NAME_TAKEN)
 
         agent_id = _next_id(model, league, prefix, top)
         if relay:
