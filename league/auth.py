@@ -81,7 +81,7 @@ def find_by_token(token: str, kind: str) -> Player | Referee | None:
     """The agent of ``kind`` whose token this is (hash lookup + constant-time confirmation)."""
     digest = hash_token(token)
     model = Player if kind == "player" else Referee
-    agent = next(iter(model.objects.holding([digest])[:1]), None)
+    agent = model.objects.holding([digest]).first()
     if agent is None or not hmac.compare_digest(agent.token_hash, digest):
         return None
     return agent
