@@ -282,7 +282,9 @@ def test_on_the_embedded_default_a_bench_plays_in_a_database_of_its_own(tmp_path
     assert not default.exists() or report["league_id"] not in _league_ids(default)
 
     # Without --keep-db the file goes once the bench is done.
-    args = [*manage_py, "bench", "api", "--quick", "--json", str(out)]
+    # A gentle rate: this checks where the bench's database lives, not how fast the LM answers
+    # (the suite shares the machine with other tests).
+    args = [*manage_py, "bench", "api", "--quick", "--rate", "40", "--json", str(out)]
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert json.loads(out.read_text())["database"] == {"engine": "sqlite", "scratch": True, "path": None}
