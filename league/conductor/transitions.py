@@ -115,7 +115,8 @@ class RoundProgress:
 def round_progress(round_pk: int) -> RoundProgress:
     """The round's status (PLAYED once ``actions.record_results`` has recorded its last result)
     and how many of its matches wait for a referee or are in play: two small queries."""
-    status = Round.objects.filter(pk=round_pk).values_list("status", flat=True).first() or Round.Status.COMPLETED
+    # A round gone (its league deleted) reads as PENDING: nothing to finish, the next tick looks afresh.
+    status = Round.objects.filter(pk=round_pk).values_list("status", flat=True).first() or Round.Status.PENDING
     counts = dict(
         Match.objects.filter(round_id=round_pk)
         .exclude(status__in=DONE)

@@ -307,6 +307,8 @@ class Conductor(Supervision):
                     await self.dispatch(league, rnd)
                 return
             self._rounds.pop(league.pk, None)
+            if progress.status == Round.Status.PENDING:
+                return  # gone, or put back by hand: the next tick reads the league afresh
             prepared = await self.finish_round(league, rnd)
 
     def _set_capacity(self, league: League, value: int) -> int:

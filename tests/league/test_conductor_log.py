@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from league import queries
 from league.auth import lm_token
-from league.conductor import common, delivery_log, dispatch, notices, transitions, worker
+from league.conductor import common, delivery_log, dispatch, notices, reachability, transitions, worker
 from league.events import strip_secrets
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 from leagueproto.jsonutil import dumps, loads
@@ -303,3 +303,27 @@ def test_a_claim_read_as_values_sends_what_the_model_rows_say(django_assert_num_
         (later,) = dispatch.claim_matches(league.pk, rnd.pk, league=league)
     assert later.match_id == "R2M4"
     assert comparable(later.delivery.message) == comparable(start_match_from_models(league, later.match_pk))
+
+
+def test_a_match_with_an_unreachable_player_is_recorded_as_any_result_and_ends_the_round():
+    league = make_league("log_decided")
+    a, b, c, d = add_players(league, 4)
+    league = running(league)
+    rnd = Round.objects.create(league=league, number=1, status=Round.Status.ANNOUNCED, announced_at=timezone.now())
+    for number, (pa, pb) in enumerate(((a, b), (c, d)), start=1):
+        Match.objects.create(
+            league=league, round=rnd, match_id=f"R1M{number}", player_a=pa, player_b=pb, game_type="even_odd",
+        )  # fmt: skip
+    Player.objects.filter(pk__in=[b.pk, c.pk, d.pk]).update(unreachable_since=timezone.now(), unreachable_reason="gone")
+
+    decided = reachability.decide_unreachable(rnd.pk)
+
+    assert decided == ["R1M1", "R1M2"]
+    results = {r.match.match_id: r for r in MatchResult.objects.select_related("match", "winner")}
+    assert (results["R1M1"].winner.player_id, results["R1M1"].points_a, results["R1M1"].points_b) == ("P01", 3, 0)
+    assert results["R1M2"].winner is None and (results["R1M2"].points_a, results["R1M2"].points_b) == (0, 0)
+    assert set(Match.objects.filter(round=rnd).values_list("status", flat=True)) == {Match.Status.FINISHED}
+    assert transitions.round_progress(rnd.pk) == transitions.RoundProgress(Round.Status.PLAYED, 0, 0)
+    finished = Event.objects.filter(league=league, kind="match_finished")
+    assert {e.agent for e in finished} == {"league_manager"}
+    assert reachability.decide_unreachable(rnd.pk) == []  # decided once
