@@ -22,6 +22,7 @@ from typing import Any
 
 from django.conf import settings
 
+from league.endpoints import NetworksPolicy
 from league.ratelimit import Bucket, limiter
 from league.standings import standing_dict
 from leagueproto.client import NO_RETRY, AgentClient, CallFailed, CallResult
@@ -344,7 +345,7 @@ class Check:
         started = time.monotonic()
         report = Report(self.endpoint, self.game_type, self.player_id)
         own = self.client is None
-        client = self.client or HouseClient()
+        client = self.client or HouseClient(address_check=NetworksPolicy(allowed_networks()))
         try:
             await self._run(client, report)
         finally:
@@ -446,12 +447,19 @@ def reply_summary(step: Step) -> str:
 
 
 # -- what callers apply first ------------------------------------------------------------------
-def endpoint_refusal(endpoint: str) -> str | None:
-    """Why the check will not call ``endpoint`` (the leagues' endpoint policy), or None."""
-    from league.endpoints import endpoint_problem
+def allowed_networks() -> str:
+    """The networks the check may call (``CHECKAGENT_ALLOWED_NETWORKS``, else a league's default)."""
     from league.models import DEFAULT_ALLOWED_NETWORKS
 
-    return endpoint_problem(endpoint, settings.CHECKAGENT_ALLOWED_NETWORKS or DEFAULT_ALLOWED_NETWORKS)
+    return settings.CHECKAGENT_ALLOWED_NETWORKS or DEFAULT_ALLOWED_NETWORKS
+
+
+def endpoint_refusal(endpoint: str) -> str | None:
+    """Why the check will not call ``endpoint`` (the leagues' endpoint policy), or None. The
+    check's client applies the same policy again to each address it connects to."""
+    from league.endpoints import endpoint_problem
+
+    return endpoint_problem(endpoint, allowed_networks())
 
 
 async def take_check_slot(client_host: str | None) -> int | None:

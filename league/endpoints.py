@@ -347,3 +347,28 @@ class ConnectPolicy:
         if (host.lower(), port) in self._relay:
             return None
         return address_problem(parsed, self._allowed)
+
+
+class NetworksPolicy:
+    """The connection-time check for one fixed list of networks (the "Check my agent" page's,
+    ``CHECKAGENT_ALLOWED_NETWORKS``): what ``endpoint_problem`` refuses before a call, checked
+    again on the address actually connected to (a name may resolve elsewhere by then), including
+    this process's own serving address."""
+
+    def __init__(self, allowed_networks: str) -> None:
+        self._allowed = networks(allowed_networks)
+
+    async def __call__(self, host: str, port: int, address: str) -> str | None:
+        problem = port_problem(port)
+        if problem:
+            return problem
+        parsed = _address(address)
+        if parsed is None:
+            return f"Endpoint address {address} is not an IP address"
+        problem = address_problem(parsed, self._allowed)
+        if problem:
+            return problem
+        here = serving()
+        if here is not None and port in here.ports and is_local_address(str(parsed)):
+            return "Endpoint is the League Manager's own address: give your agent's URL"
+        return None

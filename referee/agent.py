@@ -48,6 +48,17 @@ FINISHED_KEPT = 1000  # finished matches kept in memory for get_match_state and 
 REPORTS_KEPT = 2 * FINISHED_KEPT
 
 
+def retry_after(exc: CallFailed) -> float:
+    """The wait the LM asked for in a retryable JSON-RPC error (docs/protocol.md: while its
+    database is unavailable it answers -32000 with ``retry_after_seconds``), else 0."""
+    data = (exc.rpc_error or {}).get("data")
+    if isinstance(data, dict) and data.get("retryable"):
+        value = data.get("retry_after_seconds")
+        if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 300:
+            return float(value)
+    return 0.0
+
+
 @dataclass
 class RefereeConfig:
     name: str = "Referee"
@@ -760,7 +771,11 @@ class Referee:
                     policy=self.config.report_retry,
                 )
             except CallFailed as exc:
-                log.info("report %s not delivered (%s); retrying in %.1f s", key, exc, delay)
+                wait = max(delay, retry_after(exc))
+                log.info("report %s not delivered (%s); retrying in %.1f s", key, exc, wait)
+                await asyncio.sleep(wait)
+                delay = min(delay * 2, self.config.backoff_max)
+                continue
             else:
                 reply = result.reply
                 code = reply.get("error_code")

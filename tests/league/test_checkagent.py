@@ -160,6 +160,18 @@ def test_the_page_applies_the_endpoint_policy(settings):
     assert b"check-report" not in loopback.content
 
 
+def test_the_checks_client_applies_the_policy_again_to_the_address_it_connects_to(settings):
+    """What the page's policy passed (a name that resolved inside the networks) is checked again
+    on each address connected to: an agent now outside them gets no call at all."""
+    player = ScriptedPlayer("P01", choices=["even"])
+    settings.CHECKAGENT_ALLOWED_NETWORKS = "10.0.0.0/8"
+    with serving(player.app()) as server:
+        report = asyncio.run(run_check(server.url, timeouts=ONE_SECOND))
+    assert report.verdict == FAIL
+    assert "outside the league's allowed networks" in report.steps[0].note
+    assert player.received.items == []
+
+
 def test_a_best_of_five_check_plays_every_game_round_with_our_player():
     """Our runplayer agent, not registered (so it takes the check's notices): the bo5 messages too."""
     player = Player(PlayerConfig(name="Alpha", strategy="random"))

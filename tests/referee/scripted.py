@@ -201,6 +201,9 @@ class ScriptedLM:
         self.acks: dict[str, str] = {}  # match key → digest of the recorded result
         self._issued = 0
         self.key: str | None = None  # when set, registration needs this referee_key (else E012)
+        # Reports answered as by an LM whose database is down (-32000, retryable), while > 0.
+        self.unavailable = 0
+        self.retry_after_seconds = 1.0
         self.toolset = Toolset(name="scripted-lm", sender="league_manager")
         ts = self.toolset
 
@@ -229,6 +232,15 @@ class ScriptedLM:
         async def report(msg: LeagueMessage, ctx: CallContext) -> dict[str, Any]:
             data = msg.model_dump()
             self.received.add("report_match_result", data)
+            if self.unavailable > 0:
+                from leagueproto.jsonrpc import JsonRpcError
+
+                self.unavailable -= 1
+                raise JsonRpcError(
+                    -32000,
+                    "Database unavailable; nothing was recorded: send the same message again",
+                    {"retryable": True, "retry_after_seconds": self.retry_after_seconds},
+                )
             if self.tokens.get(data.get("auth_token") or "") != "REF01":
                 from leagueproto.errors import ErrorCode, LeagueError
 

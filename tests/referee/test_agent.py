@@ -7,7 +7,9 @@ import asyncio
 import threading
 import time
 
+from leagueproto.client import CallFailed
 from leagueproto.envelope import make_message
+from leagueproto.errors import ErrorCode
 from referee import agent
 from referee.agent import Referee, RefereeConfig
 from tests.referee.conftest import rpc, run_referee, start_match_message
@@ -246,6 +248,31 @@ async def test_it_keeps_only_undelivered_report_tasks_and_the_latest_acknowledge
     await asyncio.gather(*tasks)
     assert referee._report_tasks == {}
     assert list(referee.reports) == ["league_test:R1M3", "league_test:R1M4", "league_test:R1M5"]
+
+
+def test_a_report_the_lm_could_not_take_is_sent_again_after_the_wait_it_asked_for(referee, lm, players, caplog):
+    scripted_lm, _ = lm
+    scripted_lm.unavailable = 1
+    scripted_lm.retry_after_seconds = 0.7  # longer than the referee's own backoff (0.05 s, at most 0.2 s)
+    _, url_a = players(ScriptedPlayer("P01", choices=["even"]))
+    _, url_b = players(ScriptedPlayer("P02", choices=["odd"]))
+    caplog.set_level("INFO", logger="referee.agent")
+    assert rpc(referee.url, "start_match", start_match_message(url_a, url_b))["status"] == "ACCEPTED"
+    scripted_lm.received.wait_for("acknowledged")
+    assert len(scripted_lm.received.of("report_match_result")) == 2  # refused once, then recorded
+    assert "retrying in 0.7 s" in caplog.text
+
+
+def test_retry_after_reads_only_a_retryable_servers_wait():
+    def failed(data: object) -> CallFailed:
+        return CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, "x", rpc_error={"code": -32000, "data": data})
+
+    assert agent.retry_after(failed({"retryable": True, "retry_after_seconds": 2})) == 2.0
+    assert agent.retry_after(failed({"retryable": False, "retry_after_seconds": 2})) == 0.0
+    assert agent.retry_after(failed({"retryable": True, "retry_after_seconds": "2"})) == 0.0
+    assert agent.retry_after(failed({"retryable": True, "retry_after_seconds": 10_000})) == 0.0
+    assert agent.retry_after(failed(None)) == 0.0
+    assert agent.retry_after(CallFailed(ErrorCode.TIMEOUT_ERROR, "timed out")) == 0.0
 
 
 def test_its_sender_follows_its_identity():
