@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from league.mcp_view import mcp_view
+from league.mcp.view import mcp_view
 from league.relay.view import relay_view
 
 urlpatterns = [

@@ -11,9 +11,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set u
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from league.mcp_view import lean_mcp  # noqa: E402
 from league.relay.routing import websocket_urlpatterns as relay_urlpatterns  # noqa: E402
-from league.relay.view import lean_relay  # noqa: E402
 from league.routing import websocket_urlpatterns  # noqa: E402
 from leagueproto.serve import tune_gc  # noqa: E402
 from leaguesite.limits import RequestLimits, guard_daphne  # noqa: E402
@@ -46,9 +44,8 @@ async def websockets(scope, receive, send) -> None:
 
 application = ProtocolTypeRouter(
     {
-        # Body size and read deadline first (leaguesite/limits.py), then POST /mcp and POST
-        # /relay/<league_id>/<player_id>/mcp without Django's request stack, the rest through Django.
-        "http": RequestLimits(lean_relay(lean_mcp(django_asgi_app))),
+        # Body size and read deadline first (leaguesite/limits.py), then Django.
+        "http": RequestLimits(django_asgi_app),
         "websocket": websockets,
         "lifespan": lifespan,
     }

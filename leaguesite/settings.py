@@ -87,13 +87,9 @@ ASGI_APPLICATION = "leaguesite.asgi.application"
 
 # -- database -----------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
-# CONN_MAX_AGE stays 0 for Django's per-request threads (their connections would leak); the LM's
-# /mcp calls run on long-lived threads (league/dbexec.py) that keep theirs LM_DB_CONN_MAX_AGE
-# seconds, health-checked when reused.
+# CONN_MAX_AGE stays 0: under ASGI each request runs its sync code in a thread of its own, whose
+# connection would otherwise outlive it.
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True)}
-LM_DB_CONN_MAX_AGE = env_int("LM_DB_CONN_MAX_AGE", 300)
-# Threads running /mcp database work: one for SQLite (one writer at a time), this many for PostgreSQL.
-LM_DB_THREADS = env_int("LM_DB_THREADS", 4)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (LM, conductor) share the file: WAL lets readers run beside the
     # writer, IMMEDIATE transactions take the write lock up front so none deadlocks on upgrade.

@@ -1,11 +1,13 @@
 """``/agents/connect``: the WebSocket a relay player keeps open to the LM.
 
 The agent authenticates with its auth_token (an ``Authorization: Bearer`` header, or a first
-message ``{"auth_token": "…"}``) and is welcomed with ``{"type": "welcome", …}``. From then on the
-LM sends it, one per message, the JSON-RPC requests referees and the LM make to its relay
-endpoint, each with an id of the socket's own; the agent answers each with the JSON-RPC
-response of that id, as it would over HTTP. The consumer gives the reply its caller's id back
-and hands it to the waiting view (``view.py``) through the channel layer.
+message ``{"auth_token": "…"}``), or registers on the socket itself (a first message that is its
+``register_player`` JSON-RPC request, answered there: ``registration.py``), and is welcomed with
+``{"type": "welcome", …}``. From then on the LM sends it, one per message, the JSON-RPC requests
+referees and the LM make to its relay endpoint, each with an id of the socket's own; the agent
+answers each with the JSON-RPC response of that id, as it would over HTTP. The consumer gives
+the reply its caller's id back and hands it to the waiting view (``view.py``): directly in this
+process, through the channel layer from another.
 
 A socket that sends what it was not asked for (a request, a reply to an id it was not sent,
 something not JSON), too much or too fast is closed; a newer socket of the same player replaces
@@ -20,11 +22,12 @@ import time
 from typing import Any
 
 from channels.consumer import get_handler_name
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from league.ratelimit import Bucket, LocalBuckets
-from league.relay import hub, state
+from league.relay import hub, registration, state
 from leagueproto.jsonutil import dumps, loads
 
 # Where a call's answer goes: the reply channel of a view, or the future of a view of this process.
@@ -49,8 +52,8 @@ class RelayConsumer(AsyncWebsocketConsumer):
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Channels closes stale database connections before every message, a hop to a worker
-        # thread and back: most of what relaying a call cost. This consumer's database work runs
-        # on the LM's database thread, which looks after its own connections (league/dbexec.py).
+        # thread and back for every relayed call and every reply. Most messages here touch no
+        # database; those that do go through database_sync_to_async, which closes them itself.
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
@@ -91,17 +94,31 @@ class RelayConsumer(AsyncWebsocketConsumer):
     async def _authenticate(self, token: str) -> None:
         if self.hello_timer is not None:
             self.hello_timer.cancel()
-        found = await state.on_db_thread(state.authenticate, token)
+        found = await database_sync_to_async(state.authenticate)(token)
         if isinstance(found, str):
             await self._refuse(UNAUTHORIZED, found)
             return
         self.holder = found
-        previous = await state.on_db_thread(state.connected, found, self.channel_name)
+        previous = await database_sync_to_async(state.connected)(found, self.channel_name)
         if previous:
             await self.channel_layer.send(previous, {"type": "relay.replaced"})
         hub.attach(found.league_id, found.player_id, self.channel_name, self)
         welcome = {"type": "welcome", "league_id": found.league_id, "player_id": found.player_id}
         await self.send(text_data=dumps({**welcome, "endpoint": found.endpoint}).decode())
+
+    async def _register(self, request: dict[str, Any]) -> None:
+        """Register the player on this socket: the reply goes back here, and once accepted the
+        socket is the new player's relay connection (welcomed as if it had sent its token)."""
+        if self.hello_timer is not None:
+            self.hello_timer.cancel()
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in self.scope.get("headers") or []}
+        client = (self.scope.get("client") or (None,))[0]
+        registered = await registration.register(request, headers, client)
+        await self.send(text_data=registered.response.decode())
+        if registered.auth_token is None:
+            await self._refuse(UNAUTHORIZED, "registration refused: see the reply")
+            return
+        await self._authenticate(registered.auth_token)
 
     async def disconnect(self, code: int) -> None:
         if self.hello_timer is not None:
@@ -110,7 +127,7 @@ class RelayConsumer(AsyncWebsocketConsumer):
             return
         hub.detach(self.holder.league_id, self.holder.player_id, self.channel_name)
         await self._fail_pending()
-        await state.on_db_thread(state.disconnected, self.holder, self.channel_name)
+        await database_sync_to_async(state.disconnected)(self.holder, self.channel_name)
 
     async def _fail_pending(self) -> None:
         """The calls waiting on this socket get their answer now: the agent is gone."""
@@ -135,9 +152,15 @@ class RelayConsumer(AsyncWebsocketConsumer):
             await self._refuse(BAD_MESSAGE, "message is not JSON")
             return
         if self.holder is None:
+            if registration.is_registration(message):
+                await self._register(message)
+                return
             token = message.get("auth_token") if isinstance(message, dict) else None
             if not isinstance(token, str) or not token:
-                await self._refuse(UNAUTHORIZED, 'first message must be {"auth_token": "<your auth_token>"}')
+                await self._refuse(
+                    UNAUTHORIZED,
+                    'first message must be {"auth_token": "<your auth_token>"} or a register_player request',
+                )
                 return
             await self._authenticate(token)
             return
@@ -160,13 +183,13 @@ class RelayConsumer(AsyncWebsocketConsumer):
             return
         reply_to, caller_id, _ = entry
         message["id"] = caller_id
-        await self._answer(reply_to, 200, dumps(message).decode())
+        await self._answer(reply_to, 200, dumps(message))
 
     # -- from the view (channel layer) ----------------------------------------------------------
     async def relay_call(self, event: dict[str, Any]) -> None:
-        """A call for the agent: {"body": JSON-RPC request, "reply_to": channel or future, "expires": epoch s}.
-
-        From the channel layer, or called directly by a view of this process (``view.forward``)."""
+        """A call for the agent: {"body": JSON-RPC request (bytes), "reply_to": channel or future,
+        "expires": epoch s}. From the channel layer, or called directly by a view of this process
+        (``view.forward``), which gives the request already parsed ("request") instead of "body"."""
         if self.holder is None or self.closing:
             await self._answer(event["reply_to"], 502, "the agent's socket is closing")
             return
@@ -174,14 +197,14 @@ class RelayConsumer(AsyncWebsocketConsumer):
         if len(self.pending) >= settings.RELAY_MAX_IN_FLIGHT:
             await self._answer(event["reply_to"], 503, f"{settings.RELAY_MAX_IN_FLIGHT} calls already in flight")
             return
-        request = loads(event["body"])
+        request = dict(event["request"]) if "request" in event else loads(event["body"])
         if "id" not in request:  # a notification: delivered, nothing to wait for
             try:
-                await self.send(text_data=event["body"])
+                await self.send(text_data=dumps(request).decode())
             except OSError:
                 await self._answer(event["reply_to"], 502, "the agent's connection to the relay closed")
                 return
-            await self._answer(event["reply_to"], 202, "")
+            await self._answer(event["reply_to"], 202, b"")
             return
         socket_id = next(self.ids)
         self.pending[socket_id] = (event["reply_to"], request["id"], float(event["expires"]))
@@ -204,7 +227,8 @@ class RelayConsumer(AsyncWebsocketConsumer):
         for socket_id in [k for k, until in self.late.items() if until < now]:
             del self.late[socket_id]
 
-    async def _answer(self, reply_to: ReplyTo, status: int, body: str) -> None:
+    async def _answer(self, reply_to: ReplyTo, status: int, body: bytes | str) -> None:
+        body = body.encode() if isinstance(body, str) else body
         if isinstance(reply_to, asyncio.Future):
             if not reply_to.done():  # (a caller that hung up cancelled it)
                 reply_to.set_result({"status": status, "body": body})

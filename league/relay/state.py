@@ -3,28 +3,17 @@ broadcast to the dashboard after commit) and the look-ups the consumer and the v
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
 from league.auth import find_by_token
-from league.dbexec import lm_context
 from league.events import broadcast, record_event
 from league.models import AgentStatus, League, Player
 
 # Players whose socket is refused: the admin took them out of the league.
 SHUT_OUT = (AgentStatus.SUSPENDED, AgentStatus.REMOVED)
-
-
-async def on_db_thread[T](function: Callable[..., T], *args: Any) -> T:
-    """Run ``function`` on the LM's database thread, as /mcp's work runs (league/dbexec.py): one
-    writer per process, so a league's sockets and registrations never wait on each other's locks."""
-    async with lm_context():
-        return await sync_to_async(function)(*args)
 
 
 @dataclass(frozen=True)
@@ -87,13 +76,13 @@ class Target:
     channel: str
 
 
-def target(league_id: str, player_id: str) -> Target | None:
+async def target(league_id: str, player_id: str) -> Target | None:
     """The relay player ``player_id`` of ``league_id`` (None: no such player)."""
-    row = (
+    row = await (
         Player.objects.filter(league__league_id=league_id, player_id=player_id)
         .exclude(status=AgentStatus.REMOVED)
         .values_list("connection", "relay_channel")
-        .first()
+        .afirst()
     )
     if row is None:
         return None

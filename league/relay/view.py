@@ -1,11 +1,13 @@
 """``POST /relay/<league_id>/<player_id>/mcp``: the endpoint the LM assigns to a relay player.
 
-Referees and the conductor call it like any player's endpoint. The call goes through the channel
-layer to the consumer holding the player's socket (in this process, or, with Redis, in any LM
-process) and its reply comes back the same way. The caller's deadline holds: the view waits at
-most ``X-Relay-Timeout`` seconds (else ``RELAY_CALL_TIMEOUT``), and stops waiting when the caller
-hangs up. A call to an agent that is not connected waits for it to reconnect (``RELAY_RECONNECT_WAIT``,
-by default the whole call: to its caller the agent is as a host that does not answer, so the
+Referees and the conductor call it like any player's endpoint. An ordinary Django async view
+(league/urls.py): ALLOWED_HOSTS, the middleware and its security headers apply as to every
+request. The call goes to the consumer holding the player's socket (straight to it in this
+process, or, with Redis, through the channel layer to any LM process) and its reply comes back the
+same way. The caller's deadline holds: the view waits at most ``X-Relay-Timeout`` seconds (else
+``RELAY_CALL_TIMEOUT``), and stops waiting when the caller hangs up (Django cancels the view).
+A call to an agent that is not connected waits for it to reconnect (``RELAY_RECONNECT_WAIT``, by
+default the whole call: to its caller the agent is as a host that does not answer, so the
 caller's own timeout, retries, technical losses and unreachable marking apply); one whose socket
 drops before the reply is sent again on the socket that replaces it. When the wait is shorter
 than the call the answer is 502, a 5xx without a JSON-RPC body (a failed call).
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +26,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from league.mcp_view import _host_allowed, _security_headers
-from league.relay import RELAY_PATH, hub, state
+from league.relay import hub, state
 from leagueproto.jsonutil import dumps, loads
 
 # The status a consumer answers a call with when its socket closes before the reply.
@@ -80,9 +80,10 @@ async def forward(league_id: str, player_id: str, body: bytes, timeout: float) -
         try:
             async with asyncio.timeout_at(deadline):
                 if consumer is not None:
-                    # The socket is this process's: straight to its consumer, no channel-layer trip.
+                    # The socket is this process's: straight to its consumer with the request as
+                    # parsed here, no channel-layer trip and no second parse.
                     answered = loop.create_future()
-                    await consumer.relay_call({"body": body.decode(), "reply_to": answered, "expires": expires})
+                    await consumer.relay_call({"request": request, "reply_to": answered, "expires": expires})
                     reply = await answered
                 else:
                     reply = await _through_layer(channel, body, expires)
@@ -96,8 +97,8 @@ async def forward(league_id: str, player_id: str, body: bytes, timeout: float) -
     if reply is None:
         return Answer(503, f"player {player_id} has too many calls waiting".encode())
     if reply["status"] == 200:
-        return Answer(200, reply["body"].encode(), "application/json")
-    return Answer(reply["status"], reply["body"].encode())
+        return Answer(200, reply["body"], "application/json")
+    return Answer(reply["status"], reply["body"])
 
 
 async def _through_layer(channel: str, body: bytes, expires: float) -> dict[str, Any] | None:
@@ -106,9 +107,7 @@ async def _through_layer(channel: str, body: bytes, expires: float) -> dict[str,
     layer = get_channel_layer()
     reply_to = await layer.new_channel("relay")
     try:
-        await layer.send(
-            channel, {"type": "relay.call", "body": body.decode(), "reply_to": reply_to, "expires": expires}
-        )
+        await layer.send(channel, {"type": "relay.call", "body": body, "reply_to": reply_to, "expires": expires})
     except ChannelFull:
         return None
     return await layer.receive(reply_to)
@@ -127,7 +126,7 @@ async def _socket_of(league_id: str, player_id: str, wait_until: float) -> str |
         if channel:
             return channel
         if shared or not known:
-            target = await state.on_db_thread(state.target, league_id, player_id)
+            target = await state.target(league_id, player_id)
             if target is None or not target.relay:
                 return None
             known = True
@@ -149,73 +148,3 @@ async def relay_view(request: HttpRequest, league_id: str, player_id: str) -> Ht
         return HttpResponse(f"request body larger than {settings.RELAY_MAX_MESSAGE_BYTES} bytes", status=413)
     answer = await forward(league_id, player_id, request.body, call_timeout(request.headers.get("X-Relay-Timeout")))
     return HttpResponse(answer.body, status=answer.status, content_type=answer.content_type)
-
-
-# -- the same endpoint without Django's request stack ------------------------------------------
-# A league makes tens of thousands of calls to its relay players; Django's handler (two thread
-# hops for the request signals, the middleware) cost more than the relaying itself. As for /mcp
-# (league/mcp_view.py), the ASGI application sends these calls straight here, and to Django only
-# what Django must see first (a Host not allowed, plain http under SECURE_SSL_REDIRECT).
-
-
-def lean_relay(django_app: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
-    """ASGI: ``POST /relay/<league_id>/<player_id>/mcp`` relayed at once; the rest to ``django_app``."""
-
-    async def app(scope: dict[str, Any], receive: Callable, send: Callable) -> None:
-        found = RELAY_PATH.match(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
-        if (
-            found is None
-            or not _host_allowed(scope)
-            or (settings.SECURE_SSL_REDIRECT and scope.get("scheme") != "https")
-        ):
-            await django_app(scope, receive, send)
-            return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        body = await _read_body(receive, settings.RELAY_MAX_MESSAGE_BYTES)
-        if body is None:
-            return  # the caller hung up
-        if isinstance(body, Answer):
-            answer = body
-        else:
-            # Waiting for the reply, also listen for the caller hanging up (then stop waiting).
-            relayed = asyncio.ensure_future(
-                forward(found[1], found[2], body, call_timeout(headers.get("x-relay-timeout")))
-            )
-            gone = asyncio.ensure_future(_disconnected(receive))
-            await asyncio.wait({relayed, gone}, return_when=asyncio.FIRST_COMPLETED)
-            if not relayed.done():
-                relayed.cancel()
-                return
-            gone.cancel()
-            answer = relayed.result()
-        response_headers = [
-            (b"content-type", answer.content_type.encode()),
-            (b"content-length", str(len(answer.body)).encode()),
-            *_security_headers(),
-        ]
-        await send({"type": "http.response.start", "status": answer.status, "headers": response_headers})
-        await send({"type": "http.response.body", "body": answer.body})
-
-    return app
-
-
-async def _read_body(receive: Callable, limit: int) -> bytes | Answer | None:
-    """The request body; a 413 answer past ``limit``; None when the caller hung up."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        event = await receive()
-        if event["type"] == "http.disconnect":
-            return None
-        chunk = event.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return Answer(413, f"request body larger than {limit} bytes".encode())
-        chunks.append(chunk)
-        if not event.get("more_body", False):
-            return b"".join(chunks)
-
-
-async def _disconnected(receive: Callable) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass

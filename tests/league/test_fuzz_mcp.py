@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from league import actions
-from league.mcp_view import get_server
+from league.mcp.view import get_server
 from league.models import Player, Referee
 from leagueproto.envelope import utc_now
 from leagueproto.server import GENERIC_METHODS

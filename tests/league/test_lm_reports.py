@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from league import actions, events
-from league.lm import PendingReport, record_reports, toolset
+from league.mcp import toolset
+from league.mcp.reports import PendingReport, record_reports
 from league.models import Event, Match, MatchResult, Player, Referee, Round
 from tests.league.lm_support import (
     assigned_match,

@@ -1,10 +1,12 @@
 """The relay's documented players run: docs/examples/connect_player.py and the JavaScript example
 of docs/protocol.md ("Playing from behind NAT") join a real league as separate processes, listen
-on no port, play it to the end over the relay and exit."""
+on no port, play it to the end over the relay and exit; the section's registration frame, sent as
+it stands on a socket, registers a player there."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import shutil
 import subprocess
@@ -12,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from websockets.sync.client import connect
 
 from league import actions
 from league.conductor import Conductor
@@ -20,6 +23,7 @@ from league.models import Player as PlayerRow
 from league.models import Referee as RefereeRow
 from leagueproto.serve import ThreadedServer
 from players.agent import Player, PlayerConfig, PlayerHost
+from players.connect import connect_url
 from referee.agent import Referee, RefereeConfig
 from tests.league.lm_support import make_league
 from tests.players.conftest import wait_until
@@ -31,13 +35,17 @@ CONNECT_PLAYER = ROOT / "docs" / "examples" / "connect_player.py"
 SECTION = "## Playing from behind NAT"
 
 
-def javascript_example() -> str:
-    """The first ```javascript block of the section."""
+def example(language: str) -> str:
+    """The first ```<language> block of the section."""
     text = (ROOT / "docs" / "protocol.md").read_text()
     section = text[text.index(SECTION) :]
-    found = re.search(r"```javascript\n(.*?)```", section, re.S)
-    assert found, "the section has a JavaScript example"
+    found = re.search(rf"```{language}\n(.*?)```", section, re.S)
+    assert found, f"the section has a {language} example"
     return found.group(1)
+
+
+def javascript_example() -> str:
+    return example("javascript")
 
 
 def node_command() -> list[str] | None:
@@ -52,6 +60,19 @@ def node_command() -> list[str] | None:
     if subprocess.run([*flagged, *probe[1:]], capture_output=True, timeout=30).returncode == 0:
         return flagged
     return None
+
+
+def test_the_documented_registration_frame_registers_a_player_on_its_socket(lm_server):
+    league = make_league("relay_frame")
+    frame = example("json").strip()  # indented in its list item: sent as the reader copies it
+    with connect(connect_url(lm_server), open_timeout=5) as socket:
+        socket.send(frame)
+        reply = json.loads(socket.recv(10))
+        assert reply["id"] == "register" and reply["result"]["status"] == "ACCEPTED", reply
+        welcome = json.loads(socket.recv(10))
+    row = PlayerRow.objects.get(league=league, player_id=reply["result"]["player_id"])
+    assert welcome["type"] == "welcome" and welcome["endpoint"] == row.endpoint
+    assert row.connection == PlayerRow.Connection.RELAY and row.display_name == "Ada"
 
 
 @pytest.mark.processes

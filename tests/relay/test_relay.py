@@ -18,7 +18,7 @@ from websockets.sync.client import ClientConnection, connect
 from league.endpoints import ConnectPolicy
 from league.models import Player as PlayerRow
 from players.connect import connect_url
-from tests.league.lm_support import make_league, player_meta, register_player
+from tests.league.lm_support import make_league, message, player_meta, register_player
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -266,3 +266,80 @@ def test_the_conductors_address_check_lets_relay_endpoints_through(lm_server):
     policy = ConnectPolicy()
     assert async_to_sync(policy)("127.0.0.1", port, "127.0.0.1") is None
     assert "outside" in async_to_sync(policy)("127.0.0.1", port + 1, "127.0.0.1")
+
+
+# -- registering over the socket ----------------------------------------------------------------
+def _registration(name: str = "sox", **meta: Any) -> dict[str, Any]:
+    """A register_player request as a tokenless socket sends it (no contact_endpoint: the socket is it)."""
+    fields = {"display_name": name, "version": "1.0.0", "game_types": ["even_odd"], **meta}
+    params = message("LEAGUE_REGISTER_REQUEST", f"player:{name}", league_id="relay_unit", player_meta=fields)
+    return {"jsonrpc": "2.0", "id": "reg-1", "method": "register_player", "params": params}
+
+
+def test_a_player_registers_over_the_socket_and_is_then_called_on_it(lm_server, league, pool):
+    socket = _open(lm_server, None)
+    socket.send(json.dumps(_registration()))
+    reply = json.loads(socket.recv(5))
+    assert reply["id"] == "reg-1" and reply["result"]["status"] == "ACCEPTED", reply
+    player_id = reply["result"]["player_id"]
+    welcome = json.loads(socket.recv(5))
+    row = PlayerRow.objects.get(league=league, player_id=player_id)
+    assert welcome == {"type": "welcome", "league_id": "relay_unit", "player_id": player_id, "endpoint": row.endpoint}
+    assert row.connection == PlayerRow.Connection.RELAY and row.relay_channel
+    assert row.endpoint == f"{lm_server.removesuffix('/mcp')}/relay/relay_unit/{player_id}/mcp"
+    pending = pool.submit(_call, row.endpoint, {"jsonrpc": "2.0", "id": 3, "method": "ping"})
+    request = json.loads(socket.recv(5))
+    socket.send(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {"pong": True}}))
+    assert pending.result(10).json() == {"jsonrpc": "2.0", "id": 3, "result": {"pong": True}}
+    # The token in the reply is the player's, as over HTTP: a later socket authenticates with it.
+    socket.close()
+    assert _welcomed(lm_server, reply["result"]["auth_token"])
+
+
+def test_a_registration_refused_on_the_socket_is_answered_there_and_the_socket_closed(lm_server, league):
+    socket = _open(lm_server, None)
+    socket.send(json.dumps(_registration(game_types=["chess"])))
+    reply = json.loads(socket.recv(5))
+    assert reply["id"] == "reg-1" and reply["result"]["status"] == "REJECTED", reply
+    code, seen = _closed_with(socket)
+    assert code == 4401 and seen[0]["type"] == "error"
+    assert not PlayerRow.objects.filter(league=league).exists()
+
+
+def test_a_registration_on_the_socket_with_an_endpoint_of_its_own_is_refused(lm_server, league):
+    socket = _open(lm_server, None)
+    socket.send(json.dumps(_registration(contact_endpoint="http://10.0.0.7:8101/mcp")))
+    reply = json.loads(socket.recv(5))
+    assert reply["error"]["code"] == -32602 and "connect" in reply["error"]["message"]
+    assert _closed_with(socket)[0] == 4401
+    assert not PlayerRow.objects.filter(league=league).exists()
+
+
+def test_a_registration_on_the_socket_needs_a_host_of_the_lm(lm_server, league):
+    """The relay endpoint is built on the socket's Host, so that Host passes ALLOWED_HOSTS as on /mcp."""
+    socket = _open(lm_server, None, additional_headers={"Host": "evil.example"})
+    socket.send(json.dumps(_registration()))
+    reply = json.loads(socket.recv(5))
+    assert reply["error"]["code"] == -32600 and "evil.example" in reply["error"]["message"]
+    assert not PlayerRow.objects.filter(league=league).exists()
+
+
+# -- the relay endpoint is a Django view ---------------------------------------------------------
+def test_the_relay_endpoint_answers_with_djangos_security_headers(lm_server, league, pool):
+    reply = _relay_player(lm_server)
+    endpoint = PlayerRow.objects.get(player_id=reply["player_id"], league=league).endpoint
+    with _welcomed(lm_server, reply["auth_token"]) as socket:
+        pending = pool.submit(_call, endpoint, {"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        request = json.loads(socket.recv(5))
+        socket.send(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {}}))
+        answer = pending.result(10)
+    assert answer.status_code == 200
+    assert answer.headers["x-frame-options"] == "DENY"
+    assert answer.headers["x-content-type-options"] == "nosniff"
+
+
+def test_the_relay_endpoint_refuses_a_host_not_in_allowed_hosts(lm_server, league):
+    reply = _relay_player(lm_server)
+    endpoint = PlayerRow.objects.get(player_id=reply["player_id"], league=league).endpoint
+    answer = httpx.post(endpoint, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers={"Host": "evil.example"})
+    assert answer.status_code == 400

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from league.lm import has_nul
+from league.mcp.exchange import has_nul
 from league.models import Event, League, MatchResult, Player
 from leagueproto.jsonutil import dumps
 from tests.league.lm_support import (

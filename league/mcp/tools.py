@@ -1,0 +1,281 @@
+"""The LM's tools (docs/protocol.md): one handler each. A handler authenticates the caller,
+does the action (league/actions/, league/queries.py) and writes the exchange to the Event
+log, in one database job; a refusal is answered and logged the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from pydantic import BaseModel
+
+from league import actions, queries
+from league.auth import Identity, authenticate, presented_token
+from league.events import append_events
+from league.mcp.exchange import exchange_rows, log_exchange
+from league.mcp.messages import (
+    GetStandings,
+    LeagueQuery,
+    LeagueQueryReply,
+    MatchResultAck,
+    MatchResultReport,
+    RegisterPlayerReply,
+    RegisterPlayerRequest,
+    RegisterRefereeReply,
+    RegisterRefereeRequest,
+    StandingsReply,
+)
+from league.mcp.reports import REPORT_ROLE, PendingReport, ReportQueue
+from league.mcp.toolset import ToolCall, toolset
+from league.models import League
+from league.relay import lm_base_url
+from leagueproto.errors import ErrorCode, LeagueError, refusal, see
+from leagueproto.messages import LeagueList, LeagueMessage
+from leagueproto.tools import Tool
+
+
+# -- registration -------------------------------------------------------------------------------
+@toolset.tool(
+    "register_player",
+    RegisterPlayerRequest,
+    message_types=("LEAGUE_REGISTER_REQUEST",),
+    description="Join a league as a player; returns your player_id and auth_token (shown once).",
+    output=RegisterPlayerReply,
+    see=see("registering"),
+)
+async def register_player(msg: RegisterPlayerRequest, call: ToolCall) -> dict[str, Any]:
+    # The LM's own address, for a player that answers over the relay (contact_endpoint "connect").
+    relay_base = lm_base_url(call.headers)
+    return await sync_to_async(register_logged)(call.tool, call.arguments, msg, call.bearer_token, relay_base)
+
+
+@toolset.tool(
+    "register_referee",
+    RegisterRefereeRequest,
+    message_types=("REFEREE_REGISTER_REQUEST",),
+    description="Join a league as a referee; returns your referee_id and auth_token (shown once).",
+    output=RegisterRefereeReply,
+    see=see("registering"),
+)
+async def register_referee(msg: RegisterRefereeRequest, call: ToolCall) -> dict[str, Any]:
+    return await sync_to_async(register_logged)(call.tool, call.arguments, msg, call.bearer_token)
+
+
+def register_logged(
+    tool: Tool, arguments: dict[str, Any], msg: BaseModel, bearer: str | None, relay_base: str | None = None
+) -> dict[str, Any]:
+    """A registration and the IN/OUT Event rows of its call, in one transaction. A refusal
+    writes nothing of the registration: only its exchange is logged."""
+    try:
+        with transaction.atomic():
+            reply, league_pk = registration(tool.name, msg, bearer, relay_base)
+            append_events(exchange_rows(tool, arguments, reply, None, league_pk))
+        return reply
+    except LeagueError as err:
+        reply = toolset.error_reply(err, arguments, tool)
+        log_exchange(tool, arguments, reply, None)
+        return reply
+
+
+def registration(
+    tool_name: str,
+    msg: RegisterPlayerRequest | RegisterRefereeRequest,
+    bearer: str | None,
+    relay_base: str | None = None,
+) -> tuple[dict[str, Any], int | None]:
+    """Run a registration (sync, in the caller's transaction): the reply and the league's key.
+    ``relay_base``: the LM's address, for a player that registers with contact_endpoint "connect".
+
+    Only a player registers as a player and only a referee as a referee (E012 otherwise): the
+    sender's kind is the first thing a registration claims.
+    """
+    token = presented_token(msg.model_dump(), bearer)
+    kind, _, sender_id = msg.sender.partition(":")
+    wanted = "player" if tool_name == "register_player" else "referee"
+    if kind != wanted:
+        raise refusal(
+            ErrorCode.AUTH_TOKEN_INVALID,
+            "sender",
+            f"'{wanted}:<name>': only a {wanted} can register as a {wanted}",
+            msg.sender,
+            see("registering"),
+        )
+    if isinstance(msg, RegisterPlayerRequest):
+        reg = actions.register_player(
+            msg.league_id, msg.player_meta.model_dump(), token, relay_base, sender_id=sender_id
+        )
+        return _registration_reply(msg, "LEAGUE_REGISTER_RESPONSE", "player_id", reg), reg.league_pk
+    reg = actions.register_referee(
+        msg.league_id, msg.referee_meta.model_dump(), token, referee_key=msg.referee_key, sender_id=sender_id
+    )
+    return _registration_reply(msg, "REFEREE_REGISTER_RESPONSE", "referee_id", reg), reg.league_pk
+
+
+def _registration_reply(msg: LeagueMessage, message_type: str, id_field: str, reg: actions.Registration) -> dict:
+    reply = toolset.reply(
+        msg,
+        message_type,
+        league_id=reg.league_id,
+        **{id_field: reg.agent_id},
+        status=reg.status,
+        reason=reg.reason,
+    )
+    reply["auth_token"] = reg.auth_token
+    reply["league_manager_token"] = reg.league_manager_token
+    return reply
+
+
+# -- reports ------------------------------------------------------------------------------------
+@toolset.tool(
+    "report_match_result",
+    MatchResultReport,
+    message_types=("MATCH_RESULT_REPORT",),
+    auth=REPORT_ROLE,
+    description="The assigned referee reports a match result (idempotent: a repeat is DUPLICATE).",
+    output=MatchResultAck,
+    see=see("reporting-a-result-referees"),
+)
+async def report_match_result(msg: MatchResultReport, call: ToolCall) -> dict[str, Any]:
+    """Authenticated, recorded and logged with the reports that arrive beside it, in one batch
+    (league/mcp/reports.py)."""
+    assert call.tool is not None
+    reply, _ = await ReportQueue.current().submit(PendingReport(call.tool, call.arguments, msg, call.bearer_token))
+    return reply
+
+
+# -- reads --------------------------------------------------------------------------------------
+@toolset.tool(
+    "league_query",
+    LeagueQuery,
+    aliases=("handle_league_query",),
+    message_types=("LEAGUE_QUERY",),
+    auth="agent",
+    description="Ask the league: GET_STANDINGS, GET_SCHEDULE, GET_NEXT_MATCH or GET_PLAYER_STATS.",
+    output=LeagueQueryReply,
+    see=see("asking-the-league"),
+)
+async def league_query(msg: LeagueQuery, call: ToolCall) -> dict[str, Any]:
+    return (await sync_to_async(read_logged)(call.tool, call.arguments, msg, call.bearer_token))[0]
+
+
+@toolset.tool(
+    "get_standings",
+    GetStandings,
+    envelope=False,
+    description="Current standings of a league (public; league_id optional).",
+    output=StandingsReply,
+    see=see("asking-the-league"),
+)
+async def get_standings(msg: GetStandings, call: ToolCall) -> dict[str, Any]:
+    return (await sync_to_async(read_logged)(call.tool, call.arguments, msg, call.bearer_token))[0]
+
+
+def read_logged(tool: Tool, arguments: dict[str, Any], msg: BaseModel, bearer: str | None) -> tuple[dict, bool]:
+    """A read tool's call in one job: authenticate (when the tool needs it), answer, and log the
+    exchange. A refusal is answered and logged the same way."""
+    identity = league = None
+    try:
+        if tool.auth:
+            identity = authenticate(tool.auth, arguments, bearer)
+        if isinstance(msg, LeagueQuery):
+            assert identity is not None
+            reply, league, is_error = _query_reply(msg, identity), identity.league, False
+        else:
+            assert isinstance(msg, GetStandings)
+            league = queries.get_league(msg.league_id)
+            reply, is_error = toolset.reply(msg, "LEAGUE_STANDINGS", **standings_of(league)), False
+    except LeagueError as err:
+        reply, is_error = toolset.error_reply(err, arguments, tool), True
+    log_exchange(tool, arguments, reply, identity, league.pk if league else None)
+    return reply, is_error
+
+
+def _query_reply(msg: LeagueQuery, identity: Identity) -> dict[str, Any]:
+    return toolset.reply(
+        msg,
+        "LEAGUE_QUERY_RESPONSE",
+        league_id=identity.league.league_id,
+        query_type=msg.query_type,
+        success=True,
+        data=_run_query(identity, msg.query_type, msg.query_params),
+    )
+
+
+def _run_query(identity: Identity, query_type: str, params: dict[str, Any]) -> dict[str, Any]:
+    league = identity.league
+    if query_type == "GET_STANDINGS":
+        return {"round_id": league.current_round, "standings": queries.standings(league)}
+    if query_type == "GET_SCHEDULE":
+        round_id = params.get("round_id")
+        if isinstance(round_id, str) and round_id.strip().isdigit():
+            round_id = int(round_id)  # "1" or 1, as agents write it
+        if round_id is not None and (not isinstance(round_id, int) or isinstance(round_id, bool)):
+            raise refusal(
+                ErrorCode.INVALID_MESSAGE_FORMAT,
+                "query_params.round_id",
+                "a round number, e.g. 1 (or leave it out for every round)",
+                round_id,
+                see("asking-the-league"),
+            )
+        player_id = params.get("player_id")
+        return {"rounds": queries.schedule(league, round_id=round_id, player_id=player_id)}
+    player_id = params.get("player_id")
+    if identity.kind == "player":
+        if player_id not in (None, identity.agent_id):
+            raise LeagueError(
+                ErrorCode.AUTH_TOKEN_INVALID,
+                f"a player may ask {query_type} only about itself ({identity.agent_id})",
+                context={"player_id": player_id},
+            )
+        player_id = identity.agent_id
+    elif not isinstance(player_id, str) or not player_id:
+        raise LeagueError(
+            ErrorCode.MISSING_REQUIRED_FIELD,
+            f"{query_type} needs query_params.player_id",
+            context={"missing_fields": ["query_params.player_id"]},
+        )
+    # A player asks about itself: its row is the identity's (no second lookup).
+    player = identity.agent if identity.kind == "player" else None
+    if query_type == "GET_NEXT_MATCH":
+        return {"player_id": player_id, "next_match": queries.next_match(league, player_id, player)}
+    return queries.player_stats(league, player_id, player)
+
+
+def standings_of(league: League) -> dict[str, Any]:
+    """The standings answer's fields (the get_standings tool and the standings resources)."""
+    return {
+        "league_id": league.league_id,
+        "status": league.status,
+        "round_id": league.current_round,
+        "standings": queries.standings(league),
+    }
+
+
+@toolset.tool(
+    "list_leagues",
+    GetStandings,
+    envelope=False,
+    description="The leagues open for registration or in play (public): referees poll it to serve each.",
+    output=LeagueList,
+    see=see("referee-side"),
+)
+async def list_leagues(msg: GetStandings, call: ToolCall) -> dict[str, Any]:
+    """Polled by every referee every few seconds: not logged (league/mcp/toolset.py)."""
+    return toolset.reply(msg, "LEAGUE_LIST", leagues=await sync_to_async(_league_summaries)())
+
+
+def _league_summaries() -> list[dict[str, Any]]:
+    rows = League.objects.filter(status__in=queries.ACTIVE_STATUSES).order_by("created_at", "pk")
+    return [
+        {
+            "league_id": league_id,
+            "status": status,
+            "game_type": game_type,
+            "registration_closes_at": closes.isoformat().replace("+00:00", "Z") if closes else None,
+        }
+        for league_id, status, game_type, closes in rows.values_list(
+            "league_id", "status", "game_type", "registration_closes_at"
+        )
+    ]
