@@ -1,6 +1,6 @@
 """Admin: leagues with their workflow actions, agents, matches, results and the read-only event log.
 
-State changes go through league/actions.py, so the admin leaves the same Event trail as the
+State changes go through league/actions/, so the admin leaves the same Event trail as the
 command line and the LM. ``LeagueAdmin.actions`` is a list other modules may extend
 (pause/resume/cancel) with ``LeagueAdmin.actions += [...]``.
 """

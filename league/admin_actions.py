@@ -2,7 +2,7 @@
 and deleting a league with all its records.
 
 Each state change is a named function in one transaction that leaves an Event and broadcasts
-``league_status`` after commit, like those in league/actions.py. ``install()`` adds the matching
+``league_status`` after commit, like those in league/actions/. ``install()`` adds the matching
 admin actions to league/admin.py's LeagueAdmin / PlayerAdmin / RefereeAdmin through the hook
 that module documents (``LeagueAdmin.actions += [...]``).
 """

@@ -35,24 +35,17 @@ def strip_secrets(value: Any) -> Any:
 
     A copy where something is removed; ``value`` itself when it holds no secret. Whether it
     does is read from its JSON (orjson, in C), which costs a fraction of walking a match log's
-    hundreds of nodes in Python; only a value with a secret key somewhere is walked.
+    hundreds of nodes in Python; only a value with a secret key somewhere is walked, and that
+    walk starts from the JSON decoded again, so a part encoded already (an ``orjson.Fragment``,
+    such as a round's standings shared by every player's message) comes out as plain values
+    that the JSON column can store.
     """
     if not isinstance(value, dict | list):
         return value
     text = _encoded(value)
-    return value if text is not None and not _has_secret(text) else _stripped(value)
-
-
-def without_secrets(value: Any) -> Any:
-    """``strip_secrets(value)`` for a FastJSONField column: when nothing is stripped, the JSON
-    encoded to look for secrets, as an ``orjson.Fragment`` that the field writes as it is. A match
-    log was encoded twice, here and again for its column (~18 µs each, per report)."""
-    if not isinstance(value, dict | list):
-        return value
-    text = _encoded(value)
-    if text is None or _has_secret(text):
+    if text is None:
         return _stripped(value)
-    return orjson.Fragment(text)
+    return _stripped(orjson.loads(text)) if _has_secret(text) else value
 
 
 def _encoded(value: Any) -> bytes | None:

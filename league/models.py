@@ -11,8 +11,6 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from league.fields import FastJSONField
-
 DEFAULT_ALLOWED_NETWORKS = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16"
 
 
@@ -59,6 +57,12 @@ def hash_token(token: str) -> str:
 
 def token_matches(token: str, token_hash: str) -> bool:
     return hmac.compare_digest(hash_token(token), token_hash)
+
+
+class LeagueQuerySet(models.QuerySet):
+    def in_progress(self) -> LeagueQuerySet:
+        """Leagues registering, ready, running or paused."""
+        return self.filter(status__in=IN_PROGRESS)
 
 
 class League(models.Model):
@@ -123,6 +127,8 @@ class League(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
 
+    objects = LeagueQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at"]
 
@@ -138,6 +144,10 @@ class League(models.Model):
         return not (self.registration_closes_at and now >= self.registration_closes_at)
 
 
+# The statuses of a league in progress (``League.objects.in_progress()``).
+IN_PROGRESS = (League.Status.REGISTERING, League.Status.READY, League.Status.RUNNING, League.Status.PAUSED)
+
+
 class AgentStatus(models.TextChoices):
     INIT = "INIT"
     REGISTERED = "REGISTERED"
@@ -145,6 +155,14 @@ class AgentStatus(models.TextChoices):
     SUSPENDED = "SUSPENDED"
     SHUTDOWN = "SHUTDOWN"
     REMOVED = "REMOVED"
+
+
+class AgentQuerySet(models.QuerySet):
+    def holding(self, token_hashes: set[str] | list[str]) -> AgentQuerySet:
+        """The agents whose token hash is one of ``token_hashes``, each with its league (what
+        authenticating a call reads). Unordered: Meta.ordering would join and sort by the league
+        for nothing, hashes being unique."""
+        return self.select_related("league").filter(token_hash__in=token_hashes).order_by()
 
 
 class Agent(models.Model):
@@ -164,8 +182,9 @@ class Agent(models.Model):
     # technically at once (no referee waits out its timeouts again); a referee marked so is
     # SUSPENDED until it answers (an admin's suspension leaves this empty and is never undone).
     unreachable_since = models.DateTimeField(null=True, blank=True)
-    # db_default: rows inserted naming their columns (league/actions.py, insert_rows) get it too.
     unreachable_reason = models.CharField(max_length=300, blank=True, db_default="")
+
+    objects = AgentQuerySet.as_manager()
 
     class Meta:
         abstract = True
@@ -248,6 +267,17 @@ class Round(models.Model):
         return f"{self.league.league_id} R{self.number}"
 
 
+class MatchQuerySet(models.QuerySet):
+    def with_sides(self) -> MatchQuerySet:
+        """With the round, both players, the referee and the result loaded (what a match's
+        description in a reply or a page shows)."""
+        return self.select_related("round", "player_a", "player_b", "referee", "result")
+
+    def of_player(self, player_pk: int) -> MatchQuerySet:
+        """The matches a player plays, on either side."""
+        return self.filter(models.Q(player_a_id=player_pk) | models.Q(player_b_id=player_pk))
+
+
 class Match(models.Model):
     class Status(models.TextChoices):
         SCHEDULED = "SCHEDULED"
@@ -268,6 +298,8 @@ class Match(models.Model):
     assigned_at = models.DateTimeField(null=True, blank=True)
     deadline_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = MatchQuerySet.as_manager()
 
     class Meta:
         verbose_name_plural = "matches"
@@ -297,8 +329,8 @@ class MatchResult(models.Model):
     points_b = models.PositiveSmallIntegerField()
     technical_loss_a = models.BooleanField(default=False)
     technical_loss_b = models.BooleanField(default=False)
-    details = FastJSONField(default=dict, help_text="Choices, drawn number, rounds, reasons.")
-    log = FastJSONField(default=list, help_text="The referee's ordered message log (for the replay).")
+    details = models.JSONField(default=dict, help_text="Choices, drawn number, rounds, reasons.")
+    log = models.JSONField(default=list, help_text="The referee's ordered message log (for the replay).")
     report_digest = models.CharField(
         max_length=64, help_text="Digest of the report, to tell duplicates from conflicts."
     )
@@ -337,7 +369,7 @@ class Event(models.Model):
     kind = models.CharField(max_length=40, help_text="Message type, or the name of a state transition.")
     agent = models.CharField(max_length=40, blank=True, default="", help_text="Sender or recipient.")
     match_id = models.CharField(max_length=16, blank=True, default="")
-    payload = FastJSONField(default=dict)
+    payload = models.JSONField(default=dict)
 
     objects = EventQuerySet.as_manager()
 

@@ -8,23 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
-
-from league.models import League, Match, Player
-from league.prepared import Prepared
+from league.models import IN_PROGRESS, League, Match, Player
 from league.standings import standing_dict, standings
 from leagueproto.errors import ErrorCode, LeagueError
 from leagueproto.scoring import StandingRow
 
-ACTIVE_STATUSES = (League.Status.REGISTERING, League.Status.READY, League.Status.RUNNING, League.Status.PAUSED)
-
-# Every named call looks its league up: prepared, since League has ~30 columns to compile.
-_LEAGUE_BY_ID = Prepared(lambda league_id: League.objects.filter(league_id=league_id).order_by()[:1], "\0league_id")
+ACTIVE_STATUSES = IN_PROGRESS
 
 
 def find_league(league_id: str) -> League | None:
     """The league called ``league_id``, or None."""
-    return _LEAGUE_BY_ID.first(league_id)
+    return League.objects.filter(league_id=league_id).order_by().first()
 
 
 def get_league(league_id: str | None) -> League:
@@ -34,7 +28,7 @@ def get_league(league_id: str | None) -> League:
         if league is None:
             raise LeagueError(ErrorCode.LEAGUE_NOT_FOUND, f"league {league_id!r} does not exist")
         return league
-    active = list(League.objects.filter(status__in=ACTIVE_STATUSES)[:5])
+    active = list(League.objects.in_progress()[:5])
     if len(active) == 1:
         return active[0]
     if len(active) > 1:
@@ -51,7 +45,7 @@ def get_league(league_id: str | None) -> League:
 
 
 def _matches(league: League):
-    return Match.objects.filter(league=league).select_related("round", "player_a", "player_b", "referee", "result")
+    return Match.objects.filter(league=league).with_sides()
 
 
 def _winner_id(match: Match, winner_pk: int | None) -> str | None:
@@ -105,15 +99,8 @@ def schedule(league: League, *, round_id: int | None = None, player_id: str | No
     ]
 
 
-_PLAYER = Prepared(
-    lambda league_pk, player_id: Player.objects.filter(league_id=league_pk, player_id=player_id).order_by()[:1],
-    -701,
-    "\0player_id",
-)
-
-
 def get_player(league: League, player_id: str) -> Player:
-    player = _PLAYER.first(league.pk, player_id)
+    player = Player.objects.filter(league=league, player_id=player_id).order_by().first()
     if player is None:
         raise LeagueError(
             ErrorCode.PLAYER_NOT_REGISTERED,
@@ -123,27 +110,24 @@ def get_player(league: League, player_id: str) -> Player:
     return player
 
 
-def _players_matches(league_pk: int, a_pk: int, b_pk: int, statuses: tuple[str, ...]) -> QuerySet[Match]:
-    """The league's matches in ``statuses`` where player ``a_pk`` is A or ``b_pk`` is B, in
-    schedule order (one player's: the same pk twice; two samples, so the shape can be prepared)."""
+_PENDING = (Match.Status.SCHEDULED, Match.Status.ASSIGNED, Match.Status.RUNNING)
+
+
+def _players_matches(league: League, player: Player, statuses: tuple[str, ...]):
+    """The player's matches in ``statuses``, in schedule order."""
     return (
-        Match.objects.filter(league_id=league_pk, status__in=statuses)
-        .filter(Q(player_a_id=a_pk) | Q(player_b_id=b_pk))
-        .select_related("round", "player_a", "player_b", "referee", "result")
+        Match.objects.filter(league=league, status__in=statuses)
+        .of_player(player.pk)
+        .with_sides()
         .order_by("round__number", "id")
     )
-
-
-_PENDING = (Match.Status.SCHEDULED, Match.Status.ASSIGNED, Match.Status.RUNNING)
-_NEXT_MATCH = Prepared(lambda *pks: _players_matches(*pks, _PENDING)[:1], -701, -702, -703)
-_FINISHED_MATCHES = Prepared(lambda *pks: _players_matches(*pks, (Match.Status.FINISHED,)), -701, -702, -703)
 
 
 def next_match(league: League, player_id: str, player: Player | None = None) -> dict[str, Any] | None:
     """The player's first unfinished match in schedule order, or None (``player``: its row, when
     the caller has it)."""
     player = player or get_player(league, player_id)
-    match = _NEXT_MATCH.first(league.pk, player.pk, player.pk)
+    match = _players_matches(league, player, _PENDING).first()
     if match is None:
         return None
     entry = match_dict(match)
@@ -158,7 +142,7 @@ def player_stats(league: League, player_id: str, player: Player | None = None) -
     row = next((r for r in standings(league) if r["player_id"] == player_id), None)
     history = []
     parity = {"even": 0, "odd": 0}
-    for match in _FINISHED_MATCHES.objects(league.pk, player.pk, player.pk):
+    for match in _players_matches(league, player, (Match.Status.FINISHED,)):
         entry = match_dict(match)
         details = match.result.details if hasattr(match, "result") else {}
         choice = (details.get("choices") or {}).get(player_id) if isinstance(details, dict) else None

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import connection
+from django.db.models import Count, Max, Q
 
 from league.models import AgentStatus, League, MatchResult, Player
 from leagueproto.scoring import ResultRow, StandingRow, compute_standings
@@ -78,24 +78,23 @@ STANDINGS_TTL = 5.0
 _cache: dict[int, tuple[tuple, float, list[dict[str, Any]]]] = {}
 _cache_lock = threading.Lock()
 
-# Plain SQL: the ORM says this in two aggregate queries (one per table), and it runs on every
-# standings read (players ask for the standings after each round).
-_KEY_SQL = (
-    f"SELECT (SELECT COUNT(*) FROM {MatchResult._meta.db_table} WHERE league_id = %s),"
-    f" (SELECT MAX(id) FROM {MatchResult._meta.db_table} WHERE league_id = %s),"
-    " COUNT(*), MAX(id), SUM(CASE WHEN status = %s THEN 1 ELSE 0 END), MAX(last_seen_at)"
-    f" FROM {Player._meta.db_table} WHERE league_id = %s"
-)
-
 
 def standings_key(league: League) -> tuple:
-    """What the standings of ``league`` depend on, in one aggregate query. Results are appended,
-    never changed (an admin edit shows within STANDINGS_TTL): their count and latest id say when
-    one was added."""
-    with connection.cursor() as cursor:
-        cursor.execute(_KEY_SQL, [league.pk, league.pk, AgentStatus.REMOVED.value, league.pk])
-        row = cursor.fetchone()
-    return (league.created_at, *row)
+    """What the standings of ``league`` depend on, in two aggregate queries. Results are
+    appended, never changed (an admin edit shows within STANDINGS_TTL): their count and latest
+    id say when one was added."""
+    results = MatchResult.objects.filter(league=league).order_by().aggregate(count=Count("pk"), latest=Max("pk"))
+    players = (
+        Player.objects.filter(league=league)
+        .order_by()
+        .aggregate(
+            count=Count("pk"),
+            latest=Max("pk"),
+            removed=Count("pk", filter=Q(status=AgentStatus.REMOVED)),
+            seen=Max("last_seen_at"),
+        )
+    )
+    return (league.created_at, *results.values(), *players.values())
 
 
 def standings(league: League) -> list[dict[str, Any]]:

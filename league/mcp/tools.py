@@ -1,5 +1,5 @@
 """The LM's tools (docs/protocol.md): one handler each. A handler authenticates the caller,
-does the action (league/actions.py, league/queries.py) and writes the exchange to the Event
+does the action (league/actions/, league/queries.py) and writes the exchange to the Event
 log, in one database job; a refusal is answered and logged the same way.
 """
 

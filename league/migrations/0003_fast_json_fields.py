@@ -1,9 +1,9 @@
-# Event.payload, MatchResult.details and MatchResult.log become league.fields.FastJSONField
-# (orjson encoding). Same column type and the same stored JSON text: state only, no table rebuild.
+# Once the switch of Event.payload, MatchResult.details and MatchResult.log to a custom JSON field
+# (same column, state only). The project is back on Django's JSONField, so this migration now
+# restates the fields as 0001 made them: a no-op kept so that databases which applied it keep
+# their migration history in step.
 
-from django.db import migrations
-
-import league.fields
+from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
@@ -17,19 +17,17 @@ class Migration(migrations.Migration):
                 migrations.AlterField(
                     model_name="event",
                     name="payload",
-                    field=league.fields.FastJSONField(default=dict),
+                    field=models.JSONField(default=dict),
                 ),
                 migrations.AlterField(
                     model_name="matchresult",
                     name="details",
-                    field=league.fields.FastJSONField(
-                        default=dict, help_text="Choices, drawn number, rounds, reasons."
-                    ),
+                    field=models.JSONField(default=dict, help_text="Choices, drawn number, rounds, reasons."),
                 ),
                 migrations.AlterField(
                     model_name="matchresult",
                     name="log",
-                    field=league.fields.FastJSONField(
+                    field=models.JSONField(
                         default=list, help_text="The referee's ordered message log (for the replay)."
                     ),
                 ),

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from league import actions
 from league.auth import lm_token
 from league.models import Event, League, Player, Referee, hash_token
 from tests.league.lm_support import (
@@ -86,6 +87,25 @@ def test_it_rejects_an_endpoint_already_registered(lm_server):
     _rejected(
         register_player(lm_server, "two", player_meta=dict(meta, display_name="two")), "Endpoint already registered"
     )
+
+
+def test_a_relay_player_registering_again_without_its_token_is_refused_as_a_known_endpoint_is(lm_server):
+    # The reply to a "connect" registration was lost: the player asks again under the same name,
+    # with no token. A player with an endpoint of its own is refused (the endpoint is taken); a
+    # relay player, whose endpoint the LM makes anew each time, is refused by its name.
+    make_league()
+    meta = player_meta("connect", display_name="rae")
+    first = register_player(lm_server, "rae", player_meta=meta)
+    assert first["status"] == "ACCEPTED"
+    _rejected(register_player(lm_server, "rae", player_meta=meta), actions.RELAY_NAME_TAKEN)
+    assert list(Player.objects.values_list("player_id", "display_name")) == [("P01", "rae")]
+    # Another name is another player; with its token the first registers again (token rotated).
+    assert register_player(lm_server, "sam", player_meta=dict(meta, display_name="sam"))["status"] == "ACCEPTED"
+    again = register_player(lm_server, "rae", player_meta=meta, auth_token=first["auth_token"])
+    assert again["status"] == "ACCEPTED" and again["player_id"] == "P01"
+    # Once removed, the name is free for a fresh registration.
+    Player.objects.filter(player_id="P01").update(status="REMOVED")
+    assert register_player(lm_server, "rae", player_meta=meta)["player_id"] == "P03"
 
 
 def test_it_updates_the_endpoint_when_the_player_presents_its_token(lm_server):

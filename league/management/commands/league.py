@@ -1,6 +1,6 @@
 """``manage.py league create|open|close|start|status|match|revoke|export|recompute|delete``: the admin's workflow.
 
-The command parses arguments; the work is done by league/actions.py (the same functions the admin
+The command parses arguments; the work is done by league/actions/ (the same functions the admin
 and the LM use) and league/queries.py.
 """
 
