@@ -38,10 +38,6 @@ from league.actions.registration import (
 )
 from league.actions.results import LAST_SEEN_EVERY, Recorded, Report, mark_round_played, record_result, record_results
 
-# league/conductor.py's embedded referee still checks its results with this name; it goes when
-# that referee records through ``record_results`` like any other.
-_validated_outcome = validated_outcome
-
 __all__ = [
     "ENDPOINT_OF_OTHER_KIND",
     "ENDPOINT_TAKEN",

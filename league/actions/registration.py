@@ -290,7 +290,7 @@ def _register(
             token, same.token_hash = new_token()
             fields = ["endpoint", "display_name", "version", "game_types", "last_seen_at", "token_hash"]
             if same.unreachable_since is not None:
-                # Marked unreachable by the conductor (league/conductor.py), and here it is again:
+                # Marked unreachable by the conductor (league/conductor/), and here it is again:
                 # back in play at once (a referee the conductor suspended is ACTIVE again; one an
                 # admin suspended has no such mark and stays suspended).
                 same.unreachable_since, same.unreachable_reason, same.failures = None, "", 0

@@ -36,7 +36,7 @@ from league.models import AgentStatus, League, Match, MatchResult
 
 # What the bench kills (every kind alike).
 ROLES = ("lm", "conductor", "referee", "players")
-READY_LINE = b"conductor started"  # the conductor's first log line (league/conductor.py)
+READY_LINE = b"conductor started"  # the conductor's first log line (league/conductor/worker.py)
 
 
 @dataclass

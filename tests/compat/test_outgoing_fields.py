@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from league import actions
-from league.conductor import expected_referees
+from league.conductor.dispatch import expected_referees
 from league.models import League, Match, Referee
 from tests.league.conductor_support import ScriptedPlayers, ScriptedReferee
 from tests.league.lm_support import call, make_league, message, player_meta, register_player

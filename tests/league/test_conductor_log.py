@@ -1,5 +1,5 @@
-"""The conductor's cheap paths read the same as the plain ORM ones: Event rows written by
-``events.append_events``, the records kept from round to round, the compiled tick reads."""
+"""The conductor's database steps: Event rows written by ``events.append_events``, the players'
+records in START_MATCH, a tick's reads, claims and settled starts."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import orjson
 import pytest
 from django.utils import timezone
 
-from league import conductor, queries
+from league import queries
 from league.auth import lm_token
+from league.conductor import common, delivery_log, dispatch, notices, reachability, transitions, worker
 from league.events import strip_secrets
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 from leagueproto.jsonutil import dumps, loads
@@ -49,12 +50,12 @@ def running(league: League) -> League:
 def test_delivery_rows_read_back_as_the_model_would_write_them():
     league = make_league("log_rows")
     body = {"message_type": "ROUND_ANNOUNCEMENT", "round_id": 1, "auth_token": "secret", "conversation_id": "c1"}
-    first = conductor.Delivery("P01", "http://x/1", "notify_round", body)
-    second = conductor.Delivery("P02", "http://x/2", "notify_round", {**body, "conversation_id": "c2"})
+    first = common.Delivery("P01", "http://x/1", "notify_round", body)
+    second = common.Delivery("P02", "http://x/2", "notify_round", {**body, "conversation_id": "c2"})
     ack = {"message_type": "ACK", "status": "received", "auth_token": "also secret"}
     before = timezone.now()
 
-    conductor.record_deliveries(league, [[(first, "ok", ack), (second, "ok", ack)]])
+    delivery_log.record_deliveries(league, [[(first, "ok", ack), (second, "ok", ack)]])
 
     rows = list(Event.objects.filter(league=league, direction="OUT").order_by("id"))
     assert [(e.kind, e.agent, e.match_id) for e in rows] == [
@@ -78,7 +79,7 @@ def test_delivery_rows_read_back_as_the_model_would_write_them():
 def test_a_reply_that_is_not_a_plain_ack_is_kept_without_its_secrets():
     league = make_league("log_odd_replies")
     body = {"message_type": "ROUND_COMPLETED", "round_id": 2, "auth_token": "secret", "conversation_id": "c1"}
-    sent = [conductor.Delivery(f"P0{n}", f"http://x/{n}", "notify_round_completed", body) for n in (1, 2, 3, 4)]
+    sent = [common.Delivery(f"P0{n}", f"http://x/{n}", "notify_round_completed", body) for n in (1, 2, 3, 4)]
     replies = [
         {"message_type": "ACK", "status": "received"},
         # A student's agent may answer anything: a status that is not a word, an error, no ack.
@@ -87,7 +88,7 @@ def test_a_reply_that_is_not_a_plain_ack_is_kept_without_its_secrets():
         {"message_type": "ACK", "status": "received", "auth_token": "and this"},
     ]
 
-    conductor.record_deliveries(league, [[(d, "ok", r) for d, r in zip(sent, replies, strict=True)]])
+    delivery_log.record_deliveries(league, [[(d, "ok", r) for d, r in zip(sent, replies, strict=True)]])
 
     kept = [e.payload["reply"] for e in Event.objects.filter(league=league, direction="OUT").order_by("id")]
     assert kept == [
@@ -114,7 +115,7 @@ def played_round(league: League, players: list[Player], number: int, results: li
     return rnd
 
 
-def test_records_kept_from_the_previous_round_equal_a_fresh_count():
+def test_records_before_a_round_count_only_the_earlier_rounds():
     league = make_league("log_records")
     players = add_players(league, 4)
     rounds = [
@@ -122,17 +123,20 @@ def test_records_kept_from_the_previous_round_equal_a_fresh_count():
         played_round(league, players, 2, [(0, 2, 0, 3), (1, 3, 3, 0)]),
         played_round(league, players, 3, [(0, 3, 0, 0), (1, 2, 1, 1)]),
     ]
+    everyone = [p.player_id for p in players]
 
-    conductor._ROUND_RECORDS.clear()
-    kept = [conductor.round_records(rnd) for rnd in rounds]  # round by round: incremental after round 1
-    fresh = []
-    for rnd in rounds:
-        conductor._ROUND_RECORDS.clear()
-        fresh.append(conductor.round_records(rnd))
+    records = [dispatch.records_before(rnd, everyone) for rnd in rounds]
 
-    assert kept == fresh
-    assert kept[2]["P01"] == {"wins": 1, "losses": 1, "draws": 0}
-    assert kept[2]["P04"] == {"wins": 0, "losses": 1, "draws": 1}
+    zero = {"wins": 0, "losses": 0, "draws": 0}
+    assert records[0] == {p: zero for p in everyone}
+    assert records[1]["P01"] == {"wins": 1, "losses": 0, "draws": 0}
+    assert records[2]["P01"] == {"wins": 1, "losses": 1, "draws": 0}
+    assert records[2]["P04"] == {"wins": 0, "losses": 1, "draws": 1}
+    # Only the players asked for, and a player with no result yet has an empty record.
+    assert dispatch.records_before(rounds[2], ["P02", "P99"]) == {
+        "P02": {"wins": 1, "losses": 1, "draws": 0},
+        "P99": zero,
+    }
 
 
 def test_the_standings_update_is_serialised_once_and_reads_as_the_table():
@@ -140,7 +144,7 @@ def test_the_standings_update_is_serialised_once_and_reads_as_the_table():
     players = add_players(league, 4)
     rnd = played_round(league, players, 1, [(0, 1, 3, 0), (2, 3, 1, 1)])
 
-    boundary = conductor.round_boundary(league, rnd)
+    boundary = notices.round_boundary(league, rnd)
 
     assert boundary.table == queries.standings(league) and boundary.table[0]["player_id"] == "P01"
     bodies = [d.message["standings"] for d in boundary.updates]
@@ -155,13 +159,13 @@ def test_the_standings_update_is_serialised_once_and_reads_as_the_table():
     assert [d.message["auth_token"] for d in boundary.updates] == [
         lm_token(league.league_id, p.player_id, p.token_hash) for p in players
     ]
-    conductor.record_deliveries(league, [[(d, "ok", None) for d in boundary.updates]])
+    delivery_log.record_deliveries(league, [[(d, "ok", None) for d in boundary.updates]])
     kept = Event.objects.filter(league=league, kind="LEAGUE_STANDINGS_UPDATE").order_by("id").first()
     assert kept.payload["message"]["standings"] == boundary.table  # the log keeps the body as JSON
     assert "auth_token" not in kept.payload["message"]
 
 
-def test_the_compiled_tick_reads_equal_the_orm():
+def test_a_ticks_survey_reads_the_rounds_progress_and_the_matches_in_play():
     league = make_league("log_survey")
     players = add_players(league, 2)
     referee = add_referee(league, AgentStatus.ACTIVE)
@@ -173,10 +177,10 @@ def test_the_compiled_tick_reads_equal_the_orm():
         status=Match.Status.RUNNING, referee=referee, attempt=1, assigned_at=now, deadline_at=now,
     )  # fmt: skip
 
-    survey = conductor.Conductor(league_id=league.league_id).survey({league.pk: rnd.pk}, {league.pk})
+    survey = worker.Conductor(league_id=league.league_id).survey({league.pk: rnd.pk}, {league.pk})
 
     assert [lg.pk for lg in survey.leagues] == [league.pk] and survey.leagues[0].status == League.Status.RUNNING
-    assert survey.counts[rnd.pk] == {"scheduled": 0, "in_play": 1, "unfinished": 1}
+    assert survey.progress[rnd.pk] == transitions.RoundProgress(Round.Status.ANNOUNCED, scheduled=0, in_play=1)
     assert survey.capacity[league.pk] == 3
     (row,) = survey.in_play[league.pk]
     assert (row.status, row.referee_pk, row.referee_id, row.attempt) == ("RUNNING", referee.pk, "REF01", 1)
@@ -185,15 +189,15 @@ def test_the_compiled_tick_reads_equal_the_orm():
 
 def test_the_owed_round_is_the_earliest_of_its_own_league():
     league, other = make_league("log_owed"), make_league("log_owed_other")
-    assert conductor.owed_round(league) is None
+    assert transitions.owed_round(league) is None
     Round.objects.create(league=other, number=1, status=Round.Status.COMPLETED, notices_owed=True)
     for number, owed in ((1, False), (2, True), (3, True)):
         Round.objects.create(league=league, number=number, status=Round.Status.COMPLETED, notices_owed=owed)
 
-    found = conductor.owed_round(league)
+    found = transitions.owed_round(league)
 
     assert (found.league_id, found.number, found.notices_owed) == (league.pk, 2, True)
-    assert conductor.owed_round(other).league_id == other.pk
+    assert transitions.owed_round(other).league_id == other.pk
 
 
 def test_settling_starts_moves_only_accepted_matches_still_in_their_assignment():
@@ -206,7 +210,7 @@ def test_settling_starts_moves_only_accepted_matches_still_in_their_assignment()
         Match.objects.create(
             league=league, round=rnd, match_id=f"R1M{number}", player_a=pa, player_b=pb, game_type="even_odd",
         )  # fmt: skip
-    claimed = conductor.announce_round(league, rnd.pk, None).claimed
+    claimed = transitions.announce_round(league, rnd.pk, None).claimed
     assert [item.match_id for item in claimed] == ["R1M1", "R1M2", "R1M3"]
     for match in Match.objects.filter(league=league):
         assert (match.status, match.referee_id, match.attempt) == ("ASSIGNED", referee.pk, 1)
@@ -217,7 +221,7 @@ def test_settling_starts_moves_only_accepted_matches_still_in_their_assignment()
     refused = {"message_type": "START_MATCH_ACK", "status": "REJECTED", "reason": "busy"}
     before = timezone.now()
 
-    moved = conductor.settle_starts(
+    moved = dispatch.settle_starts(
         league, [(claimed[0], "ok", accepted), (claimed[1], "ok", refused), (claimed[2], "ok", accepted)]
     )
 
@@ -240,10 +244,10 @@ def test_settling_starts_leaves_a_suspended_referee_suspended():
     league = running(league)
     rnd = Round.objects.create(league=league, number=1, status=Round.Status.PENDING)
     Match.objects.create(league=league, round=rnd, match_id="R1M1", player_a=a, player_b=b, game_type="even_odd")
-    (item,) = conductor.announce_round(league, rnd.pk, None).claimed
+    (item,) = transitions.announce_round(league, rnd.pk, None).claimed
     Referee.objects.filter(pk=referee.pk).update(status=AgentStatus.SUSPENDED)
 
-    conductor.settle_starts(league, [(item, "ok", {"message_type": "START_MATCH_ACK", "status": "ACCEPTED"})])
+    dispatch.settle_starts(league, [(item, "ok", {"message_type": "START_MATCH_ACK", "status": "ACCEPTED"})])
 
     referee.refresh_from_db()
     assert referee.status == AgentStatus.SUSPENDED and referee.last_seen_at is None
@@ -252,7 +256,7 @@ def test_settling_starts_leaves_a_suspended_referee_suspended():
 def start_match_from_models(league: League, match_pk: int) -> dict:
     """START_MATCH as built from the match's model rows (what the claim used to load)."""
     match = Match.objects.select_related("round", "player_a", "player_b", "referee__league").get(pk=match_pk)
-    return conductor.start_match_message(league, conductor.MatchToStart.of(match), match.referee)
+    return dispatch.start_match_message(league, dispatch.MatchToStart.of(match), match.referee)
 
 
 def comparable(message: dict) -> dict:
@@ -273,13 +277,13 @@ def test_a_claim_read_as_values_sends_what_the_model_rows_say(django_assert_num_
             game_type="even_odd", attempt=1 if number == 2 else 0,  # R2M2 was tried once already
         )  # fmt: skip
 
-    claimed = conductor.announce_round(league, rnd.pk, None).claimed  # the referee has room for 3
+    claimed = transitions.announce_round(league, rnd.pk, None).claimed  # the referee has room for 3
 
     assert [(item.match_id, item.attempt) for item in claimed] == [("R2M1", 1), ("R2M2", 2), ("R2M3", 1)]
     for item in claimed:
         message = item.delivery.message
         assert comparable(message) == comparable(start_match_from_models(league, item.match_pk))
-        assert message["match_token"] == conductor.match_token(league.league_id, item.match_id, item.attempt)
+        assert message["match_token"] == common.match_token(league.league_id, item.match_id, item.attempt)
     first = claimed[0].delivery.message
     assert (first["round_id"], first["player_A_id"], first["player_B_id"]) == (2, "P01", "P03")
     assert first["player_A_endpoint"] == "http://127.0.0.1:1/p1"
@@ -293,8 +297,33 @@ def test_a_claim_read_as_values_sends_what_the_model_rows_say(django_assert_num_
 
     # A later claim (a referee freed up) reads the round itself, in as many queries for any number.
     Match.objects.filter(match_id="R2M1").update(status=Match.Status.FINISHED)
-    # Referees, busy counts, candidates, round, assignment, events; and the savepoint's two.
-    with django_assert_num_queries(8):
-        (later,) = conductor.claim_matches(league.pk, rnd.pk, league=league)
+    # Referees, busy counts, candidates, round, the players' records, assignment, events; and
+    # the savepoint's two.
+    with django_assert_num_queries(9):
+        (later,) = dispatch.claim_matches(league.pk, rnd.pk, league=league)
     assert later.match_id == "R2M4"
     assert comparable(later.delivery.message) == comparable(start_match_from_models(league, later.match_pk))
+
+
+def test_a_match_with_an_unreachable_player_is_recorded_as_any_result_and_ends_the_round():
+    league = make_league("log_decided")
+    a, b, c, d = add_players(league, 4)
+    league = running(league)
+    rnd = Round.objects.create(league=league, number=1, status=Round.Status.ANNOUNCED, announced_at=timezone.now())
+    for number, (pa, pb) in enumerate(((a, b), (c, d)), start=1):
+        Match.objects.create(
+            league=league, round=rnd, match_id=f"R1M{number}", player_a=pa, player_b=pb, game_type="even_odd",
+        )  # fmt: skip
+    Player.objects.filter(pk__in=[b.pk, c.pk, d.pk]).update(unreachable_since=timezone.now(), unreachable_reason="gone")
+
+    decided = reachability.decide_unreachable(rnd.pk)
+
+    assert decided == ["R1M1", "R1M2"]
+    results = {r.match.match_id: r for r in MatchResult.objects.select_related("match", "winner")}
+    assert (results["R1M1"].winner.player_id, results["R1M1"].points_a, results["R1M1"].points_b) == ("P01", 3, 0)
+    assert results["R1M2"].winner is None and (results["R1M2"].points_a, results["R1M2"].points_b) == (0, 0)
+    assert set(Match.objects.filter(round=rnd).values_list("status", flat=True)) == {Match.Status.FINISHED}
+    assert transitions.round_progress(rnd.pk) == transitions.RoundProgress(Round.Status.PLAYED, 0, 0)
+    finished = Event.objects.filter(league=league, kind="match_finished")
+    assert {e.agent for e in finished} == {"league_manager"}
+    assert reachability.decide_unreachable(rnd.pk) == []  # decided once

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
-import pytest
-from django.db import connection
-
-from league import actions, conductor
-from league.models import League, MatchResult, Round
+from league import actions
+from league.models import League, MatchResult
 from tests.league.lm_support import make_league, player_meta, register_player
 from tests.league.test_conductor import FAST, conduct
 from tests.referee.conftest import run_referee
@@ -64,21 +61,3 @@ def test_each_match_tells_the_players_their_records_so_far(lm_server, tmp_path):
             seen_a_record |= sum(expected.values()) > 0
         assert calls[0]["context"]["your_standings"] == {"wins": 0, "losses": 0, "draws": 0}
     assert seen_a_record
-
-
-@pytest.mark.django_db
-def test_a_rounds_results_are_found_from_the_round_not_by_scanning_the_league():
-    """Read twice a round: filtered by the result's league, SQLite walked every result of the
-    league so far (22 ms by the last round of a 100-player league, a cost growing with n²)."""
-    prepared = conductor._ROUND_RESULTS._get(connection)
-    # On every backend: the round is picked by its league and number; the results' own league
-    # column (whose index made SQLite walk them all) is not in the query.
-    result_league = f"{connection.ops.quote_name(MatchResult._meta.db_table)}.{connection.ops.quote_name('league_id')}"
-    assert result_league not in prepared.sql
-    assert connection.ops.quote_name(Round._meta.db_table) in prepared.sql.split(" WHERE ")[1]
-    if connection.vendor == "sqlite":  # and SQLite's plan starts from the round's unique index
-        with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN QUERY PLAN " + prepared.sql, prepared.params)
-            steps = [row[-1] for row in cursor.fetchall()]
-        assert steps[0].startswith("SEARCH league_round USING COVERING INDEX"), steps
-        assert not any("league_matchresult_league_id" in step for step in steps), steps

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from league import conductor, export, queries, standings
+from league import export, queries, standings
 from league.api import readmodel
+from league.conductor.notices import round_boundary
 from league.models import AgentStatus, League, Match, Player, Round
 from league.standings import entrants
 from leagueproto.scoring import ResultRow
@@ -25,14 +26,13 @@ def wire(rows: list[dict]) -> list[dict]:
 def every_reader(league: League) -> dict[str, list[dict]]:
     league.refresh_from_db()
     last = Round.objects.filter(league=league, matches__status=Match.Status.FINISHED).order_by("-number").first()
-    conductor._TABLES.pop(league.pk, None)  # the conductor's table, built afresh from the database
     return {
         "service": standings.standings(league),
         "uncached": standings.compute(league),
         "queries": queries.standings(league),
         "pages": wire(readmodel.standings(league)),
         "export": export.recompute_standings(export.export_league(league)),
-        "conductor": conductor.round_standings(league, last),
+        "conductor": round_boundary(league, last).table,
     }
 
 

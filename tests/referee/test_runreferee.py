@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from league import actions
-from league.conductor import MatchToStart, start_match_message
+from league.conductor.dispatch import MatchToStart, start_match_message
 from league.models import League, MatchResult, Player, Referee, hash_token
 from tests.referee.conftest import run_referee
 from tests.referee.scripted import ScriptedLM, ScriptedPlayer, serving

@@ -1,4 +1,4 @@
-"""``manage.py runleague``: the conductor worker (see league/conductor.py)."""
+"""``manage.py runleague``: the conductor worker (see league/conductor/)."""
 
 from __future__ import annotations
 
@@ -24,16 +24,8 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="Do one pass over the leagues, then exit.")
         parser.add_argument("--until-done", action="store_true", help="Exit when no league is in progress any more.")
         parser.add_argument("--poll", type=float, default=0.05, help="Seconds between passes (default 0.05).")
-        parser.add_argument(
-            "--tail-poll",
-            type=float,
-            default=0.002,
-            help="Seconds between reads of a round's status while it waits only for its last results (default 0.002).",
-        )
 
-    def handle(
-        self, *args, league_id=None, once=False, until_done=False, poll=0.05, tail_poll=0.002, **options
-    ) -> None:
+    def handle(self, *args, league_id=None, once=False, until_done=False, poll=0.05, **options) -> None:
         level = logging.DEBUG if options["verbosity"] > 1 else logging.INFO
         logging.basicConfig(level=level, format=LOG_FORMAT)
         # The site's LOGGING (leaguesite/settings.py) gives the root logger a handler at WARNING,
@@ -46,7 +38,7 @@ class Command(BaseCommand):
         conductor_log.handlers = [handler]
         conductor_log.setLevel(level)
         conductor_log.propagate = False
-        conductor = Conductor(league_id=league_id, poll=poll, tail_poll=tail_poll)
+        conductor = Conductor(league_id=league_id, poll=poll)
         try:
             # Everything loaded so far (Django, the apps, the libraries) lives as long as the
             # process: out of the collector's way, a full collection no longer walks it (measured:
