@@ -214,10 +214,20 @@ class RelayHttpConsumer(WithoutConnectionHop, AsyncHttpConsumer):
                 return value.decode("latin-1")
         return None
 
-    def refusal(self) -> Answer | None:
+    def host(self) -> str | None:
+        """The request's host as Django's ``HttpRequest.get_host`` reads it (before checking it)."""
+        forwarded = self.header(b"x-forwarded-host") if settings.USE_X_FORWARDED_HOST else None
+        if forwarded is not None:
+            return forwarded
         host = self.header(b"host")
-        if settings.USE_X_FORWARDED_HOST:
-            host = self.header(b"x-forwarded-host") or host
+        if host is None and self.scope.get("server"):  # no Host header: the server's name and port
+            name, port = self.scope["server"]
+            default = 443 if self.scope.get("scheme") == "https" else 80
+            host = name if port == default else f"{name}:{port}"
+        return host
+
+    def refusal(self) -> Answer | None:
+        host = self.host()
         if not host_allowed(host):
             logger.error("Invalid HTTP_HOST header: %r. You may need to add it to ALLOWED_HOSTS.", host)
             return Answer(400, b"Bad Request (400)")
