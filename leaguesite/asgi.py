@@ -1,4 +1,5 @@
-"""ASGI entry point: Django for HTTP, Channels for the dashboard's websockets and the relay's."""
+"""ASGI entry point: Django for HTTP but the relay endpoint's (a Channels HTTP consumer), Channels
+for the dashboard's websockets and the relay's."""
 
 import os
 
@@ -47,7 +48,7 @@ async def websockets(scope, receive, send) -> None:
 # A relayed call is served by a Channels HTTP consumer, not a Django view: a 100-player league
 # relayed makes ~59,500 calls to this one process, and as a Django view each cost the LM ~4.8 ms
 # of CPU (a thread per request, a hand-off to it for each sync middleware hook and signal)
-# against ~0.3 ms for the consumer (docs/benchmarks.md, "The relay"). The consumer refuses what
+# against ~0.45 ms for the consumer (docs/benchmarks.md, "The relay"). The consumer refuses what
 # Django would (Host, method, size) and sends its security headers (league/relay/endpoint.py).
 http = URLRouter(
     [

@@ -192,8 +192,9 @@ class RelayConsumer(WithoutConnectionHop, AsyncWebsocketConsumer):
     # -- from the relay endpoint (endpoint.py) ---------------------------------------------------
     async def relay_call(self, event: dict[str, Any]) -> None:
         """A call for the agent: {"body": JSON-RPC request (bytes), "reply_to": channel or future,
-        "expires": epoch s}. From the channel layer, or called directly by the endpoint in this process
-        (``endpoint.forward``), which gives the request already parsed ("request") instead of "body"."""
+        "expires": epoch s}. From the channel layer, or called directly by the endpoint in this
+        process (``endpoint.forward``), which gives the request already parsed ("request") instead
+        of "body"."""
         if self.holder is None or self.closing:
             await self._answer(event["reply_to"], 502, "the agent's socket is closing")
             return
