@@ -1,4 +1,5 @@
-"""ASGI entry point: Django for HTTP, Channels for the dashboard's websockets and the relay's."""
+"""ASGI entry point: Django for HTTP but the relay endpoint's (a Channels HTTP consumer), Channels
+for the dashboard's websockets and the relay's."""
 
 import os
 
@@ -10,7 +11,9 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.urls import path, re_path  # noqa: E402
 
+from league.relay.endpoint import RelayHttpConsumer  # noqa: E402
 from league.relay.routing import websocket_urlpatterns as relay_urlpatterns  # noqa: E402
 from league.routing import websocket_urlpatterns  # noqa: E402
 from leagueproto.serve import tune_gc  # noqa: E402
@@ -42,10 +45,22 @@ async def websockets(scope, receive, send) -> None:
     await app(scope, receive, send)
 
 
+# A relayed call is served by a Channels HTTP consumer, not a Django view: a 100-player league
+# relayed makes ~59,500 calls to this one process, and as a Django view each cost the LM ~4.8 ms
+# of CPU (a thread per request, a hand-off to it for each sync middleware hook and signal)
+# against ~0.45 ms for the consumer (docs/benchmarks.md, "The relay"). The consumer refuses what
+# Django would (Host, method, size) and sends its security headers (league/relay/endpoint.py).
+http = URLRouter(
+    [
+        path("relay/<league_id>/<player_id>/mcp", RelayHttpConsumer.as_asgi()),
+        re_path(r"", django_asgi_app),
+    ]
+)
+
 application = ProtocolTypeRouter(
     {
-        # Body size and read deadline first (leaguesite/limits.py), then Django.
-        "http": RequestLimits(django_asgi_app),
+        # Body size and read deadline first (leaguesite/limits.py), then the relay or Django.
+        "http": RequestLimits(http),
         "websocket": websockets,
         "lifespan": lifespan,
     }

@@ -6,8 +6,8 @@ message ``{"auth_token": "…"}``), or registers on the socket itself (a first m
 ``{"type": "welcome", …}``. From then on the LM sends it, one per message, the JSON-RPC requests
 referees and the LM make to its relay endpoint, each with an id of the socket's own; the agent
 answers each with the JSON-RPC response of that id, as it would over HTTP. The consumer gives
-the reply its caller's id back and hands it to the waiting view (``view.py``): directly in this
-process, through the channel layer from another.
+the reply its caller's id back and hands it to the waiting HTTP consumer (``endpoint.py``):
+directly in this process, through the channel layer from another.
 
 A socket that sends what it was not asked for (a request, a reply to an id it was not sent,
 something not JSON), too much or too fast is closed; a newer socket of the same player replaces
@@ -30,7 +30,7 @@ from league.ratelimit import Bucket, LocalBuckets
 from league.relay import hub, registration, state
 from leagueproto.jsonutil import dumps, loads
 
-# Where a call's answer goes: the reply channel of a view, or the future of a view of this process.
+# Where a call's answer goes: a reply channel (another process), or a future of this process.
 ReplyTo = str | asyncio.Future
 
 # Close codes (4000-4999 are the application's): the agent's client reports them.
@@ -46,18 +46,22 @@ _buckets = LocalBuckets()
 _socket_numbers = itertools.count(1)
 
 
-class RelayConsumer(AsyncWebsocketConsumer):
-    holder: state.Holder | None = None
-    closing = False  # once the LM closes the socket, nothing more is sent or read on it
+class WithoutConnectionHop:
+    """A consumer mixin: dispatch each message to its handler without Channels' hop to a worker
+    thread (and back) to close stale database connections first, a hop for every relayed call
+    and every reply. The relay's messages mostly touch no database; the few that do go through
+    database_sync_to_async, which closes them itself."""
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        # Channels closes stale database connections before every message, a hop to a worker
-        # thread and back for every relayed call and every reply. Most messages here touch no
-        # database; those that do go through database_sync_to_async, which closes them itself.
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
         await handler(message)
+
+
+class RelayConsumer(WithoutConnectionHop, AsyncWebsocketConsumer):
+    holder: state.Holder | None = None
+    closing = False  # once the LM closes the socket, nothing more is sent or read on it
 
     async def connect(self) -> None:
         # socket id → (where the reply goes: a channel, or a future of this process; the caller's
@@ -185,11 +189,12 @@ class RelayConsumer(AsyncWebsocketConsumer):
         message["id"] = caller_id
         await self._answer(reply_to, 200, dumps(message))
 
-    # -- from the view (channel layer) ----------------------------------------------------------
+    # -- from the relay endpoint (endpoint.py) ---------------------------------------------------
     async def relay_call(self, event: dict[str, Any]) -> None:
         """A call for the agent: {"body": JSON-RPC request (bytes), "reply_to": channel or future,
-        "expires": epoch s}. From the channel layer, or called directly by a view of this process
-        (``view.forward``), which gives the request already parsed ("request") instead of "body"."""
+        "expires": epoch s}. From the channel layer, or called directly by the endpoint in this
+        process (``endpoint.forward``), which gives the request already parsed ("request") instead
+        of "body"."""
         if self.holder is None or self.closing:
             await self._answer(event["reply_to"], 502, "the agent's socket is closing")
             return

@@ -13,11 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.db import aclose_old_connections
-from django.core.exceptions import DisallowedHost
-from django.http import HttpRequest
 
 from league.mcp.view import get_server
-from league.relay import CONNECT
+from league.relay import CONNECT, host_allowed
 from leagueproto import jsonrpc
 from leagueproto.jsonutil import dumps
 
@@ -37,19 +35,6 @@ def is_registration(message: Any) -> bool:
     return isinstance(message, dict) and message.get("method") == METHOD and "jsonrpc" in message
 
 
-def host_allowed(host: str | None) -> bool:
-    """Django's own check of a Host header against ALLOWED_HOSTS (the relay endpoint is built on
-    it, so a socket's Host must pass as an HTTP request's does)."""
-    request = HttpRequest()
-    if host:
-        request.META["HTTP_HOST"] = host
-    try:
-        request.get_host()
-    except DisallowedHost:
-        return False
-    return True
-
-
 async def register(request: dict[str, Any], headers: dict[str, str], client_host: str | None) -> Registered:
     """Run one ``register_player`` request from a socket (``headers``: the socket's, lower-case)."""
     rid = request.get("id")
@@ -65,6 +50,7 @@ async def register(request: dict[str, Any], headers: dict[str, str], client_host
             return _refused(
                 rid, jsonrpc.INVALID_PARAMS, f"over the socket, contact_endpoint is '{CONNECT}' (or leave it out)"
             )
+    # The relay endpoint is built on the socket's Host: it must pass as an HTTP request's does.
     if not host_allowed(headers.get("host")):
         return _refused(rid, jsonrpc.INVALID_REQUEST, f"Host {headers.get('host')!r} is not one of the LM's")
     reply = await get_server().handle_http("POST", dumps(request), headers, client_host=client_host)

@@ -1,5 +1,5 @@
 """Where a relay player's socket is, in the database: named state changes (one transaction each,
-broadcast to the dashboard after commit) and the look-ups the consumer and the view make."""
+broadcast to the dashboard after commit) and the look-ups the consumers make."""
 
 from __future__ import annotations
 
@@ -70,19 +70,19 @@ def disconnected(holder: Holder, channel: str) -> bool:
 
 @dataclass(frozen=True)
 class Target:
-    """What the view needs to reach a player: whether it uses the relay, and its socket's channel."""
+    """What the relay endpoint needs to reach a player: whether it uses the relay, and its socket's channel."""
 
     relay: bool
     channel: str
 
 
-async def target(league_id: str, player_id: str) -> Target | None:
+def target(league_id: str, player_id: str) -> Target | None:
     """The relay player ``player_id`` of ``league_id`` (None: no such player)."""
-    row = await (
+    row = (
         Player.objects.filter(league__league_id=league_id, player_id=player_id)
         .exclude(status=AgentStatus.REMOVED)
         .values_list("connection", "relay_channel")
-        .afirst()
+        .first()
     )
     if row is None:
         return None

@@ -324,7 +324,7 @@ def test_a_registration_on_the_socket_needs_a_host_of_the_lm(lm_server, league):
     assert not PlayerRow.objects.filter(league=league).exists()
 
 
-# -- the relay endpoint is a Django view ---------------------------------------------------------
+# -- the relay endpoint answers as Django would (it is served beside it: leaguesite/asgi.py) ------
 def test_the_relay_endpoint_answers_with_djangos_security_headers(lm_server, league, pool):
     reply = _relay_player(lm_server)
     endpoint = PlayerRow.objects.get(player_id=reply["player_id"], league=league).endpoint
@@ -333,9 +333,11 @@ def test_the_relay_endpoint_answers_with_djangos_security_headers(lm_server, lea
         request = json.loads(socket.recv(5))
         socket.send(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {}}))
         answer = pending.result(10)
-    assert answer.status_code == 200
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
     assert answer.headers["x-frame-options"] == "DENY"
     assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["referrer-policy"] == "same-origin"
+    assert answer.headers["cross-origin-opener-policy"] == "same-origin"
 
 
 def test_the_relay_endpoint_refuses_a_host_not_in_allowed_hosts(lm_server, league):
@@ -343,3 +345,36 @@ def test_the_relay_endpoint_refuses_a_host_not_in_allowed_hosts(lm_server, leagu
     endpoint = PlayerRow.objects.get(player_id=reply["player_id"], league=league).endpoint
     answer = httpx.post(endpoint, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers={"Host": "evil.example"})
     assert answer.status_code == 400
+
+
+def test_the_relay_endpoint_takes_only_post(lm_server, league):
+    reply = _relay_player(lm_server)
+    endpoint = PlayerRow.objects.get(player_id=reply["player_id"], league=league).endpoint
+    for method in ("GET", "PUT", "DELETE"):
+        answer = httpx.request(method, endpoint, timeout=10)
+        assert answer.status_code == 405 and answer.headers["allow"] == "POST", method
+        assert answer.headers["x-content-type-options"] == "nosniff"
+
+
+def test_a_body_over_the_relay_limit_is_refused_413_declared_or_chunked(lm_server, league, settings):
+    settings.RELAY_MAX_MESSAGE_BYTES = 1000
+    reply = _relay_player(lm_server)
+    endpoint = PlayerRow.objects.get(player_id=reply["player_id"], league=league).endpoint
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x" * 2000}}).encode()
+    assert httpx.post(endpoint, content=body, timeout=10).status_code == 413
+    chunked = httpx.post(endpoint, content=iter([body[:500], body[500:]]), timeout=10)  # no Content-Length
+    assert chunked.status_code == 413
+
+
+def test_a_caller_that_hangs_up_stops_its_call(lm_server, league, settings):
+    """A call waiting for the agent to reconnect is dropped when its caller gives up: the agent,
+    back, is not sent a call nobody waits for."""
+    settings.RELAY_RECONNECT_WAIT = 30
+    reply = _relay_player(lm_server)
+    endpoint = PlayerRow.objects.get(player_id=reply["player_id"], league=league).endpoint
+    with pytest.raises(httpx.TimeoutException):
+        _call(endpoint, {"jsonrpc": "2.0", "id": "gone", "method": "ping"}, timeout=0.5)
+    socket = _welcomed(lm_server, reply["auth_token"])
+    # A waiting call looks for the socket every 0.1 s (endpoint.RECONNECT_POLL): ten times that.
+    with pytest.raises(TimeoutError):
+        socket.recv(1)

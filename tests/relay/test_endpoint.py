@@ -1,0 +1,82 @@
+"""The relay endpoint refuses the Hosts Django refuses and sends the security headers Django's
+middleware sends, for the same settings: compared with Django's own answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.testing import HttpCommunicator
+from django.core.exceptions import DisallowedHost
+from django.http import HttpRequest
+from django.test import Client
+
+from league.relay import host_allowed
+from league.relay.endpoint import RelayHttpConsumer, security_headers
+
+SECURITY = ("x-content-type-options", "x-frame-options", "referrer-policy", "cross-origin-opener-policy")
+
+
+def django_allows(host: str) -> bool:
+    request = HttpRequest()
+    request.META["HTTP_HOST"] = host
+    try:
+        request.get_host()
+    except DisallowedHost:
+        return False
+    return True
+
+
+HOSTS = ["localhost", "localhost:8000", "127.0.0.1:8000", "[::1]:8000", "a.localhost", "evil.example", "", "x:y:z"]
+
+
+@pytest.mark.parametrize("allowed", [["localhost", "127.0.0.1"], [".example.org"], ["*"], []], ids=str)
+@pytest.mark.parametrize("debug", [False, True], ids=["debug-off", "debug-on"])
+def test_it_allows_exactly_the_hosts_django_allows(settings, allowed, debug):
+    settings.ALLOWED_HOSTS = allowed
+    settings.DEBUG = debug
+    for host in [*HOSTS, "api.example.org", "example.org:443"]:
+        assert host_allowed(host) == django_allows(host), host
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"X_FRAME_OPTIONS": "sameorigin", "SECURE_REFERRER_POLICY": ["origin", "strict-origin"]},
+        {"SECURE_CONTENT_TYPE_NOSNIFF": False, "SECURE_CROSS_ORIGIN_OPENER_POLICY": None},
+        {"SECURE_REFERRER_POLICY": None, "SECURE_CROSS_ORIGIN_OPENER_POLICY": "same-origin-allow-popups"},
+    ],
+    ids=["site", "lists-and-case", "off", "other-values"],
+)
+def test_its_security_headers_are_those_djangos_middleware_sends(settings, overrides):
+    for name, value in overrides.items():
+        setattr(settings, name, value)
+    answer = Client().get("/mcp")  # Django's own view: 405, through the site's middleware
+    expected = {name: answer.headers[name] for name in SECURITY if name in answer.headers}
+    assert {k.decode(): v.decode() for k, v in security_headers()} == expected
+
+
+async def _refused(headers: list[tuple[bytes, bytes]], method: str = "GET", **scope: Any) -> int:
+    """The status the relay endpoint answers a bodiless request with, served without a server."""
+    communicator = HttpCommunicator(RelayHttpConsumer.as_asgi(), method, "/relay/x/P01/mcp", headers=headers)
+    communicator.scope.update(scope)
+    return (await communicator.get_response())["status"]
+
+
+@pytest.mark.parametrize(
+    ("headers", "scope", "forwarded", "status"),
+    [
+        ([(b"host", b"evil.example")], {}, False, 400),
+        ([(b"host", b"localhost:8000")], {}, False, 405),
+        ([], {"server": ("127.0.0.1", 8000)}, False, 405),  # no Host: the server's, as Django
+        ([], {"server": ("evil.example", 80)}, False, 400),
+        ([(b"host", b"localhost"), (b"x-forwarded-host", b"evil.example")], {}, False, 405),
+        ([(b"host", b"localhost"), (b"x-forwarded-host", b"evil.example")], {}, True, 400),
+        ([(b"host", b"evil.example"), (b"x-forwarded-host", b"localhost")], {}, True, 405),
+    ],
+)
+def test_it_reads_the_host_where_django_reads_it(settings, headers, scope, forwarded, status):
+    settings.USE_X_FORWARDED_HOST = forwarded
+    assert async_to_sync(_refused)(headers, **scope) == status
