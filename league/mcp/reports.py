@@ -71,6 +71,8 @@ class ReportQueue:
         except asyncio.CancelledError:
             if entry in self._pending:
                 self._pending.remove(entry)  # not taken by a batch: it will never run
+            # Taken by a batch that runs on: no one will read this report's answer (or error).
+            entry[1].cancel()
             raise
         return entry[1].result()
 

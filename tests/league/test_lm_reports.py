@@ -264,3 +264,44 @@ def test_a_match_log_of_objects_is_taken_as_parsed_not_copied():
     report = win_report({"referee_id": "REF01", "auth_token": "t", "league_id": "league_x"})
     tool = toolset.find_tool("report_match_result")
     assert tool.model.model_validate(report).match_log is report["match_log"]
+
+
+def test_a_caller_gone_before_its_batch_failed_leaves_no_unread_error(monkeypatch):
+    """A referee that hangs up while its report's batch runs (its call timed out in a database
+    outage) has its answer dropped, not left as an error no one reads (asyncio would log it)."""
+    import asyncio
+    import gc
+    import threading
+
+    from django.db import OperationalError
+
+    from league.mcp import reports
+
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def locked(batch: list) -> list:
+        started.set()  # the report is in a batch now
+        try:
+            release.wait(5)
+            raise OperationalError("database is locked")
+        finally:
+            finished.set()
+
+    monkeypatch.setattr(reports, "record_reports", locked)
+
+    async def scenario() -> list:
+        loop = asyncio.get_running_loop()
+        unread: list = []
+        loop.set_exception_handler(lambda _loop, context: unread.append(context))
+        caller = asyncio.ensure_future(reports.ReportQueue().submit(object()))  # type: ignore[arg-type]
+        assert await asyncio.to_thread(started.wait, 5)
+        caller.cancel()
+        release.set()
+        await asyncio.gather(caller, return_exceptions=True)
+        assert await asyncio.to_thread(finished.wait, 5)
+        for _ in range(20):  # the loop settles the finished batch
+            await asyncio.sleep(0)
+        gc.collect()  # an unread future's error is reported when it is collected
+        return unread
+
+    assert asyncio.run(scenario()) == []
