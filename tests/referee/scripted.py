@@ -42,7 +42,7 @@ class Recorder:
         with self._cond:
             return [name for name, _ in self.items]
 
-    def wait_for(self, method: str, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
+    def wait_for(self, method: str, count: int = 1, timeout: float = 30.0) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout
         with self._cond:
             while len([1 for name, _ in self.items if name == method]) < count:
