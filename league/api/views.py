@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
-from league.api import readmodel, serializers
+from league.api import profiles, readmodel, serializers
 from league.models import AgentStatus, League, Match, MatchResult, Player, Referee, league_id_problem
 
 LEAGUE_PARAM = OpenApiParameter("league_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="e.g. league_2025")
@@ -301,7 +301,7 @@ class PlayerViewSet(LeagueScopedMixin, viewsets.ReadOnlyModelViewSet):
         return Player.objects.filter(league=self.get_league()).order_by("id")
 
     def retrieve(self, request: Request, *args, **kwargs) -> Response:
-        return Response(readmodel.player_profile(self.get_object()))
+        return Response(profiles.player_profile(self.get_object()))
 
 
 @extend_schema_view(
@@ -336,4 +336,4 @@ class RefereeViewSet(LeagueScopedMixin, viewsets.ReadOnlyModelViewSet):
         )
 
     def retrieve(self, request: Request, *args, **kwargs) -> Response:
-        return Response(readmodel.referee_profile(self.get_object()))
+        return Response(profiles.referee_profile(self.get_object()))

@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
-from league.api import readmodel
+from league.api import profiles, readmodel
 from league.api.views import leagues_with_counts
 from league.models import League, MatchResult, Player, Referee
 
@@ -119,7 +119,7 @@ def player_detail(request: HttpRequest, league_id: str, player_id: str) -> HttpR
         Player.objects.select_related("league"), league__league_id=league_id, player_id=player_id
     )
     # ``agent``: the row itself, for how the player is reached (direct, or the relay and its socket).
-    context = {"league": player.league, "p": readmodel.player_profile(player), "agent": player}
+    context = {"league": player.league, "p": profiles.player_profile(player), "agent": player}
     return render(request, "league/player_detail.html", context)
 
 
@@ -128,5 +128,5 @@ def referee_detail(request: HttpRequest, league_id: str, referee_id: str) -> Htt
         Referee.objects.select_related("league"), league__league_id=league_id, referee_id=referee_id
     )
     return render(
-        request, "league/referee_detail.html", {"league": referee.league, "r": readmodel.referee_profile(referee)}
+        request, "league/referee_detail.html", {"league": referee.league, "r": profiles.referee_profile(referee)}
     )

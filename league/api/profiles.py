@@ -1,0 +1,102 @@
+"""What the dashboard and the REST API show of one agent: a player's record and a referee's
+matches, built on the league's read model (league/api/readmodel.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from django.db.models import Q
+
+from league import tournament
+from league.api.readmodel import RUNNING_MATCH, agent_calls, iso, match_summary, matches_queryset, standings
+from league.models import MatchResult, Player, Referee
+from leagueproto.scoring import record_field, result_mark
+
+
+def player_health(player: Player) -> dict[str, Any]:
+    calls = agent_calls(player.league, player.player_id)[player.player_id]
+    return tournament.agent_health(calls, iso(player.last_seen_at))
+
+
+def player_profile(player: Player) -> dict[str, Any]:
+    """A player's record: standing row, history, opponents, how often it picks even or odd."""
+    league = player.league
+    table = {row["player_id"]: row for row in standings(league)}
+    matches = [
+        match_summary(m)
+        for m in matches_queryset(league).filter(Q(player_a=player) | Q(player_b=player)).order_by("round__number")
+    ]
+    opponents: dict[str, dict[str, Any]] = {}
+    parity: Counter = Counter()
+    for m in matches:
+        mine, theirs = (
+            (m["player_a"], m["player_b"])
+            if m["player_a"]["player_id"] == player.player_id
+            else (
+                m["player_b"],
+                m["player_a"],
+            )
+        )
+        res = m["result"]
+        if res is None:
+            continue
+        opp = opponents.setdefault(
+            theirs["player_id"],
+            {**theirs, "played": 0, "wins": 0, "draws": 0, "losses": 0, "points_for": 0},
+        )
+        opp["played"] += 1
+        opp["points_for"] += res["score"].get(mine["player_id"], 0)
+        my_points = res["score"].get(mine["player_id"], 0)
+        opp[record_field(my_points)] += 1
+        m["my_outcome"] = result_mark(my_points)
+        # Tinted as a technical loss only when this player lost technically, not its opponent.
+        m["my_technical"] = mine["player_id"] in res["technical_loss"]
+        games = res["games_score"] or res["score"]
+        m["my_score"] = f"{games.get(mine['player_id'], 0)}–{games.get(theirs['player_id'], 0)}"
+        choice = res["choices"].get(player.player_id)
+        if isinstance(choice, str) and choice.lower() in ("even", "odd"):
+            parity[choice.lower()] += 1
+    chosen = parity["even"] + parity["odd"]
+    return {
+        "player_id": player.player_id,
+        "display_name": player.display_name,
+        "status": player.status,
+        "version": player.version,
+        "game_types": player.game_types,
+        "registered_at": iso(player.registered_at),
+        "last_seen_at": iso(player.last_seen_at),
+        "unreachable_since": iso(player.unreachable_since),
+        "unreachable_reason": player.unreachable_reason,
+        "standing": table.get(player.player_id),
+        "parity": {
+            "even": parity["even"],
+            "odd": parity["odd"],
+            "even_percent": round(100 * parity["even"] / chosen) if chosen else None,
+        },
+        "opponents": sorted(opponents.values(), key=lambda o: o["player_id"]),
+        "matches": matches,
+        "health": player_health(player),
+    }
+
+
+def referee_profile(referee: Referee) -> dict[str, Any]:
+    matches = list(matches_queryset(referee.league).filter(referee=referee).order_by("-id"))
+    running = sum(1 for m in matches if m.status in RUNNING_MATCH)
+    reported = MatchResult.objects.filter(referee=referee).count()
+    return {
+        "referee_id": referee.referee_id,
+        "display_name": referee.display_name,
+        "status": referee.status,
+        "version": referee.version,
+        "game_types": referee.game_types,
+        "registered_at": iso(referee.registered_at),
+        "last_seen_at": iso(referee.last_seen_at),
+        "max_concurrent_matches": referee.max_concurrent_matches,
+        "running": running,
+        "load_percent": round(100 * running / referee.max_concurrent_matches) if referee.max_concurrent_matches else 0,
+        "matches_reported": reported,
+        "matches_assigned": len(matches),
+        "failures": referee.failures,
+        "matches": [match_summary(m) for m in matches[:100]],
+    }
