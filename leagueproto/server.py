@@ -13,6 +13,7 @@ an ``outputSchema`` that its ``structuredContent`` matches.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -151,11 +152,11 @@ class McpServer:
         if isinstance(payload, list):
             if not payload:
                 return 400, jsonrpc.error_response(None, jsonrpc.INVALID_REQUEST, "Empty batch"), []
-            responses = []
-            for item in payload:
-                _, response, _ = await self._handle_one(item, base)
-                if response is not None:
-                    responses.append(response)
+            # Items run concurrently (JSON-RPC 2.0 lets a server process a batch in any order):
+            # the LM's ReportQueue then records a referee's batch of reports in one transaction.
+            # gather keeps the responses in the order of the requests.
+            outcomes = await asyncio.gather(*(self._handle_one(item, base) for item in payload))
+            responses = [response for _, response, _ in outcomes if response is not None]
             return (200, responses, []) if responses else (202, None, [])
         return await self._handle_one(payload, base)
 
