@@ -125,6 +125,38 @@ def _wants_mcp_session(exc: CallFailed) -> bool:
     return exc.http_status in (400, 404) and "session" in message.lower()
 
 
+def _read_payload(status: int, body: bytes, content_type: str) -> Any:
+    """The JSON of a reply body (JSON or an event stream); CallFailed if it has none."""
+    try:
+        # orjson reads the bytes directly (and refuses bad UTF-8 with the same ValueError).
+        return _parse_sse(body.decode("utf-8")) if "text/event-stream" in content_type else loads(body)
+    except ValueError as exc:
+        if status >= 500:
+            raise CallFailed(ErrorCode.INTERNAL_SERVER_ERROR, f"HTTP {status}", http_status=status) from exc
+        raise CallFailed(
+            ErrorCode.INVALID_MESSAGE_FORMAT, f"reply is not JSON (HTTP {status})", http_status=status
+        ) from exc
+
+
+def _result_of(method: str, payload: Any, status: int) -> Any:
+    """The ``result`` of one JSON-RPC response; its error as CallFailed (-32601: _MethodNotFound)."""
+    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
+        error = payload["error"]
+        if error.get("code") == -32601:
+            raise _MethodNotFound(method)
+        raise CallFailed(
+            ErrorCode.INVALID_MESSAGE_FORMAT,
+            f"JSON-RPC error {error.get('code')}: {error.get('message')}",
+            http_status=status,
+            rpc_error=error,
+        )
+    if status >= 500:
+        raise CallFailed(ErrorCode.INTERNAL_SERVER_ERROR, f"HTTP {status}", http_status=status)
+    if not isinstance(payload, dict) or "result" not in payload:
+        raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, "reply is not a JSON-RPC response", http_status=status)
+    return payload["result"]
+
+
 # ``check(host, port, address)``: why the client may not connect to ``address`` (what ``host``
 # resolved to) on ``port``, or None. The LM passes its endpoint policy (league/endpoints.py).
 AddressCheck = Callable[[str, int, str], Awaitable[str | None]]
@@ -317,33 +349,66 @@ class AgentClient:
         status, body, content_type = await self._post(
             endpoint, {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, timeout, headers, mcp
         )
-        try:
-            # orjson reads the bytes directly (and refuses bad UTF-8 with the same ValueError).
-            payload = _parse_sse(body.decode("utf-8")) if "text/event-stream" in content_type else loads(body)
-        except ValueError as exc:
-            if status >= 500:
-                raise CallFailed(ErrorCode.INTERNAL_SERVER_ERROR, f"HTTP {status}", http_status=status) from exc
-            raise CallFailed(
-                ErrorCode.INVALID_MESSAGE_FORMAT, f"reply is not JSON (HTTP {status})", http_status=status
-            ) from exc
-        if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
-            error = payload["error"]
-            if error.get("code") == -32601:
-                raise _MethodNotFound(method)
-            raise CallFailed(
-                ErrorCode.INVALID_MESSAGE_FORMAT,
-                f"JSON-RPC error {error.get('code')}: {error.get('message')}",
-                http_status=status,
-                rpc_error=error,
-            )
-        if status >= 500:
-            raise CallFailed(ErrorCode.INTERNAL_SERVER_ERROR, f"HTTP {status}", http_status=status)
-        if not isinstance(payload, dict) or "result" not in payload:
-            raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, "reply is not a JSON-RPC response", http_status=status)
-        return payload["result"]
+        return _result_of(method, _read_payload(status, body, content_type), status)
+
+    async def call_batch(
+        self,
+        endpoint: str,
+        calls: list[tuple[str, dict[str, Any]]],
+        *,
+        timeout: float = 10.0,
+        policy: RetryPolicy = NO_RETRY,
+        headers: dict[str, str] | None = None,
+    ) -> list[CallResult | CallFailed]:
+        """Send ``calls`` (method, params) as one JSON-RPC batch in one POST, direct dialect only
+        (for the LM, whose ``/mcp`` serves it). Returns one outcome per call, in order: its
+        :class:`CallResult`, or a :class:`CallFailed` for its JSON-RPC error or unusable reply.
+        A failure of the POST itself (timeout, connection, HTTP 5xx, a body that is no batch
+        reply) raises CallFailed for the whole batch; E001/E009 are retried per ``policy``."""
+        started = time.perf_counter()
+        attempts = 0
+        while True:
+            attempts += 1
+            ids = [next(self._ids) for _ in calls]
+            batch = [
+                {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+                for rid, (method, params) in zip(ids, calls, strict=True)
+            ]
+            try:
+                status, body, content_type = await self._post(endpoint, batch, timeout, headers, False)
+                payload = _read_payload(status, body, content_type)
+                if not isinstance(payload, list) or status >= 500:
+                    _result_of("batch", payload, status)  # raises: one error (or a 5xx) for the whole batch
+                    raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, "not a batch reply", http_status=status)
+                break
+            except CallFailed as exc:
+                exc.attempts = attempts
+                exc.latency_ms = (time.perf_counter() - started) * 1000
+                retryable = exc.code in (ErrorCode.TIMEOUT_ERROR, ErrorCode.CONNECTION_ERROR)
+                if not retryable or attempts > policy.retries:
+                    raise
+            except _MethodNotFound as exc:
+                raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, "batch refused as a method") from exc
+            await asyncio.sleep(policy.delay)
+        latency = (time.perf_counter() - started) * 1000
+        by_id = {item.get("id"): item for item in payload if isinstance(item, dict)}
+        outcomes: list[CallResult | CallFailed] = []
+        for rid, (method, _) in zip(ids, calls, strict=True):
+            try:
+                item = by_id.get(rid)
+                if item is None:
+                    raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, "no reply to this call in the batch")
+                reply, is_error = unwrap_reply(_result_of(method, item, status))
+                outcomes.append(CallResult(reply, is_error, latency, attempts, "direct"))
+            except _MethodNotFound:
+                outcomes.append(CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, f"agent has no method {method!r}"))
+            except CallFailed as exc:
+                exc.attempts, exc.latency_ms = attempts, latency
+                outcomes.append(exc)
+        return outcomes
 
     async def _post(
-        self, endpoint: str, payload: dict, timeout: float, headers: dict[str, str] | None, mcp: bool
+        self, endpoint: str, payload: dict | list, timeout: float, headers: dict[str, str] | None, mcp: bool
     ) -> tuple[int, bytes, str]:
         send_headers: dict[str, str] | None = None  # the session's defaults are enough
         if mcp and endpoint in self._mcp_sessions:

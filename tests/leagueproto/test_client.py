@@ -181,3 +181,30 @@ async def test_it_plays_with_a_player_written_with_the_official_mcp_sdk():
         server.stop()
     assert result.reply["parity_choice"] == "odd"
     assert result.dialect == "mcp"
+
+
+async def test_a_batch_is_one_post_with_one_outcome_per_call(agent_url):
+    client = AgentClient()
+    try:
+        outcomes = await client.call_batch(
+            agent_url, [("choose_parity", msg()), ("fly", {}), ("choose_parity", {"match_id": "R1M1"})], timeout=5
+        )
+    finally:
+        await client.close()
+    first, unknown, invalid = outcomes
+    assert first.reply["parity_choice"] == "even" and not first.is_error
+    assert isinstance(unknown, CallFailed) and "no method" in unknown.detail
+    assert invalid.is_error and invalid.reply["error_code"] == "E003"  # a league error is a reply
+
+
+async def test_a_batch_whose_post_fails_fails_whole(scripted):
+    url, behaviour = scripted
+    behaviour.update(status=503, body=b"oops")
+    client = AgentClient()
+    try:
+        with pytest.raises(CallFailed) as failed:
+            await client.call_batch(url, [("choose_parity", msg()), ("choose_parity", msg())], timeout=5)
+    finally:
+        await client.close()
+    assert failed.value.code == ErrorCode.INTERNAL_SERVER_ERROR
+    assert behaviour["calls"] == 1
