@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field
 
 from leagueproto.asgi import make_asgi_app
-from leagueproto.client import AgentClient, CallFailed, RetryPolicy
+from leagueproto.client import AgentClient, CallFailed, CallResult, RetryPolicy
 from leagueproto.envelope import make_message, new_conversation_id
 from leagueproto.errors import MISSING, RETRYABLE, ErrorCode, LeagueError, refusal, see
 from leagueproto.messages import Ack, LeagueMessage, LeagueReply, RoundNumber
@@ -46,6 +46,8 @@ FINISHED_KEPT = 1000  # finished matches kept in memory for get_match_state and 
 # The LM's acknowledgements kept for get_match_state's report_status: those of the matches still
 # kept, with room for reports re-sent after a restart (their matches are not in memory).
 REPORTS_KEPT = 2 * FINISHED_KEPT
+# Reports waiting together go to the LM in one JSON-RPC batch of at most this many.
+REPORT_BATCH = 50
 
 
 def retry_after(exc: CallFailed) -> float:
@@ -213,6 +215,9 @@ class Referee:
         # FINISHED_KEPT finished ones) so that capacity checks need no scan on every start_match.
         self._running: set[asyncio.Task] = set()
         self._report_tasks: dict[str, asyncio.Task] = {}
+        # Report messages waiting for the sender, each with the future its delivery task awaits.
+        self._outbox: asyncio.Queue[tuple[dict[str, Any], float, asyncio.Future[CallResult]]] | None = None
+        self._report_sender: asyncio.Task | None = None
         self._register_task: asyncio.Task | None = None
         self._league_registrations: dict[str, asyncio.Task] = {}  # followed leagues registering again
         self._registered: asyncio.Event | None = None
@@ -251,6 +256,7 @@ class Referee:
         self.client = AgentClient()
         self.player_client = AgentClient(max_response_bytes=self.config.max_reply_bytes)
         self._registered = asyncio.Event()
+        self._outbox = asyncio.Queue()
         identity = self.store.load_identity()
         if identity and identity.get("league_url") == self.config.league_url:
             leagues = identity.get("leagues")
@@ -281,7 +287,7 @@ class Referee:
         if reports:
             await asyncio.wait(reports, timeout=max(0.0, min(deadline - loop.time(), 5.0)))
         leftovers = [t for t in (*self._match_tasks.values(), *self._report_tasks.values()) if not t.done()]
-        for task in (self._register_task, *self._league_registrations.values()):
+        for task in (self._register_task, self._report_sender, *self._league_registrations.values()):
             if task is not None and not task.done():
                 leftovers.append(task)
         for task in leftovers:
@@ -763,13 +769,7 @@ class Referee:
                 **pending["fields"],
             )
             try:
-                result = await self.client.call(
-                    self.config.league_url,
-                    "report_match_result",
-                    message,
-                    timeout=pending.get("timeout", 10.0),
-                    policy=self.config.report_retry,
-                )
+                result = await self._send_report(message, pending.get("timeout", 10.0))
             except CallFailed as exc:
                 wait = max(delay, retry_after(exc))
                 log.info("report %s not delivered (%s); retrying in %.1f s", key, exc, wait)
@@ -798,6 +798,57 @@ class Referee:
                     return
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.config.backoff_max)
+
+    async def _send_report(self, message: dict[str, Any], timeout: float) -> CallResult:
+        """The LM's answer to one report, sent with the others waiting at the same moment (one
+        POST, a JSON-RPC batch); raises CallFailed as ``AgentClient.call`` does."""
+        assert self._outbox is not None
+        if self._report_sender is None or self._report_sender.done():
+            self._report_sender = asyncio.create_task(self._send_reports(self._outbox), name="report-sender")
+        answer: asyncio.Future[CallResult] = asyncio.get_running_loop().create_future()
+        self._outbox.put_nowait((message, timeout, answer))
+        return await answer
+
+    async def _send_reports(self, outbox: asyncio.Queue) -> None:
+        """The one sender to the LM: takes all that is queued, sends it, answers each waiter.
+        A report found alone goes at once; those queued while a POST is in flight go together
+        in the next one (no waiting to fill a batch)."""
+        assert self.client is not None and self.config.league_url
+        while True:
+            waiting = [await outbox.get()]
+            while len(waiting) < REPORT_BATCH and not outbox.empty():
+                waiting.append(outbox.get_nowait())
+            waiting = [item for item in waiting if not item[2].done()]  # its delivery task was cancelled
+            try:
+                if len(waiting) == 1:
+                    message, timeout, _ = waiting[0]
+                    outcomes: list[CallResult | CallFailed] = [
+                        await self.client.call(
+                            self.config.league_url,
+                            "report_match_result",
+                            message,
+                            timeout=timeout,
+                            policy=self.config.report_retry,
+                        )
+                    ]
+                elif waiting:
+                    outcomes = await self.client.call_batch(
+                        self.config.league_url,
+                        [("report_match_result", message) for message, _, _ in waiting],
+                        timeout=max(timeout for _, timeout, _ in waiting),
+                        policy=self.config.report_retry,
+                    )
+                else:
+                    continue
+            except Exception as exc:  # the POST failed (CallFailed) or a bug: every waiter hears it
+                outcomes = [exc] * len(waiting)
+            for (_, _, answer), outcome in zip(waiting, outcomes, strict=True):
+                if answer.done():
+                    continue
+                if isinstance(outcome, Exception):
+                    answer.set_exception(outcome)
+                else:
+                    answer.set_result(outcome)
 
     # -- the short form: synchronous run_match ------------------------------------------------------------
     async def _run_seed_match(self, raw: dict[str, Any]) -> dict[str, Any]:

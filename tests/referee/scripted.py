@@ -204,6 +204,9 @@ class ScriptedLM:
         # Reports answered as by an LM whose database is down (-32000, retryable), while > 0.
         self.unavailable = 0
         self.retry_after_seconds = 1.0
+        # When set, report answers wait until the test sets it (a POST that must still be in flight).
+        self.report_gate: threading.Event | None = None
+        self.report_bodies: list[bytes] = []  # the HTTP body each report came in (a batch's is shared)
         self.toolset = Toolset(name="scripted-lm", sender="league_manager")
         ts = self.toolset
 
@@ -231,7 +234,10 @@ class ScriptedLM:
         @ts.tool("report_match_result", LeagueMessage, message_types=("MATCH_RESULT_REPORT",))
         async def report(msg: LeagueMessage, ctx: CallContext) -> dict[str, Any]:
             data = msg.model_dump()
+            self.report_bodies.append(ctx.body or b"")
             self.received.add("report_match_result", data)
+            if self.report_gate is not None:
+                await asyncio.to_thread(self.report_gate.wait, 30)
             if self.unavailable > 0:
                 from leagueproto.jsonrpc import JsonRpcError
 

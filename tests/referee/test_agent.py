@@ -284,3 +284,26 @@ def test_its_sender_follows_its_identity():
     assert referee.sender == "referee:REF07"
     referee._adopt({"referee_id": "REF08", "auth_token": "token"})  # registered again
     assert referee.sender == "referee:REF08"
+
+
+def test_reports_waiting_while_one_is_in_flight_go_together_in_one_post(referee, lm, players):
+    scripted_lm, _ = lm
+    gate = threading.Event()
+    scripted_lm.report_gate = gate  # the LM holds its answer to the first report
+    _, url_a = players(ScriptedPlayer("P01"))
+    _, url_b = players(ScriptedPlayer("P02"))
+    assert rpc(referee.url, "start_match", start_match_message(url_a, url_b, match_id="R1M1"))["status"] == "ACCEPTED"
+    scripted_lm.received.wait_for("report_match_result")  # alone, at once: nothing else was waiting
+    for n in (2, 3, 4):
+        assert rpc(referee.url, "start_match", start_match_message(url_a, url_b, match_id=f"R1M{n}"))["status"] == (
+            "ACCEPTED"
+        )
+    outbox = referee.referee._outbox
+    wait_until(lambda: outbox is not None and outbox.qsize() == 3, timeout=30)
+    gate.set()
+    reports = scripted_lm.received.wait_for("acknowledged", 4)
+    assert sorted(r["match_id"] for r in reports) == ["R1M1", "R1M2", "R1M3", "R1M4"]
+    first, *batched = scripted_lm.report_bodies
+    assert first.startswith(b"{")  # a plain call
+    assert len(batched) == 3 and len(set(batched)) == 1 and batched[0].startswith(b"[")  # one POST, a batch
+    assert all(r["status"] == "RECORDED" for r in referee.referee.reports.values())
