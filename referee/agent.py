@@ -26,6 +26,7 @@ from leagueproto.asgi import make_asgi_app
 from leagueproto.client import AgentClient, CallFailed, CallResult, RetryPolicy
 from leagueproto.envelope import make_message, new_conversation_id
 from leagueproto.errors import MISSING, RETRYABLE, ErrorCode, LeagueError, refusal, see
+from leagueproto.jsonutil import dumps
 from leagueproto.messages import Ack, LeagueMessage, LeagueReply, RoundNumber
 from leagueproto.server import McpServer, agent_hosts
 from leagueproto.tools import CallContext, Toolset, same_token
@@ -46,8 +47,11 @@ FINISHED_KEPT = 1000  # finished matches kept in memory for get_match_state and 
 # The LM's acknowledgements kept for get_match_state's report_status: those of the matches still
 # kept, with room for reports re-sent after a restart (their matches are not in memory).
 REPORTS_KEPT = 2 * FINISHED_KEPT
-# Reports waiting together go to the LM in one JSON-RPC batch of at most this many.
+# Reports waiting together go to the LM in one JSON-RPC batch of at most this many, and of at
+# most this many bytes of messages: the LM answers a body over 64 KiB with 413 (docs/protocol.md),
+# and the JSON-RPC framing of each item needs room too. A larger report goes alone, as before.
 REPORT_BATCH = 50
+REPORT_BATCH_BYTES = 48 * 1024
 
 
 def retry_after(exc: CallFailed) -> float:
@@ -814,10 +818,19 @@ class Referee:
         A report found alone goes at once; those queued while a POST is in flight go together
         in the next one (no waiting to fill a batch)."""
         assert self.client is not None and self.config.league_url
+        held = None  # taken from the queue but past the size of the last batch: first in the next
         while True:
-            waiting = [await outbox.get()]
+            waiting = [held or await outbox.get()]
+            held = None
+            size = len(dumps(waiting[0][0]))
             while len(waiting) < REPORT_BATCH and not outbox.empty():
-                waiting.append(outbox.get_nowait())
+                item = outbox.get_nowait()
+                item_size = len(dumps(item[0]))
+                if size + item_size > REPORT_BATCH_BYTES:
+                    held = item
+                    break
+                waiting.append(item)
+                size += item_size
             waiting = [item for item in waiting if not item[2].done()]  # its delivery task was cancelled
             try:
                 if len(waiting) == 1:
