@@ -431,11 +431,17 @@ class InPlay:
 
 
 def in_play_matches(league_pk: int) -> list[InPlay]:
-    """The league's ASSIGNED and RUNNING matches: what supervision looks at."""
-    rows = Match.objects.filter(league_id=league_pk, status__in=IN_PLAY).values_list(
-        "pk", "status", "referee_id", "referee__referee_id", "attempt", "assigned_at", "deadline_at", "match_id"
+    """The league's ASSIGNED and RUNNING matches, in id order: what supervision looks at."""
+    # Not Match's default ordering (league, round number): it joins the rounds and leads SQLite
+    # to walk every match of the league in order instead of the (league, status) index. Sorted here.
+    rows = (
+        Match.objects.filter(league_id=league_pk, status__in=IN_PLAY)
+        .order_by()
+        .values_list(
+            "pk", "status", "referee_id", "referee__referee_id", "attempt", "assigned_at", "deadline_at", "match_id"
+        )
     )
-    return [InPlay(*row) for row in rows]
+    return sorted((InPlay(*row) for row in rows), key=lambda row: row.pk)
 
 
 def referee_capacity(league_pk: int) -> int:
