@@ -446,10 +446,9 @@ def in_play_matches(league_pk: int) -> list[InPlay]:
 
 def referee_capacity(league_pk: int) -> int:
     """Matches the league's live referees can run at once."""
-    sizes = Referee.objects.filter(league_id=league_pk, status__in=LIVE).values_list(
-        "max_concurrent_matches", flat=True
-    )
-    return sum(sizes)
+    # Unordered: Referee's default ordering (league, id) would join the league to sort a sum.
+    sizes = Referee.objects.filter(league_id=league_pk, status__in=LIVE).order_by()
+    return sum(sizes.values_list("max_concurrent_matches", flat=True))
 
 
 def has_live_referee(league_pk: int) -> bool:

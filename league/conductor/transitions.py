@@ -122,6 +122,7 @@ def round_progress(round_pk: int) -> RoundProgress:
             in_play=Count("matches", filter=Q(matches__status__in=IN_PLAY)),
         )
         .values_list("status", "scheduled", "in_play")
+        .order_by("pk")  # not Round's default ordering (league, number): no join with the league
         .first()
     )
     # A round gone (its league deleted) reads as PENDING: nothing to finish, the next tick looks afresh.
