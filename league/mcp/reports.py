@@ -8,12 +8,12 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import transaction
 
 from league import actions
 from league.auth import Identity, authenticate_many
 from league.events import append_events
+from league.mcp.database import database_job
 from league.mcp.exchange import exchange_rows
 from league.mcp.messages import MatchResultReport
 from league.mcp.toolset import toolset
@@ -63,7 +63,7 @@ class ReportQueue:
             async with self._lock:
                 if not entry[1].done():
                     batch, self._pending = self._pending, []
-                    job = asyncio.ensure_future(sync_to_async(record_reports)([r for r, _ in batch]))
+                    job = asyncio.ensure_future(database_job(record_reports, [r for r, _ in batch]))
                     job.add_done_callback(lambda done: _settle(batch, done))
                     # Waited for, not awaited: were this caller to go away, the batch would still run
                     # and answer the others; its outcome (or error) is read from the future below.

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from league import queries
+from league.mcp.database import database_job
 from league.mcp.tools import standings_of
 from league.mcp.toolset import toolset
 from leagueproto.errors import LeagueError
@@ -18,7 +17,7 @@ def _resource(read: Callable[..., Any]) -> Callable[[str, dict[str, str]], Await
 
     async def reader(uri: str, params: dict[str, str]) -> Any:
         try:
-            return await sync_to_async(read)(**params)
+            return await database_job(read, **params)
         except LeagueError as exc:
             raise LookupError(exc.description) from exc
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import transaction
 from pydantic import BaseModel
 
 from league import actions, queries
 from league.auth import Identity, authenticate, presented_token
 from league.events import append_events
+from league.mcp.database import database_job
 from league.mcp.exchange import exchange_rows, log_exchange
 from league.mcp.messages import (
     GetStandings,
@@ -48,7 +48,7 @@ from leagueproto.tools import Tool
 async def register_player(msg: RegisterPlayerRequest, call: ToolCall) -> dict[str, Any]:
     # The LM's own address, for a player that answers over the relay (contact_endpoint "connect").
     relay_base = lm_base_url(call.headers)
-    return await sync_to_async(register_logged)(call.tool, call.arguments, msg, call.bearer_token, relay_base)
+    return await database_job(register_logged, call.tool, call.arguments, msg, call.bearer_token, relay_base)
 
 
 @toolset.tool(
@@ -60,7 +60,7 @@ async def register_player(msg: RegisterPlayerRequest, call: ToolCall) -> dict[st
     see=see("registering"),
 )
 async def register_referee(msg: RegisterRefereeRequest, call: ToolCall) -> dict[str, Any]:
-    return await sync_to_async(register_logged)(call.tool, call.arguments, msg, call.bearer_token)
+    return await database_job(register_logged, call.tool, call.arguments, msg, call.bearer_token)
 
 
 def register_logged(
@@ -157,7 +157,7 @@ async def report_match_result(msg: MatchResultReport, call: ToolCall) -> dict[st
     see=see("asking-the-league"),
 )
 async def league_query(msg: LeagueQuery, call: ToolCall) -> dict[str, Any]:
-    return (await sync_to_async(read_logged)(call.tool, call.arguments, msg, call.bearer_token))[0]
+    return (await database_job(read_logged, call.tool, call.arguments, msg, call.bearer_token))[0]
 
 
 @toolset.tool(
@@ -169,7 +169,7 @@ async def league_query(msg: LeagueQuery, call: ToolCall) -> dict[str, Any]:
     see=see("asking-the-league"),
 )
 async def get_standings(msg: GetStandings, call: ToolCall) -> dict[str, Any]:
-    return (await sync_to_async(read_logged)(call.tool, call.arguments, msg, call.bearer_token))[0]
+    return (await database_job(read_logged, call.tool, call.arguments, msg, call.bearer_token))[0]
 
 
 def read_logged(tool: Tool, arguments: dict[str, Any], msg: BaseModel, bearer: str | None) -> tuple[dict, bool]:
@@ -263,7 +263,7 @@ def standings_of(league: League) -> dict[str, Any]:
 )
 async def list_leagues(msg: GetStandings, call: ToolCall) -> dict[str, Any]:
     """Polled by every referee every few seconds: not logged (league/mcp/toolset.py)."""
-    return toolset.reply(msg, "LEAGUE_LIST", leagues=await sync_to_async(_league_summaries)())
+    return toolset.reply(msg, "LEAGUE_LIST", leagues=await database_job(_league_summaries))
 
 
 def _league_summaries() -> list[dict[str, Any]]:

@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import InterfaceError, OperationalError
 
+from league.mcp.database import database_job
 from league.mcp.exchange import has_nul, log_exchange
 from league.ratelimit import limiter
 from leagueproto.errors import ErrorCode, LeagueError
@@ -112,12 +112,12 @@ class LeagueManagerToolset(Toolset):
         except LeagueError as err:
             reply = self.error_reply(err, arguments, tool)
             if tool.name not in UNLOGGED_TOOLS:
-                await sync_to_async(log_exchange)(tool, arguments, reply, None)
+                await database_job(log_exchange, tool, arguments, reply, None)
             return reply
         call = ToolCall(**vars(ctx), tool=tool, arguments=arguments)
         reply = await tool.handler(message, call)
         if tool.name == "ping":  # leagueproto's own tool, which knows no Event log
-            await sync_to_async(log_exchange)(tool, arguments, reply, None)
+            await database_job(log_exchange, tool, arguments, reply, None)
         return reply
 
 
