@@ -61,6 +61,13 @@ def records_before(rnd: Round, player_ids: Iterable[str]) -> Records:
     return records
 
 
+def records_in(table: list[dict[str, Any]]) -> Records:
+    """The {wins, losses, draws} of every player a standings table lists: read after a round's
+    last result, they are the ``records_before`` the next round (both count a technical loss as
+    a loss), so the claims made as that round is announced need no query of their own."""
+    return {row["player_id"]: {key: row[key] for key in NO_RECORD} for row in table}
+
+
 @dataclass(frozen=True, slots=True)
 class MatchToStart:
     """What START_MATCH says of a match: a few columns of its row and its players'."""
@@ -177,11 +184,13 @@ def claim_matches(
     avoid: Iterable[int] = (),
     league: League | None = None,
     rnd: Round | None = None,
+    records: Records | None = None,
 ) -> list[Dispatch]:
     """Assign the round's SCHEDULED matches to referees with free capacity (most free first).
 
     Returns what to send. ``avoid``: referee pks not to use now (they just failed). ``league``
-    and ``rnd``: the league's and the round's rows if the caller has just read them.
+    and ``rnd``: the league's and the round's rows if the caller has just read them;
+    ``records``: the players' ``records_before`` the round, if the caller has them.
     """
     avoid = set(avoid)
     with transaction.atomic():
@@ -236,7 +245,8 @@ def claim_matches(
             free[referee.pk] -= 1
             chosen.setdefault(referee.pk, []).append(match)
         by_pk = {r.pk: r for r in referees}
-        records = records_before(rnd, (p for m in matches for p in (m.player_a[0], m.player_b[0])))
+        if records is None:
+            records = records_before(rnd, (p for m in matches for p in (m.player_a[0], m.player_b[0])))
         claimed: list[Dispatch] = []
         events: list[EventValues] = []
         for referee_pk, group in chosen.items():
@@ -287,11 +297,15 @@ def start_running(accepted: list[Dispatch]) -> set[int]:
     (same referee, same attempt); the pks it moved. A match released or reassigned meanwhile
     does not match and stays as it is. In the caller's transaction: the rows read are locked
     (PostgreSQL) or SQLite's writer lock is held, so none changes between the read and the update."""
-    same = Q()
-    for d in accepted:
-        same |= Q(pk=d.match_pk, referee_id=d.referee_pk, attempt=d.attempt)
-    still = Match.objects.select_for_update().filter(same, status=Match.Status.ASSIGNED)
-    moved = set(still.values_list("pk", flat=True))
+    # One IN list, the assignment compared here: an OR of one (pk, referee, attempt) term per
+    # match costs Django and SQLite far more to build and plan than the rows it reads.
+    wanted = {d.match_pk: (d.referee_pk, d.attempt) for d in accepted}
+    rows = (
+        Match.objects.select_for_update()
+        .filter(pk__in=wanted, status=Match.Status.ASSIGNED)
+        .values_list("pk", "referee_id", "attempt")
+    )
+    moved = {pk for pk, referee_pk, attempt in rows if wanted[pk] == (referee_pk, attempt)}
     if moved:
         Match.objects.filter(pk__in=moved).update(status=Match.Status.RUNNING)
     return moved
@@ -417,19 +431,24 @@ class InPlay:
 
 
 def in_play_matches(league_pk: int) -> list[InPlay]:
-    """The league's ASSIGNED and RUNNING matches: what supervision looks at."""
-    rows = Match.objects.filter(league_id=league_pk, status__in=IN_PLAY).values_list(
-        "pk", "status", "referee_id", "referee__referee_id", "attempt", "assigned_at", "deadline_at", "match_id"
+    """The league's ASSIGNED and RUNNING matches, in id order: what supervision looks at."""
+    # Not Match's default ordering (league, round number): it joins the rounds and leads SQLite
+    # to walk every match of the league in order instead of the (league, status) index. Sorted here.
+    rows = (
+        Match.objects.filter(league_id=league_pk, status__in=IN_PLAY)
+        .order_by()
+        .values_list(
+            "pk", "status", "referee_id", "referee__referee_id", "attempt", "assigned_at", "deadline_at", "match_id"
+        )
     )
-    return [InPlay(*row) for row in rows]
+    return sorted((InPlay(*row) for row in rows), key=lambda row: row.pk)
 
 
 def referee_capacity(league_pk: int) -> int:
     """Matches the league's live referees can run at once."""
-    sizes = Referee.objects.filter(league_id=league_pk, status__in=LIVE).values_list(
-        "max_concurrent_matches", flat=True
-    )
-    return sum(sizes)
+    # Unordered: Referee's default ordering (league, id) would join the league to sort a sum.
+    sizes = Referee.objects.filter(league_id=league_pk, status__in=LIVE).order_by()
+    return sum(sizes.values_list("max_concurrent_matches", flat=True))
 
 
 def has_live_referee(league_pk: int) -> bool:

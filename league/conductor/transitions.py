@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from league import actions, standings
-from league.conductor.common import DONE, IN_PLAY, Delivery, Dispatch, Outcome, players_of
+from league.conductor.common import IN_PLAY, Delivery, Dispatch, Outcome, players_of
 from league.conductor.delivery_log import record_deliveries
-from league.conductor.dispatch import claim_matches
+from league.conductor.dispatch import Records, claim_matches, records_in
 from league.conductor.notices import announcement, finished_in_round, next_round_after, round_matches
 from league.events import append_events, broadcast, event_values, record_event
 from league.models import AgentStatus, Event, League, Match, Round
@@ -114,18 +114,19 @@ class RoundProgress:
 
 def round_progress(round_pk: int) -> RoundProgress:
     """The round's status (PLAYED once ``actions.record_results`` has recorded its last result)
-    and how many of its matches wait for a referee or are in play: two small queries."""
-    # A round gone (its league deleted) reads as PENDING: nothing to finish, the next tick looks afresh.
-    status = Round.objects.filter(pk=round_pk).values_list("status", flat=True).first() or Round.Status.PENDING
-    counts = dict(
-        Match.objects.filter(round_id=round_pk)
-        .exclude(status__in=DONE)
-        .order_by()
-        .values("status")
-        .annotate(n=Count("id"))
-        .values_list("status", "n")
+    and how many of its matches wait for a referee or are in play: one query (every tick makes it)."""
+    row = (
+        Round.objects.filter(pk=round_pk)
+        .annotate(
+            scheduled=Count("matches", filter=Q(matches__status=Match.Status.SCHEDULED)),
+            in_play=Count("matches", filter=Q(matches__status__in=IN_PLAY)),
+        )
+        .values_list("status", "scheduled", "in_play")
+        .order_by("pk")  # not Round's default ordering (league, number): no join with the league
+        .first()
     )
-    return RoundProgress(status, counts.get(Match.Status.SCHEDULED, 0), sum(counts.get(s, 0) for s in IN_PLAY))
+    # A round gone (its league deleted) reads as PENDING: nothing to finish, the next tick looks afresh.
+    return RoundProgress(*row) if row is not None else RoundProgress(Round.Status.PENDING, 0, 0)
 
 
 def locked_round(round_pk: int) -> Round:
@@ -217,14 +218,20 @@ def next_round(league: League) -> NextRound:
 
 
 def announce_round(
-    league: League, round_pk: int, matches: list[dict[str, Any]] | None, avoid: Iterable[int] = ()
+    league: League,
+    round_pk: int,
+    matches: list[dict[str, Any]] | None,
+    avoid: Iterable[int] = (),
+    records: Records | None = None,
 ) -> NextRound:
-    """Mark the round ANNOUNCED and claim its first matches (``claim_matches``) in the same
-    transaction: the referees get start_match without another trip. Nothing is claimed for a
-    league without live referees (the embedded referee's path claims on the next step)."""
+    """Mark the round ANNOUNCED and claim its first matches (``claim_matches``, with the players'
+    ``records`` if the caller has them) in the same transaction: the referees get start_match
+    without another trip. Nothing is claimed for a league without live referees (the embedded
+    referee's path claims on the next step)."""
     with transaction.atomic():
         rnd = mark_round_announced(round_pk, matches)
-        claimed = claim_matches(league.pk, rnd.pk, avoid, league, rnd) if rnd.status == Round.Status.ANNOUNCED else []
+        announced = rnd.status == Round.Status.ANNOUNCED
+        claimed = claim_matches(league.pk, rnd.pk, avoid, league, rnd, records) if announced else []
     return NextRound(rnd, claimed=claimed)
 
 
@@ -239,10 +246,12 @@ def advance_round(
     """One transaction: the round COMPLETED with its notices owed, the next ANNOUNCED and its
     first matches claimed (``announce_round``). It runs while the boundary is being sent
     (``Conductor.finish_round``); a conductor that stops before ``notices_sent`` leaves the
-    notices owed, and the next one sends them again (``Conductor.resend_boundary``)."""
+    notices owed, and the next one sends them again (``Conductor.resend_boundary``). The claims
+    take the players' records from ``table`` (``records_in``): the standings after this round
+    are the records before the next."""
     with transaction.atomic():
         mark_round_completed(round_pk, table, notices_owed=True)
-        return announce_round(league, upcoming_pk, matches, avoid)
+        return announce_round(league, upcoming_pk, matches, avoid, records_in(table))
 
 
 def notices_sent(league: League, round_pk: int, outcomes: list[list[Outcome]]) -> None:

@@ -9,7 +9,7 @@ import orjson
 import pytest
 from django.utils import timezone
 
-from league import queries
+from league import queries, standings
 from league.auth import lm_token
 from league.conductor import common, delivery_log, dispatch, notices, reachability, transitions, worker
 from league.events import strip_secrets
@@ -137,6 +137,42 @@ def test_records_before_a_round_count_only_the_earlier_rounds():
         "P02": {"wins": 1, "losses": 1, "draws": 0},
         "P99": zero,
     }
+
+
+def test_the_records_in_the_table_after_a_round_are_the_records_before_the_next():
+    league = make_league("log_records_table")
+    players = add_players(league, 4)
+    played_round(league, players, 1, [(0, 1, 3, 0), (2, 3, 1, 1)])
+    played_round(league, players, 2, [(0, 2, 0, 3), (1, 3, 0, 0)])
+    # A technical loss counts as a loss in both; a removed player with results stays in both.
+    MatchResult.objects.filter(match__match_id="R1M1").update(technical_loss_b=True)
+    Player.objects.filter(pk=players[3].pk).update(status=AgentStatus.REMOVED)
+    upcoming = Round.objects.create(league=league, number=3, status=Round.Status.PENDING)
+    everyone = [p.player_id for p in players]
+
+    records = dispatch.records_in(standings.standings(league))
+
+    assert records == dispatch.records_before(upcoming, everyone)
+    assert records["P02"] == {"wins": 0, "losses": 2, "draws": 0}
+    assert records["P04"] == {"wins": 0, "losses": 1, "draws": 1}
+
+
+def test_a_claim_given_the_records_reads_none(django_assert_num_queries):
+    league = running(make_league("log_claim_records"))
+    players = add_players(league, 4)
+    add_referee(league, AgentStatus.ACTIVE)
+    played_round(league, players, 1, [(0, 1, 3, 0), (2, 3, 1, 1)])
+    rnd = Round.objects.create(league=league, number=2, status=Round.Status.ANNOUNCED)
+    Match.objects.create(
+        league=league, round=rnd, match_id="R2M1", player_a=players[0], player_b=players[2], game_type="even_odd"
+    )
+    records = dispatch.records_in(standings.standings(league))
+
+    # Referees, busy counts, candidates, round, assignment, events; and the savepoint's two.
+    with django_assert_num_queries(8):
+        (claimed,) = dispatch.claim_matches(league.pk, rnd.pk, league=league, records=records)
+
+    assert claimed.delivery.message["standings"] == dispatch.records_before(rnd, ["P01", "P03"])
 
 
 def test_the_standings_update_is_serialised_once_and_reads_as_the_table():
