@@ -60,6 +60,9 @@ class ReportQueue:
         entry = (report, asyncio.get_running_loop().create_future())
         self._pending.append(entry)
         try:
+            # One turn of the loop first: the other reports of the same JSON-RPC batch, started
+            # together, are queued by then and go in this report's transaction.
+            await asyncio.sleep(0)
             async with self._lock:
                 if not entry[1].done():
                     batch, self._pending = self._pending, []

@@ -305,3 +305,26 @@ def test_a_caller_gone_before_its_batch_failed_leaves_no_unread_error(monkeypatc
         return unread
 
     assert asyncio.run(scenario()) == []
+
+
+def test_reports_started_together_are_recorded_in_one_batch(monkeypatch):
+    """The reports of one JSON-RPC batch start together (leagueproto's server gathers them): the
+    queue records them in one transaction, the first one included."""
+    import asyncio
+
+    from league.mcp import reports
+
+    batches: list[int] = []
+
+    def record(batch: list) -> list:
+        batches.append(len(batch))
+        return [({"n": n}, False) for n in range(len(batch))]
+
+    monkeypatch.setattr(reports, "record_reports", record)
+
+    async def three() -> list:
+        queue = reports.ReportQueue()
+        return await asyncio.gather(*(queue.submit(object()) for _ in range(3)))  # type: ignore[arg-type]
+
+    assert asyncio.run(three()) == [({"n": 0}, False), ({"n": 1}, False), ({"n": 2}, False)]
+    assert batches == [3]
