@@ -285,6 +285,18 @@ def endpoint_taken(model: Any, league_pk: int, endpoint: str) -> bool:
 
 
 # -- at connection time --------------------------------------------------------------------------
+def _port_and_address(port: int, address: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address | None, str]:
+    """The first checks of a connection: the port, and ``address`` as an IP address (None and
+    why not, when either fails)."""
+    problem = port_problem(port)
+    if problem:
+        return None, problem
+    parsed = _address(address)
+    if parsed is None:
+        return None, f"Endpoint address {address} is not an IP address"
+    return parsed, ""
+
+
 class ConnectPolicy:
     """The check leagueproto's client runs on every address it is about to connect to (the
     conductor's client: ``AgentClient(address_check=ConnectPolicy())``).
@@ -332,12 +344,9 @@ class ConnectPolicy:
 
     async def __call__(self, host: str, port: int, address: str) -> str | None:
         """Why ``address`` (what ``host`` resolved to) may not be connected to on ``port``, or None."""
-        problem = port_problem(port)
-        if problem:
-            return problem
-        parsed = _address(address)
+        parsed, problem = _port_and_address(port, address)
         if parsed is None:
-            return f"Endpoint address {address} is not an IP address"
+            return problem
         if time.monotonic() - self._loaded_at > self.REFRESH:
             from asgiref.sync import sync_to_async
 
@@ -359,12 +368,9 @@ class NetworksPolicy:
         self._allowed = networks(allowed_networks)
 
     async def __call__(self, host: str, port: int, address: str) -> str | None:
-        problem = port_problem(port)
-        if problem:
-            return problem
-        parsed = _address(address)
+        parsed, problem = _port_and_address(port, address)
         if parsed is None:
-            return f"Endpoint address {address} is not an IP address"
+            return problem
         problem = address_problem(parsed, self._allowed)
         if problem:
             return problem
