@@ -247,7 +247,7 @@ def test_it_counts_each_dispatch_once_per_match(lm_server, players, referees):
 
 
 def test_two_conductors_never_dispatch_the_same_match(lm_server, players, referees, agent_env, manage_py):
-    """Two runleague processes on the same database: every (match, attempt) is sent once."""
+    """Two runleague processes on the same database: every match is claimed once, by one of them."""
     from tests.support.servers import Process
 
     league = make_league("conductor_pair", **FAST)
@@ -270,9 +270,16 @@ def test_two_conductors_never_dispatch_the_same_match(lm_server, players, refere
     league.refresh_from_db()
     assert league.status == League.Status.COMPLETED
     assert [w.proc.returncode for w in workers] == [0, 0]
-    starts = Counter(start for ref in refs for start in ref.starts)  # (match_id, match token of the attempt)
-    assert set(starts.values()) == {1}
-    assert len({match_id for match_id, _ in starts}) == 28 == MatchResult.objects.filter(league=league).count()
+    # (match_id, match token of the attempt) → the referees it was sent to. A start the other
+    # conductor finds unsettled past the call's whole retry budget is sent again to the same
+    # referee (stale_assignments; start_match is idempotent), which a loaded machine can cause;
+    # one attempt claimed by both conductors would go to two referees.
+    sent_to: dict[tuple[str, str], set[int]] = {}
+    for n, ref in enumerate(refs):
+        for start in ref.starts:
+            sent_to.setdefault(start, set()).add(n)
+    assert all(len(targets) == 1 for targets in sent_to.values()), sent_to
+    assert len({match_id for match_id, _ in sent_to}) == 28 == MatchResult.objects.filter(league=league).count()
     assert all(ref.max_running <= 3 for ref in refs)
 
 
