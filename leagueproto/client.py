@@ -77,6 +77,15 @@ class CallFailed(Exception):
         self.rpc_error = rpc_error
 
 
+def _final(exc: CallFailed, attempts: int, started: float, policy: RetryPolicy) -> bool:
+    """Note on ``exc`` how many tries it took and how long; whether to give up (not a timeout
+    or connection failure, or no retry left)."""
+    exc.attempts = attempts
+    exc.latency_ms = (time.perf_counter() - started) * 1000
+    retryable = exc.code in (ErrorCode.TIMEOUT_ERROR, ErrorCode.CONNECTION_ERROR)
+    return not retryable or attempts > policy.retries
+
+
 class _MethodNotFound(Exception):
     pass
 
@@ -285,10 +294,7 @@ class AgentClient:
                 latency = (time.perf_counter() - started) * 1000
                 return CallResult(reply, is_error, latency, attempts, dialect)
             except CallFailed as exc:
-                exc.attempts = attempts
-                exc.latency_ms = (time.perf_counter() - started) * 1000
-                retryable = exc.code in (ErrorCode.TIMEOUT_ERROR, ErrorCode.CONNECTION_ERROR)
-                if not retryable or attempts > policy.retries:
+                if _final(exc, attempts, started, policy):
                     raise
             await asyncio.sleep(policy.delay)
 
@@ -382,10 +388,7 @@ class AgentClient:
                     raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, "not a batch reply", http_status=status)
                 break
             except CallFailed as exc:
-                exc.attempts = attempts
-                exc.latency_ms = (time.perf_counter() - started) * 1000
-                retryable = exc.code in (ErrorCode.TIMEOUT_ERROR, ErrorCode.CONNECTION_ERROR)
-                if not retryable or attempts > policy.retries:
+                if _final(exc, attempts, started, policy):
                     raise
             except _MethodNotFound as exc:
                 raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, "batch refused as a method") from exc
