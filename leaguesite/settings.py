@@ -215,8 +215,9 @@ SPECTACULAR_SETTINGS = {
 }
 
 # -- the league ------------------------------------------------------------------------------
-# Request limits on the LM's /mcp endpoint.
-MCP_MAX_BODY_BYTES = env_int("MCP_MAX_BODY_BYTES", 64 * 1024)
+# Request limits on the LM's /mcp endpoint. 1 MiB holds a referee's batch of ~100 reports with
+# their match logs (referee/agent.py: REPORT_BATCH_BYTES): fewer, larger POSTs cost the LM less.
+MCP_MAX_BODY_BYTES = env_int("MCP_MAX_BODY_BYTES", 1024 * 1024)
 MCP_ALLOWED_ORIGINS = env_list("MCP_ALLOWED_ORIGINS", [])
 # Rate limits (league/ratelimit.py): per token and per client address, per minute. A league's
 # own rate_limit_per_minute applies to messages naming it; referees' tokens get REFEREE_FACTOR
