@@ -48,10 +48,14 @@ FINISHED_KEPT = 1000  # finished matches kept in memory for get_match_state and 
 # kept, with room for reports re-sent after a restart (their matches are not in memory).
 REPORTS_KEPT = 2 * FINISHED_KEPT
 # Reports waiting together go to the LM in one JSON-RPC batch of at most this many, and of at
-# most this many bytes of messages: the LM answers a body over 64 KiB with 413 (docs/protocol.md),
+# most this many bytes of messages: the LM answers a body over 1 MiB with 413 (docs/protocol.md),
 # and the JSON-RPC framing of each item needs room too. A larger report goes alone, as before.
+# An LM with a smaller limit answers a batch 413: the referee then halves its cap (_send_reports).
 REPORT_BATCH = 50
-REPORT_BATCH_BYTES = 48 * 1024
+REPORT_BATCH_BYTES = 960 * 1024
+
+# A report waiting for the sender: its message, its timeout, the future its delivery task awaits.
+Outgoing = tuple[dict[str, Any], float, asyncio.Future[CallResult]]
 
 
 def retry_after(exc: CallFailed) -> float:
@@ -63,6 +67,16 @@ def retry_after(exc: CallFailed) -> float:
         if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 300:
             return float(value)
     return 0.0
+
+
+def _fitting(items: list[tuple[Outgoing, int]], cap: int) -> int:
+    """How many of ``items`` (each with its size), from the first, go in one batch of at most
+    REPORT_BATCH and ``cap`` bytes; at least one (a report larger than ``cap`` goes alone)."""
+    count, size = 1, items[0][1]
+    while count < min(len(items), REPORT_BATCH) and size + items[count][1] <= cap:
+        size += items[count][1]
+        count += 1
+    return count
 
 
 @dataclass
@@ -220,8 +234,10 @@ class Referee:
         self._running: set[asyncio.Task] = set()
         self._report_tasks: dict[str, asyncio.Task] = {}
         # Report messages waiting for the sender, each with the future its delivery task awaits.
-        self._outbox: asyncio.Queue[tuple[dict[str, Any], float, asyncio.Future[CallResult]]] | None = None
+        self._outbox: asyncio.Queue[Outgoing] | None = None
         self._report_sender: asyncio.Task | None = None
+        # The byte cap of a batch once the LM answered one 413 (its limit is below ours), else None.
+        self._report_cap: int | None = None
         self._register_task: asyncio.Task | None = None
         self._league_registrations: dict[str, asyncio.Task] = {}  # followed leagues registering again
         self._registered: asyncio.Event | None = None
@@ -813,55 +829,88 @@ class Referee:
         self._outbox.put_nowait((message, timeout, answer))
         return await answer
 
-    async def _send_reports(self, outbox: asyncio.Queue) -> None:
+    def _report_batch_bytes(self) -> int:
+        """The byte cap of a batch: REPORT_BATCH_BYTES, or less after the LM answered 413."""
+        return REPORT_BATCH_BYTES if self._report_cap is None else min(self._report_cap, REPORT_BATCH_BYTES)
+
+    async def _send_reports(self, outbox: asyncio.Queue[Outgoing]) -> None:
         """The one sender to the LM: takes all that is queued, sends it, answers each waiter.
         A report found alone goes at once; those queued while a POST is in flight go together
         in the next one (no waiting to fill a batch)."""
-        assert self.client is not None and self.config.league_url
-        held = None  # taken from the queue but past the size of the last batch: first in the next
+        held: tuple[Outgoing, int] | None = None  # taken from the queue but past the cap: first in the next
         while True:
-            waiting = [held or await outbox.get()]
-            held = None
-            size = len(dumps(waiting[0][0]))
+            if held is None:
+                item = await outbox.get()
+                held = (item, len(dumps(item[0])))
+            waiting, size, held = [held], held[1], None
+            cap = self._report_batch_bytes()
             while len(waiting) < REPORT_BATCH and not outbox.empty():
                 item = outbox.get_nowait()
                 item_size = len(dumps(item[0]))
-                if size + item_size > REPORT_BATCH_BYTES:
-                    held = item
+                if size + item_size > cap:
+                    held = (item, item_size)
                     break
-                waiting.append(item)
+                waiting.append((item, item_size))
                 size += item_size
-            waiting = [item for item in waiting if not item[2].done()]  # its delivery task was cancelled
-            try:
-                if len(waiting) == 1:
-                    message, timeout, _ = waiting[0]
-                    outcomes: list[CallResult | CallFailed] = [
-                        await self.client.call(
-                            self.config.league_url,
-                            "report_match_result",
-                            message,
-                            timeout=timeout,
-                            policy=self.config.report_retry,
-                        )
-                    ]
-                elif waiting:
-                    outcomes = await self.client.call_batch(
+            await self._post_reports([entry for entry in waiting if not entry[0][2].done()])
+
+    async def _post_reports(self, waiting: list[tuple[Outgoing, int]]) -> None:
+        """Send ``waiting`` (each report with its size) in one POST and answer each waiter. A batch
+        the LM finds too large (HTTP 413) is not the reports' fault: the cap is halved, for later
+        batches too, and the same reports go again in batches under it."""
+        assert self.client is not None and self.config.league_url
+        if not waiting:
+            return  # every delivery task was cancelled
+        try:
+            if len(waiting) == 1:
+                (message, timeout, _), _ = waiting[0]
+                outcomes: list[CallResult | CallFailed] = [
+                    await self.client.call(
                         self.config.league_url,
-                        [("report_match_result", message) for message, _, _ in waiting],
-                        timeout=max(timeout for _, timeout, _ in waiting),
+                        "report_match_result",
+                        message,
+                        timeout=timeout,
                         policy=self.config.report_retry,
                     )
-                else:
-                    continue
-            except Exception as exc:  # the POST failed (CallFailed) or a bug: every waiter hears it
-                outcomes = [exc] * len(waiting)
-            for (_, _, answer), outcome in zip(waiting, outcomes, strict=True):
-                if answer.done():
-                    continue
-                if isinstance(outcome, Exception):
-                    answer.set_exception(outcome)
-                else:
-                    answer.set_result(outcome)
+                ]
+            else:
+                outcomes = await self.client.call_batch(
+                    self.config.league_url,
+                    [("report_match_result", message) for (message, _, _), _ in waiting],
+                    timeout=max(timeout for (_, timeout, _), _ in waiting),
+                    policy=self.config.report_retry,
+                )
+        except CallFailed as exc:
+            if exc.http_status == 413 and len(waiting) > 1:
+                self._lower_report_cap(waiting)
+                while waiting:  # under the cap of the moment: a part refused in turn lowers it again
+                    count = _fitting(waiting, self._report_batch_bytes())
+                    part, waiting = waiting[:count], waiting[count:]
+                    await self._post_reports([entry for entry in part if not entry[0][2].done()])
+                return
+            outcomes = [exc] * len(waiting)
+        except Exception as exc:  # a bug: every waiter hears it
+            outcomes = [exc] * len(waiting)
+        for ((_, _, answer), _), outcome in zip(waiting, outcomes, strict=True):
+            if answer.done():
+                continue
+            if isinstance(outcome, Exception):
+                answer.set_exception(outcome)
+            else:
+                answer.set_result(outcome)
+
+    def _lower_report_cap(self, refused: list[tuple[Outgoing, int]]) -> None:
+        """Halve the cap below the size of the batch the LM refused, so that batch splits; never
+        below its largest report, so the cap still holds a report (a larger one goes alone)."""
+        size = sum(item_size for _, item_size in refused)
+        cap = max(size // 2, max(item_size for _, item_size in refused))
+        self._report_cap = min(cap, self._report_batch_bytes())
+        log.info(
+            "LM refused a batch of %d reports (%d bytes) as too large (HTTP 413): batches of at most %d bytes now",
+            len(refused),
+            size,
+            self._report_cap,
+        )
 
     # -- the short form: synchronous run_match ------------------------------------------------------------
     async def _run_seed_match(self, raw: dict[str, Any]) -> dict[str, Any]:

@@ -9,9 +9,12 @@ import time
 
 import pytest
 
+from leagueproto.asgi import make_asgi_app
 from leagueproto.client import CallFailed
 from leagueproto.envelope import make_message
 from leagueproto.errors import ErrorCode
+from leagueproto.jsonutil import dumps
+from leagueproto.server import McpServer
 from referee import agent
 from referee.agent import Referee, RefereeConfig
 from tests.referee.conftest import rpc, run_referee, start_match_message
@@ -314,3 +317,47 @@ def test_reports_waiting_while_one_is_in_flight_go_together_in_one_post(
     assert len(rest) == 3 and len(set(rest)) == posts
     assert all(body.startswith(b"[") for body in rest) == (posts == 1)  # a batch, or plain calls
     assert all(r["status"] == "RECORDED" for r in referee.referee.reports.values())
+
+
+async def test_a_batch_the_lm_finds_too_large_goes_again_in_smaller_ones(tmp_path, caplog):
+    """An LM whose body limit is below our batches answers 413: the referee halves its cap until
+    the LM takes them, every report arrives once, and later batches keep the lowered cap."""
+    scripted_lm = ScriptedLM()
+    scripted_lm.tokens["referee-token"] = "REF01"
+    mcp = McpServer(scripted_lm.toolset)
+
+    def report(n: int) -> dict:
+        return make_message(
+            "MATCH_RESULT_REPORT",
+            "referee:REF01",
+            auth_token="referee-token",
+            league_id="league_test",
+            match_id=f"R1M{n:02d}",
+            result={"status": "WIN", "winner": "P01"},
+            match_log=[{"round": k, "note": "x" * 90} for k in range(80)],  # ~8 KB, as a real one
+        )
+
+    size = len(dumps(report(1)))
+    mcp.max_body_bytes = 2 * size + 200  # two reports and their JSON-RPC framing, not three
+    caplog.set_level("INFO", logger="referee.agent")
+    with serving(make_asgi_app(mcp)) as lm_server:
+        referee = Referee(RefereeConfig(register=False, league_url=lm_server.url, state_dir=tmp_path))
+        await referee.startup()
+        try:
+            # Queued together before the sender runs: one batch of 8, refused; 4, refused; then 2s.
+            results = await asyncio.gather(*(referee._send_report(report(n), 10.0) for n in range(1, 9)))
+            assert [r.reply["status"] for r in results] == ["RECORDED"] * 8
+            assert [r.reply["match_id"] for r in results] == [f"R1M{n:02d}" for n in range(1, 9)]
+            received = scripted_lm.received.of("report_match_result")
+            assert sorted(r["match_id"] for r in received) == [f"R1M{n:02d}" for n in range(1, 9)]  # each once
+            posts = list(dict.fromkeys(scripted_lm.report_bodies))  # the bodies the LM took, in order
+            assert len(posts) == 4 and all(body.startswith(b"[") for body in posts)
+            assert referee._report_cap == 2 * size
+            assert caplog.text.count("(HTTP 413)") == 2
+            # Later reports start under the lowered cap: no 413 first.
+            more = await asyncio.gather(*(referee._send_report(report(n), 10.0) for n in range(9, 13)))
+            assert [r.reply["status"] for r in more] == ["RECORDED"] * 4
+            assert len(dict.fromkeys(scripted_lm.report_bodies)) == 6
+            assert caplog.text.count("(HTTP 413)") == 2
+        finally:
+            await referee.shutdown()
