@@ -351,7 +351,7 @@ def test_mcp_survives_random_and_mutated_messages_over_http(lm_server, fuzz_leag
 
         run()
         # Oversized and foreign-origin requests get their transport answers, never a 500.
-        big = client.post(lm_server, content=b"[" + b"1," * 40_000 + b"1]")
+        big = client.post(lm_server, content=b"[" + b"1," * (django_settings.MCP_MAX_BODY_BYTES // 2) + b"1]")
         assert big.status_code == 413 and big.json()["error"]["code"] == -32600
         deep = client.post(lm_server, content=b"[" * 100 + b"]" * 100)
         assert deep.status_code == 400

@@ -3,15 +3,20 @@ referee, consistent scores."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import itertools
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from django.test import override_settings
 
 from league import actions, events
 from league.mcp import toolset
 from league.mcp.reports import PendingReport, record_reports
 from league.models import Event, Match, MatchResult, Player, Referee, Round
+from leagueproto.client import AgentClient, CallFailed, CallResult
+from leagueproto.jsonutil import dumps
 from tests.league.lm_support import (
     assigned_match,
     call,
@@ -212,6 +217,36 @@ def test_a_batch_of_reports_gets_one_answer_each_and_writes_exactly_its_rows(lm_
     assert [e.match_id for e in new if e.kind == "report_conflict"] == ["R1M1", "R1M2"]
     assert all(e.league_id == league.pk for e in new)
     assert kinds.index(("STATE", "round_played")) < max(i for i, k in enumerate(kinds) if k[1] == "match_finished")
+
+
+def test_a_referees_batch_of_reports_over_64_kib_is_taken_in_one_post(lm_server):
+    """20 reports with logs of a real report's weight (~8 KB) in one JSON-RPC batch: one POST
+    over 64 KiB, all recorded. An LM with a smaller MCP_MAX_BODY_BYTES refuses the whole batch
+    with 413, which the referee's client reports as such (the referee then splits its batches)."""
+    league, ref, _ = _setup(lm_server, players=7)
+    pairs = list(itertools.combinations([f"P0{n}" for n in range(1, 8)], 2))[:20]
+    reports = []
+    for n, (a, b) in enumerate(pairs, start=1):
+        assigned_match(league, a=a, b=b, match_id=f"R1M{n}")
+        report = win_report(ref, f"R1M{n}", winner=a, loser=b)
+        report["match_log"][0]["message"]["note"] = "x" * max(0, 8000 - len(dumps(report)))
+        reports.append(report)
+    assert len(dumps(reports)) > 64 * 1024
+
+    async def send() -> list[CallResult | CallFailed]:
+        client = AgentClient()
+        try:
+            return await client.call_batch(lm_server, [("report_match_result", r) for r in reports], timeout=30)
+        finally:
+            await client.close()
+
+    with override_settings(MCP_MAX_BODY_BYTES=64 * 1024), pytest.raises(CallFailed) as refused:
+        asyncio.run(send())
+    assert refused.value.http_status == 413
+    assert not MatchResult.objects.exists()
+    outcomes = asyncio.run(send())
+    assert [o.reply["status"] for o in outcomes if isinstance(o, CallResult)] == ["RECORDED"] * len(reports)
+    assert MatchResult.objects.filter(league=league).count() == len(reports)
 
 
 def test_concurrent_reports_each_get_their_own_answer(lm_server):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from django.conf import settings
 from django.test import override_settings
 
 from leagueproto.jsonutil import loads
@@ -64,7 +65,7 @@ def test_it_does_not_redirect_mcp(lm_server):
 
 def test_it_refuses_bodies_over_the_limit_with_413(lm_server):
     big = _register_request()
-    big["padding"] = "x" * (65 * 1024)
+    big["padding"] = "x" * settings.MCP_MAX_BODY_BYTES
     response = post(lm_server, {"jsonrpc": "2.0", "id": 1, "method": "register_player", "params": big})
     assert response.status_code == 413 and response.json()["error"]["code"] == -32600
     with override_settings(MCP_MAX_BODY_BYTES=100):
