@@ -131,7 +131,7 @@ STANDINGS_TTL = 5.0
 class _Entry:
     key: StandingsKey
     read_at: float  # when every result was last read (time.monotonic())
-    table: StandingsTable  # changed only under _cache_lock, and only while this entry is cached
+    table: StandingsTable  # changed only under _cache_lock, through the entry cached at the time
     names: dict[str, str]
     rows: list[dict[str, Any]]  # never changed: callers get copies
 
