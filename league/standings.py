@@ -11,12 +11,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
 
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Max, Q, QuerySet
 
 from league.models import AgentStatus, League, MatchResult, Player
-from leagueproto.scoring import ResultRow, StandingRow, compute_standings
+from leagueproto.scoring import ResultRow, StandingRow, StandingsTable
 
 # The MatchResult columns a ResultRow is built from, in ResultRow's field order.
 RESULT_FIELDS = (
@@ -30,10 +31,13 @@ RESULT_FIELDS = (
 )
 
 
+def _result_rows(results: QuerySet[MatchResult]) -> list[ResultRow]:
+    return [ResultRow(*row) for row in results.order_by().values_list(*RESULT_FIELDS)]
+
+
 def result_rows(league: League) -> list[ResultRow]:
     """Every result of ``league``, as the ranking reads it."""
-    rows = MatchResult.objects.filter(league=league).order_by().values_list(*RESULT_FIELDS)
-    return [ResultRow(*row) for row in rows]
+    return _result_rows(MatchResult.objects.filter(league=league))
 
 
 def entrants(players: Iterable[tuple[str, str, str]], results: Iterable[ResultRow]) -> dict[str, str]:
@@ -43,11 +47,22 @@ def entrants(players: Iterable[tuple[str, str, str]], results: Iterable[ResultRo
     return {pid: name for pid, name, status in players if status != AgentStatus.REMOVED or pid in played}
 
 
-def rank(players: Iterable[tuple[str, str, str]], results: Iterable[ResultRow]) -> list[tuple[StandingRow, str]]:
-    """The ranked rows of ``entrants(players, results)``, each with its player's display name."""
+def table_of(
+    players: Iterable[tuple[str, str, str]], results: Iterable[ResultRow]
+) -> tuple[StandingsTable, dict[str, str]]:
+    """The table of ``entrants(players, results)`` with every result added, and their display names."""
     results = list(results)
     names = entrants(players, results)
-    return [(row, names[row.player_id]) for row in compute_standings(names, results)]
+    table = StandingsTable.for_players(names)
+    for result in results:
+        table.add(result)
+    return table, names
+
+
+def rank(players: Iterable[tuple[str, str, str]], results: Iterable[ResultRow]) -> list[tuple[StandingRow, str]]:
+    """The ranked rows of ``entrants(players, results)``, each with its player's display name."""
+    table, names = table_of(players, results)
+    return [(row, names[row.player_id]) for row in table.rows()]
 
 
 def standing_dict(row: StandingRow, display_name: str) -> dict[str, Any]:
@@ -65,21 +80,29 @@ def standing_dict(row: StandingRow, display_name: str) -> dict[str, Any]:
     }
 
 
+def _dicts(table: StandingsTable, names: dict[str, str]) -> list[dict[str, Any]]:
+    return [standing_dict(row, names[row.player_id]) for row in table.rows()]
+
+
+def _full_table(league: League) -> tuple[StandingsTable, dict[str, str]]:
+    players = Player.objects.filter(league=league).order_by().values_list("player_id", "display_name", "status")
+    return table_of(players, result_rows(league))
+
+
 def compute(league: League) -> list[dict[str, Any]]:
     """The standings of ``league`` from every result (no cache)."""
-    players = Player.objects.filter(league=league).order_by().values_list("player_id", "display_name", "status")
-    return [standing_dict(row, name) for row, name in rank(players, result_rows(league))]
+    return _dicts(*_full_table(league))
 
 
-# Standings per league and process, recomputed only when what they are made of changed: the
-# results (count, latest id) or the players (count, latest id, removals, re-registrations). A
-# display name edited by hand in the admin shows within STANDINGS_TTL seconds.
-STANDINGS_TTL = 5.0
-_cache: dict[int, tuple[tuple, float, list[dict[str, Any]]]] = {}
-_cache_lock = threading.Lock()
+class StandingsKey(NamedTuple):
+    """What the standings of a league depend on (``standings_key``)."""
+
+    results: int
+    latest_result: int | None
+    rest: tuple  # the league's creation, and the players' count, latest id, removals, latest seen
 
 
-def standings_key(league: League) -> tuple:
+def standings_key(league: League) -> StandingsKey:
     """What the standings of ``league`` depend on, in two aggregate queries. Results are
     appended, never changed (an admin edit shows within STANDINGS_TTL): their count and latest
     id say when one was added."""
@@ -94,7 +117,61 @@ def standings_key(league: League) -> tuple:
             seen=Max("last_seen_at"),
         )
     )
-    return (league.created_at, *results.values(), *players.values())
+    return StandingsKey(results["count"], results["latest"], (league.created_at, *players.values()))
+
+
+# Standings per league and process. When the key changed only by results added since, those
+# results are added to the cached table; anything else (players changed, a result deleted) reads
+# every result again, and so does the first call STANDINGS_TTL seconds after the last full read:
+# that bounds how long a result or display name edited by hand in the admin takes to show.
+STANDINGS_TTL = 5.0
+
+
+@dataclass(frozen=True)
+class _Entry:
+    key: StandingsKey
+    read_at: float  # when every result was last read (time.monotonic())
+    table: StandingsTable  # changed only under _cache_lock, through the entry cached at the time
+    names: dict[str, str]
+    rows: list[dict[str, Any]]  # never changed: callers get copies
+
+
+_cache: dict[int, _Entry] = {}
+_cache_lock = threading.Lock()
+
+
+def _only_results_added(old: StandingsKey, new: StandingsKey) -> bool:
+    return (
+        old.rest == new.rest
+        and new.results > old.results
+        and new.latest_result is not None
+        and new.latest_result > (old.latest_result or 0)
+    )
+
+
+def _add_new_results(league: League, cached: _Entry, key: StandingsKey) -> list[dict[str, Any]] | None:
+    """The rows of ``cached`` with the results added since, or None when the results after its
+    latest are not exactly the ones ``key`` counts, or bring a player the table lacks (a REMOVED
+    player's first result puts it in the table; ``entrants`` decides that)."""
+    # Up to the key's latest, so that the table stays exactly what the key describes.
+    new = _result_rows(
+        MatchResult.objects.filter(league=league, pk__gt=cached.key.latest_result or 0, pk__lte=key.latest_result)
+    )
+    if len(new) != key.results - cached.key.results:
+        return None
+    with _cache_lock:
+        if _cache.get(league.pk) is not cached:  # another thread moved this league's entry on
+            return None
+        table = cached.table
+        players = {p for r in new for p in (r.player_a, r.player_b)}
+        # A full read can see a result newer than the key read before it: that one is counted.
+        if not players <= table.tallies.keys() or any(r.match_id in table.match_ids for r in new):
+            return None
+        for result in new:
+            table.add(result)
+        rows = _dicts(table, cached.names)
+        _cache[league.pk] = replace(cached, key=key, rows=rows)
+    return rows
 
 
 def standings(league: League) -> list[dict[str, Any]]:
@@ -103,11 +180,17 @@ def standings(league: League) -> list[dict[str, Any]]:
     key = standings_key(league)
     now = time.monotonic()
     cached = _cache.get(league.pk)
-    if cached is not None and cached[0] == key and now - cached[1] < STANDINGS_TTL:
-        return [dict(row) for row in cached[2]]
-    rows = compute(league)
+    if cached is not None and now - cached.read_at < STANDINGS_TTL:
+        if cached.key == key:
+            return [dict(row) for row in cached.rows]
+        if _only_results_added(cached.key, key):
+            added = _add_new_results(league, cached, key)
+            if added is not None:
+                return [dict(row) for row in added]
+    table, names = _full_table(league)
+    rows = _dicts(table, names)
     with _cache_lock:
         if len(_cache) > 1000:
             _cache.clear()
-        _cache[league.pk] = (key, now, rows)
+        _cache[league.pk] = _Entry(key, now, table, names, rows)
     return [dict(row) for row in rows]

@@ -3,17 +3,63 @@ league's standings (LM queries, conductor, export, pages) showing the same table
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from league import export, queries, standings
 from league.api import readmodel
 from league.conductor.notices import round_boundary
-from league.models import AgentStatus, League, Match, Player, Round
+from league.models import AgentStatus, League, Match, MatchResult, Player, Round
 from league.standings import entrants
 from leagueproto.scoring import ResultRow
 from tests.browser.league_data import make_league, play, play_round
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(standings, "_cache", {})
+
+
+@pytest.fixture
+def full_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the reads of every result of a league (``result_rows``), ``compute``'s included."""
+    reads = [0]
+    every_result = standings.result_rows
+
+    def counted(league: League) -> list[ResultRow]:
+        reads[0] += 1
+        return every_result(league)
+
+    monkeypatch.setattr(standings, "result_rows", counted)
+    return reads
+
+
+def read(league: League, full_reads: list[int]) -> tuple[list[dict], bool]:
+    """The cached standings, and whether getting them read every result."""
+    before = full_reads[0]
+    rows = standings.standings(league)
+    return rows, full_reads[0] > before
+
+
+def match(league: League, match_id: str) -> Match:
+    return Match.objects.get(league=league, match_id=match_id)
+
+
+def both_lose(m: Match) -> None:
+    MatchResult.objects.create(
+        match=m,
+        league=m.league,
+        outcome=MatchResult.Outcome.BOTH_LOSE,
+        points_a=0,
+        points_b=0,
+        technical_loss_a=True,
+        technical_loss_b=True,
+        report_digest=f"digest-{m.match_id}",
+    )
+
 
 WIRE_FIELDS = ("rank", "player_id", "display_name", "played", "wins", "draws", "losses", "technical_losses", "points")
 
@@ -82,3 +128,83 @@ def test_entrants_is_the_one_rule_on_removed_players():
     results = [ResultRow("R1M1", "P01", "P02", 3, 0)]
     assert entrants(players, results) == {"P01": "A", "P02": "B"}
     assert entrants(players, []) == {"P01": "A"}
+
+
+def test_new_results_are_added_to_the_cached_table_and_anything_else_reads_every_result(monkeypatch, full_reads):
+    clock = [0.0]
+    monkeypatch.setattr(standings, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    league = make_league("incremental", players=6)
+    Player.objects.filter(league=league, player_id="P06").update(status=AgentStatus.REMOVED)
+
+    def step(*, full: bool) -> list[str]:
+        rows, was_full = read(league, full_reads)
+        assert rows == standings.compute(league)
+        assert was_full == full
+        return [row["player_id"] for row in rows]
+
+    assert "P06" not in step(full=True)  # removed before it played
+    play(match(league, "R1M1"), "even", "odd", 4)  # P01 beats P04
+    step(full=False)
+    play(match(league, "R1M2"), "odd", "odd", 3)  # a draw
+    play(match(league, "R2M1"), "even", "even", 2, technical="A")  # P05 fails: P01 wins
+    step(full=False)
+    play(match(league, "R1M3"), "even", "odd", 5)  # a result of P06: now it is listed
+    assert "P06" in step(full=True)
+    Player.objects.filter(league=league, player_id="P04").update(status=AgentStatus.REMOVED)
+    assert "P04" in step(full=True)  # the players changed; P04 has a result
+    both_lose(match(league, "R2M3"))  # P04 and P03
+    assert "P04" in step(full=False)
+    Player.objects.create(league=league, player_id="P07", display_name="Late", endpoint="http://127.0.0.1:9/mcp")
+    play(match(league, "R2M2"), "even", "odd", 2)  # with a new player too: every result is read
+    assert "P07" in step(full=True)
+
+    # An admin's edit of a counted result changes no key: it shows with the first call
+    # STANDINGS_TTL after the last full read, however many results were added in between.
+    MatchResult.objects.filter(match__match_id="R1M2", league=league).update(outcome="WIN_A", points_a=3, points_b=0)
+    clock[0] = standings.STANDINGS_TTL - 1
+    play(match(league, "R3M1"), "odd", "odd", 1)
+    assert read(league, full_reads)[1] is False
+    clock[0] = standings.STANDINGS_TTL + 1
+    play(match(league, "R3M2"), "odd", "even", 1)
+    step(full=True)
+    assert next(row for row in standings.standings(league) if row["player_id"] == "P02")["wins"] == 1  # R1M2
+
+
+def test_a_deleted_result_reads_every_result_again(full_reads):
+    league = make_league("deleted", players=4)
+    play(match(league, "R1M1"), "even", "odd", 4)
+    standings.standings(league)
+    MatchResult.objects.filter(league=league, match__match_id="R1M1").delete()
+    play(match(league, "R1M2"), "even", "odd", 4)
+    play(match(league, "R2M1"), "odd", "odd", 4)  # one more result than before, two new ones
+    rows, was_full = read(league, full_reads)
+    assert was_full and rows == standings.compute(league)
+    assert sum(row["played"] for row in rows) == 4
+
+
+def test_adding_results_costs_the_key_and_one_query(django_assert_num_queries):
+    league = make_league("one_query", players=4)
+    standings.standings(league)
+    play_round(league, 1)
+    with django_assert_num_queries(3):  # the two aggregates of the key, the new results
+        rows = standings.standings(league)
+    assert rows == standings.compute(league)
+    assert sum(row["played"] for row in rows) == 4
+
+
+def test_a_result_the_full_read_saw_before_its_key_did_is_not_counted_twice(monkeypatch, full_reads):
+    league = make_league("race", players=4)
+    key_of = standings.standings_key
+    late = [match(league, "R1M1")]
+
+    def key_then_a_result(league: League) -> standings.StandingsKey:
+        key = key_of(league)
+        if late:
+            play(late.pop(), "even", "odd", 4)
+        return key
+
+    monkeypatch.setattr(standings, "standings_key", key_then_a_result)
+    assert sum(row["played"] for row in standings.standings(league)) == 2  # read after the key
+    rows, was_full = read(league, full_reads)
+    assert was_full and rows == standings.compute(league)
+    assert sum(row["played"] for row in rows) == 2
