@@ -27,6 +27,7 @@ from league.bench.processes import (
     free_port_run,
     machine_cpu_times,
 )
+from league.conductor.worker import POLL
 from league.models import AgentStatus, Event, League, Match, MatchResult
 from league.standings import result_rows
 
@@ -64,7 +65,7 @@ class LeagueBench:
     lm_workers: int = 1
     mix: tuple[str, ...] = INSTANT_MIX
     connect: bool = False  # every player connects out to the LM's relay (league/relay/)
-    poll: float = 0.05
+    poll: float = POLL
     timeout: float = 900.0
     log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="league-bench-")))
     out: Any = None

@@ -51,6 +51,12 @@ from leagueproto.client import AgentClient
 
 log = logging.getLogger("league.conductor")
 
+# Seconds between ticks. A round ends when its last result is recorded, and the conductor sees it
+# at its next tick: with 99 round boundaries in a 100-player league, half a poll each is that much
+# more wall time (0.05 s cost the league ~2.5 s). A tick is two small reads (the leagues in
+# progress and the round's progress), so polling often costs little.
+POLL = 0.01
+
 
 def database_writable() -> None:
     """Raise the database's error unless a write transaction can begin now. A bare ``SELECT 1``
@@ -81,7 +87,7 @@ class Conductor(Supervision):
     """
 
     league_id: str | None = None
-    poll: float = 0.05  # seconds between ticks
+    poll: float = POLL  # seconds between ticks
     health_interval: float | None = None  # seconds between referee pings (None: league default)
     client: AgentClient | None = None
     supervise_every: float = 0.25

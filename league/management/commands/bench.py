@@ -22,6 +22,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from league.bench.database import configured_database, scratch_database
 from league.bench.machine import machine_info
+from league.conductor.worker import POLL
 
 
 class Command(BaseCommand):
@@ -48,7 +49,7 @@ class Command(BaseCommand):
         )
         league.add_argument("--lm-server", default="uvicorn", choices=("uvicorn", "daphne"))
         league.add_argument("--lm-workers", type=int, default=1, help="uvicorn worker processes for the LM")
-        league.add_argument("--poll", type=float, default=0.05, help="the conductor's poll interval")
+        league.add_argument("--poll", type=float, default=POLL, help="the conductor's poll interval")
         league.add_argument("--timeout", type=float, default=900.0)
         league.add_argument("--with-ceiling", action="store_true", help="also run the ceiling with the same calls")
         league.add_argument(

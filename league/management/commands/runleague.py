@@ -8,6 +8,7 @@ import uvloop
 from django.core.management.base import BaseCommand
 
 from league.conductor import Conductor
+from league.conductor.worker import POLL
 from leagueproto.serve import tune_gc
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -23,9 +24,14 @@ class Command(BaseCommand):
         parser.add_argument("--league", dest="league_id", help="Only this league (its league_id slug).")
         parser.add_argument("--once", action="store_true", help="Do one pass over the leagues, then exit.")
         parser.add_argument("--until-done", action="store_true", help="Exit when no league is in progress any more.")
-        parser.add_argument("--poll", type=float, default=0.05, help="Seconds between passes (default 0.05).")
+        parser.add_argument(
+            "--poll",
+            type=float,
+            default=POLL,
+            help=f"Seconds between passes (default {POLL}): how soon a round's end is seen.",
+        )
 
-    def handle(self, *args, league_id=None, once=False, until_done=False, poll=0.05, **options) -> None:
+    def handle(self, *args, league_id=None, once=False, until_done=False, poll=POLL, **options) -> None:
         level = logging.DEBUG if options["verbosity"] > 1 else logging.INFO
         logging.basicConfig(level=level, format=LOG_FORMAT)
         # The site's LOGGING (leaguesite/settings.py) gives the root logger a handler at WARNING,
