@@ -140,7 +140,13 @@ class McpServer:
                 ),
             )
         base = CallContext(
-            method="", dialect="direct", headers=headers, client_host=client_host, local_port=local_port, body=body
+            method="",
+            dialect="direct",
+            headers=headers,
+            client_host=client_host,
+            local_port=local_port,
+            body=body,
+            body_has_nul=b"\\u0000" in body,
         )
         status, response, extra = await self.handle_payload(payload, base)
         if response is None:
@@ -189,6 +195,7 @@ class McpServer:
             local_port=base.local_port,
             request_id=rid,
             body=base.body,
+            body_has_nul=base.body_has_nul,
         )
         extra: list[tuple[str, str]] = []
         try:

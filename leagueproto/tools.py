@@ -44,6 +44,9 @@ class CallContext:
     request_id: Any = None
     identity: Any = None  # whatever the authenticator returned
     body: bytes | None = None  # the raw request body, when the call came over HTTP
+    # Whether ``body`` holds the JSON escape of a NUL character (``\u0000``), read once per request
+    # (a batch's items share it): without it no string of the request holds one.
+    body_has_nul: bool = True
 
     @property
     def from_json(self) -> bool:

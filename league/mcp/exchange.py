@@ -13,7 +13,7 @@ from league.auth import Identity
 from league.events import EventValues, append_events, event_values
 from league.models import League
 from leagueproto.jsonutil import dumps
-from leagueproto.tools import Tool
+from leagueproto.tools import CallContext, Tool
 
 # What a summarised Event payload keeps (``capped``).
 SUMMARY_FIELDS = ("protocol", "message_type", "sender", "timestamp", "conversation_id", "league_id", "match_id")
@@ -21,13 +21,13 @@ SUMMARY_FIELDS = ("protocol", "message_type", "sender", "timestamp", "conversati
 _NUL = b"\\u0000"
 
 
-def has_nul(arguments: dict[str, Any], body: bytes | None = None) -> bool:
+def has_nul(arguments: dict[str, Any], ctx: CallContext | None = None) -> bool:
     """Whether a string in ``arguments`` holds a NUL character. JSON can only write one as the
     escape ``\\u0000`` (a raw control character in a string is invalid JSON, refused by the
-    parser), so a request ``body`` without that escape has none and needs no second look: a
-    report's arguments (its match log) cost ~15 µs to encode again for this check. ``body``:
-    the raw request, when the call came over HTTP."""
-    if body is not None and _NUL not in body:
+    parser), so a call whose request body has no such escape (``ctx.body_has_nul``, read once per
+    request, however many calls a batch holds) needs no second look: encoding a report's match
+    log again for this check would cost ~15 µs."""
+    if ctx is not None and ctx.body is not None and not ctx.body_has_nul:
         return False
     return _NUL in dumps(arguments)
 

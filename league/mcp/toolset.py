@@ -98,7 +98,7 @@ class LeagueManagerToolset(Toolset):
         # Refusals raised here are answered by leagueproto's server and not logged: over the rate
         # limit (E017 + HTTP 429, league/ratelimit.py) nothing is worth a database write.
         await limiter.check(arguments, ctx.bearer_token, ctx.client_host, tool.name)
-        if has_nul(arguments, ctx.body):
+        if has_nul(arguments, ctx):
             # PostgreSQL cannot store NUL in text or JSON: refuse it up front, for every database.
             raise LeagueError(ErrorCode.INVALID_MESSAGE_FORMAT, "text may not contain NUL (\\u0000) characters")
         if ctx.request_id is None and tool.name in REGISTRATION_TOOLS:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from league.mcp.exchange import has_nul
 from league.models import Event, League, MatchResult, Player
 from leagueproto.jsonutil import dumps
+from leagueproto.tools import CallContext
 from tests.league.lm_support import (
     assigned_match,
     call,
@@ -110,9 +112,25 @@ def test_a_nul_in_a_report_s_match_log_is_refused_and_nothing_is_recorded(lm_ser
     assert not MatchResult.objects.exists()
 
 
+def over_http(body: bytes) -> CallContext:
+    return CallContext(method="register_player", dialect="direct", body=body, body_has_nul=b"\\u0000" in body)
+
+
 def test_the_nul_check_trusts_a_request_body_without_the_escape():
     args = {"display_name": "nul\x00name"}
-    assert has_nul(args) and has_nul(args, dumps(args))
-    assert not has_nul({"display_name": "plain"}, b'{"display_name":"plain"}')
+    assert has_nul(args) and has_nul(args, over_http(dumps(args)))
+    assert not has_nul({"display_name": "plain"}, over_http(b'{"display_name":"plain"}'))
     # JSON writes a NUL only as the escape: a body without one is not encoded again to look.
-    assert not has_nul(args, b'{"display_name":"plain"}')
+    assert not has_nul(args, over_http(b'{"display_name":"plain"}'))
+
+
+def test_a_batch_item_with_a_nul_is_refused_and_the_others_are_not(lm_server):
+    """The body is read for the escape once per request: in a batch, the item holding a NUL is
+    refused (E002) and a plain item of the same POST is answered as usual."""
+    batch = [
+        {"jsonrpc": "2.0", "id": 1, "method": "list_leagues", "params": {}},
+        {"jsonrpc": "2.0", "id": 2, "method": "register_player", "params": {"display_name": "a\x00b"}},
+    ]
+    replies = {r["id"]: r for r in httpx.post(lm_server, json=batch, timeout=10).json()}
+    assert "NUL" in str(replies[2]) and "E002" in str(replies[2])
+    assert replies[1]["result"].get("message_type") == "LEAGUE_LIST"
