@@ -53,6 +53,9 @@ REPORTS_KEPT = 2 * FINISHED_KEPT
 # An LM with a smaller limit answers a batch 413: the referee then halves its cap (_send_reports).
 REPORT_BATCH = 50
 REPORT_BATCH_BYTES = 960 * 1024
+# A report waits at most this long for others of matches still in play at this referee, to go in
+# the same batch: a 100-player league's reports then reach the LM in about half as many POSTs.
+REPORT_LINGER = 0.02
 
 # A report waiting for the sender: its message, its timeout, the future its delivery task awaits.
 Outgoing = tuple[dict[str, Any], float, asyncio.Future[CallResult]]
@@ -835,8 +838,11 @@ class Referee:
 
     async def _send_reports(self, outbox: asyncio.Queue[Outgoing]) -> None:
         """The one sender to the LM: takes all that is queued, sends it, answers each waiter.
-        A report found alone goes at once; those queued while a POST is in flight go together
-        in the next one (no waiting to fill a batch)."""
+        Those queued while a POST is in flight go together in the next one. A report found alone
+        waits up to ``REPORT_LINGER`` for others while matches are still in play here (matches
+        started together end together); with none in play it goes at once, so a round's last
+        report is never held."""
+        loop = asyncio.get_running_loop()
         held: tuple[Outgoing, int] | None = None  # taken from the queue but past the cap: first in the next
         while True:
             if held is None:
@@ -844,8 +850,18 @@ class Referee:
                 held = (item, len(dumps(item[0])))
             waiting, size, held = [held], held[1], None
             cap = self._report_batch_bytes()
-            while len(waiting) < REPORT_BATCH and not outbox.empty():
-                item = outbox.get_nowait()
+            linger_until = loop.time() + REPORT_LINGER
+            while len(waiting) < REPORT_BATCH:
+                if outbox.empty():
+                    left = linger_until - loop.time()
+                    if not self.active_matches or left <= 0:
+                        break
+                    try:
+                        item = await asyncio.wait_for(outbox.get(), left)
+                    except TimeoutError:
+                        break
+                else:
+                    item = outbox.get_nowait()
                 item_size = len(dumps(item[0]))
                 if size + item_size > cap:
                     held = (item, item_size)
