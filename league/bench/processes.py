@@ -22,6 +22,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import CommandError
 
+from league.endpoints import SERVICE_PORTS
+
 STRATEGY_MIX = ("random", "adaptive", "always_even", "always_odd", "alternate")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -92,8 +94,11 @@ def free_port_run(count: int) -> int:
     if last >= first:
         for _ in range(200):
             base = _random.randint(first, last)
-            if all(_bindable(port) for port in range(base, base + count)):
-                _HANDED_OUT.update(range(base, base + count))
+            ports = range(base, base + count)
+            # Not a service's well-known port either: the LM refuses those as agents' endpoints
+            # (league/endpoints.py), so a player host given 11211 never registered.
+            if all(port not in SERVICE_PORTS and _bindable(port) for port in ports):
+                _HANDED_OUT.update(ports)
                 return base
     raise CommandError(f"no run of {count} free ports")
 

@@ -48,6 +48,16 @@ def test_a_port_in_use_is_not_handed_out(unlucky):
             processes.free_port_run(3)  # 21000-21002 holds a port in use
 
 
+def test_a_run_holding_a_service_port_is_not_handed_out(monkeypatch):
+    """The LM refuses an agent's endpoint on a service's well-known port (11211, Memcached): a
+    run of ports covering one would leave a player unregistered and the bench waiting."""
+    monkeypatch.setattr(processes, "_HANDED_OUT", set())
+    monkeypatch.setattr(processes, "_random", SameChoice(11200))
+    with pytest.raises(CommandError, match="no run of 100 free ports"):
+        processes.free_port_run(100)  # 11200-11299 holds 11211
+    assert processes.free_port_run(5) == 11200  # 11200-11204 holds none
+
+
 def test_runs_and_ports_are_distinct_bindable_and_outside_the_kernels_ephemeral_range():
     low, high = processes.ephemeral_range()
     handed = [processes.free_port() for _ in range(5)]
