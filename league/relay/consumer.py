@@ -17,14 +17,20 @@ an older one. When the socket drops, the calls waiting on it are answered 502 at
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
+import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
+from channels.exceptions import ChannelFull
 from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.layers import BaseChannelLayer
 from django.conf import settings
+from redis.exceptions import RedisError
 
 from league.ratelimit import Bucket, LocalBuckets
 from league.relay import hub, registration, state
@@ -41,6 +47,15 @@ TOO_FAST = 4429  # over the frame or connection rate
 TOO_BIG = 1009  # the WebSocket code for a message too big
 # A reply that comes after its caller gave up is dropped quietly for this long, not an error.
 LATE_GRACE = 60.0
+# What the channel layer may raise when Redis times out or restarts, and when a send finds its
+# channel full: the call it carried fails, not the consumer (and the agent's socket with it).
+LAYER_DOWN = (RedisError, OSError)
+LAYER_ERRORS = (ChannelFull, *LAYER_DOWN)
+# A read of a channel that failed is tried again after this long, doubling up to the maximum.
+RETRY_FIRST = 0.05
+RETRY_MAX = 2.0
+
+logger = logging.getLogger("league.relay")
 
 _buckets = LocalBuckets()
 _socket_numbers = itertools.count(1)
@@ -59,9 +74,34 @@ class WithoutConnectionHop:
         await handler(message)
 
 
+async def receive_patiently(layer: BaseChannelLayer, channel: str) -> dict[str, Any]:
+    """The next message of ``channel``. A read that fails because Redis timed out or is restarting
+    is tried again (the message waits in Redis meanwhile); logged once for each run of failures."""
+    pause = RETRY_FIRST
+    while True:
+        try:
+            return await layer.receive(channel)
+        except LAYER_DOWN as exc:
+            if pause == RETRY_FIRST:
+                logger.warning("relay: reading channel %s failed (%r); trying again", channel, exc)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, RETRY_MAX)
+
+
 class RelayConsumer(WithoutConnectionHop, AsyncWebsocketConsumer):
     holder: state.Holder | None = None
     closing = False  # once the LM closes the socket, nothing more is sent or read on it
+
+    # Channels' AsyncConsumer sets ``channel_receive`` to the layer's receive of the consumer's
+    # channel and reads it until the consumer stops: an exception there would end the consumer and
+    # close the agent's socket. The consumer reads it through receive_patiently instead.
+    @property
+    def channel_receive(self) -> Callable[[], Awaitable[dict[str, Any]]]:
+        return self._channel_receive
+
+    @channel_receive.setter
+    def channel_receive(self, _receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+        self._channel_receive = functools.partial(receive_patiently, self.channel_layer, self.channel_name)
 
     async def connect(self) -> None:
         # socket id → (where the reply goes: a channel, or a future of this process; the caller's
@@ -105,7 +145,10 @@ class RelayConsumer(WithoutConnectionHop, AsyncWebsocketConsumer):
         self.holder = found
         previous = await database_sync_to_async(state.connected)(found, self.channel_name)
         if previous:
-            await self.channel_layer.send(previous, {"type": "relay.replaced"})
+            try:
+                await self.channel_layer.send(previous, {"type": "relay.replaced"})
+            except LAYER_ERRORS as exc:  # the older socket stays until it drops: calls come here now
+                logger.warning("relay: could not tell %s it was replaced (%r)", previous, exc)
         hub.attach(found.league_id, found.player_id, self.channel_name, self)
         welcome = {"type": "welcome", "league_id": found.league_id, "player_id": found.player_id}
         await self.send(text_data=dumps({**welcome, "endpoint": found.endpoint}).decode())
@@ -185,7 +228,9 @@ class RelayConsumer(WithoutConnectionHop, AsyncWebsocketConsumer):
                 return  # its caller gave up: a late answer, not an unsolicited one
             await self._refuse(BAD_MESSAGE, f"no call with id {socket_id} is waiting for a reply")
             return
-        reply_to, caller_id, _ = entry
+        reply_to, caller_id, expires = entry
+        if expires < time.time():  # nobody waits for it any more
+            return
         message["id"] = caller_id
         await self._answer(reply_to, 200, dumps(message))
 
@@ -238,7 +283,12 @@ class RelayConsumer(WithoutConnectionHop, AsyncWebsocketConsumer):
             if not reply_to.done():  # (a caller that hung up cancelled it)
                 reply_to.set_result({"status": status, "body": body})
             return
-        await self.channel_layer.send(reply_to, {"type": "relay.reply", "status": status, "body": body})
+        try:
+            await self.channel_layer.send(reply_to, {"type": "relay.reply", "status": status, "body": body})
+        except LAYER_ERRORS as exc:
+            # That one call fails: its caller waits to its deadline, as for an agent that does not
+            # answer. The socket and the other calls on it go on.
+            logger.warning("relay: the reply (%d) to %s could not be sent (%r)", status, reply_to, exc)
 
 
 def _bearer(headers: list[tuple[bytes, bytes]]) -> str | None:

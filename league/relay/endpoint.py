@@ -33,7 +33,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
 from league.relay import host_allowed, hub, state
-from league.relay.consumer import WithoutConnectionHop
+from league.relay.consumer import LAYER_DOWN, WithoutConnectionHop, receive_patiently
 from leagueproto.jsonutil import dumps, loads
 
 # The status a consumer answers a call with when its socket closes before the reply.
@@ -144,12 +144,18 @@ async def _through_layer(channel: str, body: bytes, expires: float) -> dict[str,
     """Send the call to the consumer of ``channel`` (any LM process) and wait for its reply; None
     when the consumer's queue is full (it is that far behind: as busy as too many calls)."""
     layer = get_channel_layer()
-    reply_to = await layer.new_channel("relay")
+    # Named as Channels names the consumers' own channels (no prefix of the relay's): channels_redis
+    # reads all the channels of a process that share a prefix from one Redis list, one list at a
+    # time, so a reply on a list of its own would wait while the process reads its sockets' list
+    # (until the next call for them), and a call for its sockets while it waits for a reply.
+    reply_to = await layer.new_channel()
     try:
         await layer.send(channel, {"type": "relay.call", "body": body, "reply_to": reply_to, "expires": expires})
     except ChannelFull:
         return None
-    return await layer.receive(reply_to)
+    except LAYER_DOWN as exc:
+        return {"status": 503, "body": f"the relay could not reach the agent's socket: {exc!r}".encode()}
+    return await receive_patiently(layer, reply_to)
 
 
 # (league_id, player_id) → (the channel of its socket in another LM process, until when it is trusted)
