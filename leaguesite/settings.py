@@ -115,13 +115,33 @@ REDIS_URL = env_str("REDIS_URL")
 # names each in PYTEST_XDIST_WORKER, which the agents a test starts inherit).
 _TEST_WORKER = env_str("PYTEST_XDIST_WORKER")
 REDIS_PREFIX = env_str("REDIS_PREFIX", f"{_TEST_WORKER}:" if _TEST_WORKER else "")
-if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": f"{REDIS_PREFIX}asgi"},
-        }
+
+
+def redis_channel_layer(url: str, prefix: str) -> dict[str, object]:
+    """The channel layer on the Redis server at ``url``, its keys under ``prefix``."""
+    return {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            # A process waits for its messages in Redis reads that block up to 5 s (channels_redis's
+            # brpop_timeout). redis-py gives up on a read after socket_timeout, by default also
+            # 5 s: a wait that ends empty would raise TimeoutError instead. (A socket_timeout in
+            # the URL's query string overrides this one.)
+            "hosts": [{"address": url, "socket_timeout": 15}],
+            "prefix": prefix,
+            # The messages bound for one LM process wait in one Redis list (channels_redis keeps
+            # there every channel the process names with one prefix: its consumers' and the
+            # relay's reply channels), and a send beyond `capacity` of them fails
+            # (ChannelFull). For the relay each is a call for a socket the process holds or the
+            # reply to a call it forwarded: one per call in flight, and an agent has at most
+            # RELAY_MAX_IN_FLIGHT (32) of those. Room for 250 agents' calls: a league of the
+            # default max_players (200) with every socket on one process.
+            "capacity": 250 * 32,
+        },
     }
+
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {"default": redis_channel_layer(REDIS_URL, f"{REDIS_PREFIX}asgi")}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
