@@ -1,0 +1,157 @@
+"""Calls that cross LM processes through the channel layer: a failed send or read of the layer
+fails at most the one call it carried, never the consumer and the agent's socket.
+
+The LM runs in this process (lm_server); ``hub.local_consumer`` is patched to find no consumer
+here, so every call goes through the layer as from another process: the in-memory layer, and
+Redis's (as several LM processes use it) when a Redis server is up."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+from channels.exceptions import ChannelFull
+from channels.layers import get_channel_layer
+from redis.exceptions import TimeoutError as RedisTimeout
+from websockets.sync.client import ClientConnection, connect
+
+from league.models import Player as PlayerRow
+from league.relay import hub
+from leaguesite.settings import redis_channel_layer
+from players.connect import connect_url
+from tests.league.lm_support import make_league, player_meta, register_player
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def _redis_up() -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        return probe.connect_ex(("127.0.0.1", 6379)) == 0
+
+
+@pytest.fixture(params=["in-memory", "redis"])
+def layer(request: pytest.FixtureRequest, settings: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The channel layer the LM uses, every call to a relay socket crossing it."""
+    if request.param == "redis":
+        if not _redis_up():
+            pytest.skip("no Redis at 127.0.0.1:6379")
+        settings.CHANNEL_LAYERS = {"default": redis_channel_layer(REDIS_URL, f"rr-test:{time.time_ns()}:asgi")}
+    monkeypatch.setattr(hub, "local_consumer", lambda channel: None)
+    return get_channel_layer()
+
+
+@pytest.fixture
+def player(lm_server: str, layer: Any) -> tuple[str, str]:
+    """A relay player's endpoint and auth_token."""
+    make_league("relay_layer")
+    meta = player_meta(display_name="lay", contact_endpoint="connect")
+    reply = register_player(lm_server, "lay", league_id="relay_layer", player_meta=meta)
+    assert reply["status"] == "ACCEPTED", reply
+    return PlayerRow.objects.get(player_id=reply["player_id"]).endpoint, reply["auth_token"]
+
+
+@contextmanager
+def _welcomed(lm_server: str, token: str) -> Iterator[ClientConnection]:
+    with connect(connect_url(lm_server), open_timeout=5) as agent:
+        agent.send(json.dumps({"auth_token": token}))
+        assert json.loads(agent.recv(5))["type"] == "welcome"
+        yield agent
+
+
+@pytest.fixture
+def endpoint_and_socket(lm_server: str, player: tuple[str, str]) -> Iterator[tuple[str, ClientConnection]]:
+    """A relay player's endpoint, and its socket (welcomed)."""
+    endpoint, token = player
+    with _welcomed(lm_server, token) as agent:
+        yield endpoint, agent
+
+
+def _call(endpoint: str, rid: Any, timeout: float = 10) -> httpx.Response:
+    request = {"jsonrpc": "2.0", "id": rid, "method": "ping"}
+    return httpx.post(endpoint, json=request, headers={"X-Relay-Timeout": f"{timeout:g}"}, timeout=timeout + 5)
+
+
+def _answer(agent: ClientConnection, result: Any = None) -> None:
+    request = json.loads(agent.recv(5))
+    agent.send(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result or {}}))
+
+
+def test_a_reply_the_layer_refuses_fails_that_call_and_the_socket_stays(
+    endpoint_and_socket, layer, monkeypatch, caplog
+):
+    endpoint, agent = endpoint_and_socket
+    send = layer.send
+    refused: list[str] = []
+
+    async def full_once(channel: str, message: dict[str, Any]) -> None:
+        if message["type"] == "relay.reply" and not refused:
+            refused.append(channel)
+            raise ChannelFull()
+        await send(channel, message)
+
+    monkeypatch.setattr(layer, "send", full_once)
+    with ThreadPoolExecutor(1) as pool, caplog.at_level(logging.WARNING, "league.relay"):
+        lost = pool.submit(_call, endpoint, "lost", 1)
+        _answer(agent)
+        assert lost.result(10).status_code == 504  # its reply never came: the call timed out
+        answered = pool.submit(_call, endpoint, "next")
+        _answer(agent, {"pong": True})
+        assert answered.result(10).json() == {"jsonrpc": "2.0", "id": "next", "result": {"pong": True}}
+    assert len(refused) == 1
+    assert [r.getMessage() for r in caplog.records if "could not be sent" in r.getMessage()] == [
+        f"relay: the reply (200) to {refused[0]} could not be sent (ChannelFull())"
+    ]
+
+
+def test_a_failed_read_of_the_sockets_channel_is_tried_again(lm_server, layer, player, monkeypatch):
+    receive = layer.receive
+    failed: list[str] = []
+
+    async def timing_out_once(channel: str) -> dict[str, Any]:
+        if not failed:  # the first read: the consumer's, as it starts
+            failed.append(channel)
+            raise RedisTimeout("Timeout reading from 127.0.0.1:6379")
+        return await receive(channel)
+
+    monkeypatch.setattr(layer, "receive", timing_out_once)
+    endpoint, token = player
+    with _welcomed(lm_server, token) as agent, ThreadPoolExecutor(1) as pool:
+        assert failed
+        answered = pool.submit(_call, endpoint, 1)
+        _answer(agent)
+        assert answered.result(10).status_code == 200
+
+
+@pytest.mark.parametrize("layer", ["redis"], indirect=True)
+def test_calls_in_flight_together_all_reach_the_socket_and_back(endpoint_and_socket):
+    """The agent answers only once it has both calls: a call must reach the socket, and a reply
+    its caller, while the same process waits for others on the same layer."""
+    endpoint, agent = endpoint_and_socket
+    with ThreadPoolExecutor(2) as pool:
+        calls = [pool.submit(_call, endpoint, n, 5) for n in (1, 2)]
+        requests = [json.loads(agent.recv(5)) for _ in calls]
+        for request in requests:
+            agent.send(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {}}))
+        assert [c.result(10).status_code for c in calls] == [200, 200]
+
+
+@pytest.mark.parametrize("layer", ["redis"], indirect=True)
+def test_a_socket_idle_past_the_layers_blocking_read_still_gets_calls(endpoint_and_socket, layer):
+    endpoint, agent = endpoint_and_socket
+    # channels_redis's reads of Redis block this long and begin again when nothing came.
+    time.sleep(layer.brpop_timeout + 1)
+    with ThreadPoolExecutor(1) as pool:
+        answered = pool.submit(_call, endpoint, 1)
+        _answer(agent)
+        assert answered.result(10).status_code == 200
