@@ -7,7 +7,8 @@ conductor call like any other. ``endpoint.py`` (a Channels HTTP consumer) forwar
 the consumer holding the player's socket (``consumer.py``: in this process directly, in another
 through the channel layer), which sends it down the socket and sends the reply back.
 ``state.py`` keeps the socket's whereabouts in the database (the dashboard shows them; another
-LM process finds the socket's channel there).
+LM process finds the socket's channel there). With Redis, calls and replies cross LM processes
+through ``layer.py``'s channel layer.
 docs/protocol.md, "Playing from behind NAT", is the agent's side of it.
 """
 
