@@ -120,8 +120,7 @@ REDIS_PREFIX = env_str("REDIS_PREFIX", f"{_TEST_WORKER}:" if _TEST_WORKER else "
 def redis_channel_layer(url: str, prefix: str) -> dict[str, object]:
     """The channel layer on the Redis server at ``url``, its keys under ``prefix``."""
     return {
-        # channels_redis's, sending and taking each message in fewer round trips to Redis.
-        "BACKEND": "league.relay.layer.RedisChannelLayer",
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
             # A process waits for its messages in Redis reads that block up to 5 s (channels_redis's
             # brpop_timeout). redis-py gives up on a read after socket_timeout, by default also

@@ -8,7 +8,7 @@ the consumer holding the player's socket (``consumer.py``: in this process direc
 through the channel layer), which sends it down the socket and sends the reply back.
 ``state.py`` keeps the socket's whereabouts in the database (the dashboard shows them; another
 LM process finds the socket's channel there). With Redis, calls and replies cross LM processes
-through ``layer.py``'s channel layer.
+through the channel layer (``redis_channel_layer`` in leaguesite/settings.py).
 docs/protocol.md, "Playing from behind NAT", is the agent's side of it.
 """
 

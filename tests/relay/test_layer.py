@@ -7,7 +7,6 @@ Redis's (as several LM processes use it) when a Redis server is up."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import socket
@@ -26,7 +25,6 @@ from websockets.sync.client import ClientConnection, connect
 
 from league.models import Player as PlayerRow
 from league.relay import hub
-from league.relay.layer import RedisChannelLayer
 from leaguesite.settings import redis_channel_layer
 from players.connect import connect_url
 from tests.league.lm_support import make_league, player_meta, register_player
@@ -157,24 +155,3 @@ def test_a_socket_idle_past_the_layers_blocking_read_still_gets_calls(endpoint_a
         answered = pool.submit(_call, endpoint, 1)
         _answer(agent)
         assert answered.result(10).status_code == 200
-
-
-def test_the_redis_layer_keeps_a_process_messages_in_order_within_its_capacity():
-    """The process's channels share one list in Redis: its capacity counts them all."""
-    if not _redis_up():
-        pytest.skip("no Redis at 127.0.0.1:6379")
-
-    async def exchange() -> None:
-        layer = RedisChannelLayer(hosts=[REDIS_URL], prefix=f"rr-test:{time.time_ns()}:asgi", capacity=2)
-        first, second = await layer.new_channel(), await layer.new_channel()
-        await layer.send(first, {"type": "relay.reply", "n": 1})
-        await layer.send(second, {"type": "relay.reply", "n": 2})
-        with pytest.raises(ChannelFull):
-            await layer.send(first, {"type": "relay.reply", "n": 3})
-        assert (await layer.receive(second))["n"] == 2  # the first one's message waits for it
-        assert (await layer.receive(first))["n"] == 1
-        await layer.send(first, {"type": "relay.reply", "n": 4})
-        assert (await layer.receive(first))["n"] == 4
-        await layer.flush()
-
-    asyncio.run(exchange())
