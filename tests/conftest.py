@@ -27,6 +27,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.sort(key=lambda item: not any(item.get_closest_marker(name) for name in ("processes", "browser")))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def worker_ports() -> None:
+    """Each parallel worker (pytest-xdist) chooses its agents' ports in a part of the range of its
+    own (league/bench/processes.py, PORT_SHARE)."""
+    from league.bench import processes
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if worker.startswith("gw") and workers > 1:
+        processes.PORT_SHARE = (int(worker.removeprefix("gw")), workers)
+
+
 @pytest.fixture
 def fuzz_examples(request: pytest.FixtureRequest) -> int:
     """How many cases a fuzz test runs: thousands in the suite, ten times that with --fuzz-long."""

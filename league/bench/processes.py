@@ -72,12 +72,25 @@ def ephemeral_range() -> tuple[int, int]:
     return low, high
 
 
+# Which part of the ports this process takes its runs from: (index, parts). Processes that choose
+# ports at the same moment (the test suite's parallel workers) each take their own part: the record
+# of ports handed out is per process, so two could choose the same free port before either's agent
+# binds it ("Address already in use").
+PORT_SHARE = (0, 1)
+
+
 def _first_ports(count: int) -> tuple[int, int]:
-    """The range (inclusive) a run of ``count`` ports may start in, outside the ephemeral range."""
+    """The range (inclusive) a run of ``count`` ports may start in, outside the ephemeral range,
+    within this process's ``PORT_SHARE``."""
     low, high = ephemeral_range()
     if low - count >= _LOWEST_PORT:
-        return _LOWEST_PORT, low - count
-    return high + 1, 65_536 - count
+        first, end = _LOWEST_PORT, low  # ports first .. end - 1
+    else:
+        first, end = high + 1, 65_536
+    index, parts = PORT_SHARE
+    size = (end - first) // parts
+    first += index * size
+    return first, first + size - count
 
 
 def free_port() -> int:

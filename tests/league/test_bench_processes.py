@@ -21,6 +21,12 @@ class SameChoice:
         return self.port
 
 
+@pytest.fixture(autouse=True)
+def whole_range(monkeypatch):
+    """The whole range, as one process alone has it (a parallel run's worker has a part of it)."""
+    monkeypatch.setattr(processes, "PORT_SHARE", (0, 1))
+
+
 @pytest.fixture
 def unlucky(monkeypatch):
     monkeypatch.setattr(processes, "_HANDED_OUT", set())
@@ -71,6 +77,18 @@ def test_runs_and_ports_are_distinct_bindable_and_outside_the_kernels_ephemeral_
     for port in handed[:5]:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", port))
+
+
+def test_processes_with_parts_of_their_own_choose_ports_apart(monkeypatch):
+    monkeypatch.setattr(processes, "ephemeral_range", lambda: (32_768, 60_999))
+    runs = []
+    for index in range(4):
+        monkeypatch.setattr(processes, "PORT_SHARE", (index, 4))
+        first, last = processes._first_ports(10)
+        runs.append((first, last + 10 - 1))  # the ports the runs may hold
+    for (_, end), (start, _) in zip(runs, runs[1:], strict=False):
+        assert end < start
+    assert runs[0][0] == 10_000 and runs[-1][1] <= 32_767
 
 
 def test_with_no_room_below_the_ephemeral_range_ports_come_from_above_it(monkeypatch):
