@@ -125,13 +125,13 @@ async def forward(league_id: str, player_id: str, body: bytes, timeout: float) -
                 else:
                     reply = await _through_layer(channel, body, expires)
         except TimeoutError:
-            _remote.pop((league_id, player_id), None)
+            hub.forget_remote(league_id, player_id)
             return Answer(504, f"player {player_id} did not answer within {timeout:g} s".encode())
         if reply is None or reply["status"] != DROPPED or loop.time() >= deadline:
             break
         # The socket dropped with the call in flight: send it again on the socket that replaces it
         # (what a caller's retry would do, within the same deadline), once that one is there.
-        _remote.pop((league_id, player_id), None)
+        hub.forget_remote(league_id, player_id)
         await asyncio.sleep(RECONNECT_POLL)
     if reply is None:
         return Answer(503, f"player {player_id} has too many calls waiting".encode())
@@ -158,8 +158,6 @@ async def _through_layer(channel: str, body: bytes, expires: float) -> dict[str,
     return await receive_patiently(layer, reply_to)
 
 
-# (league_id, player_id) → (the channel of its socket in another LM process, until when it is trusted)
-_remote: dict[tuple[str, str], tuple[str, float]] = {}
 _target = database_sync_to_async(state.target)
 
 
@@ -176,8 +174,8 @@ async def _socket_of(league_id: str, player_id: str, wait_until: float) -> str |
         if channel:
             return channel
         if shared:
-            remote, until = _remote.get((league_id, player_id), ("", 0.0))
-            if remote and until > loop.time():
+            remote = hub.remote_channel(league_id, player_id, loop.time())
+            if remote:
                 return remote
         if shared or not known:
             target = await _target(league_id, player_id)
@@ -185,7 +183,7 @@ async def _socket_of(league_id: str, player_id: str, wait_until: float) -> str |
                 return None
             known = True
             if shared and target.channel:
-                _remote[(league_id, player_id)] = (target.channel, loop.time() + REMOTE_CHANNEL_LIFE)
+                hub.remember_remote(league_id, player_id, target.channel, loop.time() + REMOTE_CHANNEL_LIFE)
                 return target.channel
         if loop.time() >= wait_until:
             return ""

@@ -9,20 +9,40 @@ from typing import Any
 
 _channels: dict[tuple[str, str], str] = {}
 _consumers: dict[str, Any] = {}  # channel → its RelayConsumer
+# Sockets of other LM processes as read from the database: (league, player) → (channel, trusted
+# until, in the event loop's time).
+_remote: dict[tuple[str, str], tuple[str, float]] = {}
 
 
 def attach(league_id: str, player_id: str, channel: str, consumer: Any) -> None:
     """``channel`` (``consumer``, of this process) now serves the player."""
     _channels[(league_id, player_id)] = channel
     _consumers[channel] = consumer
+    _remote.pop((league_id, player_id), None)
 
 
 def detach(league_id: str, player_id: str, channel: str) -> None:
-    """``channel`` closed; a newer socket of the same player stays."""
+    """``channel`` closed; a newer socket of the same player stays. What was read of the player's
+    socket elsewhere is forgotten too: the socket seen closing here may be the one it named."""
     key = (league_id, player_id)
     if _channels.get(key) == channel:
         del _channels[key]
     _consumers.pop(channel, None)
+    _remote.pop(key, None)
+
+
+def remember_remote(league_id: str, player_id: str, channel: str, until: float) -> None:
+    _remote[(league_id, player_id)] = (channel, until)
+
+
+def remote_channel(league_id: str, player_id: str, now: float) -> str:
+    """The player's socket in another process, as read of the database until ``now``, or ""."""
+    channel, until = _remote.get((league_id, player_id), ("", 0.0))
+    return channel if until > now else ""
+
+
+def forget_remote(league_id: str, player_id: str) -> None:
+    _remote.pop((league_id, player_id), None)
 
 
 def local_channel(league_id: str, player_id: str) -> str | None:

@@ -1,0 +1,26 @@
+"""What a process knows of the relay sockets: its own, and others' as read from the database."""
+
+from __future__ import annotations
+
+from league.relay import hub
+
+
+def test_a_socket_read_elsewhere_is_trusted_until_its_time():
+    hub.remember_remote("hub_league", "P01", "specific.x!1", until=100.0)
+    assert hub.remote_channel("hub_league", "P01", now=99.0) == "specific.x!1"
+    assert hub.remote_channel("hub_league", "P01", now=100.0) == ""
+    hub.forget_remote("hub_league", "P01")
+
+
+def test_a_socket_seen_opening_or_closing_here_replaces_what_was_read_elsewhere():
+    """The player's socket closed here (or opened here): a channel read of the database before
+    may be that socket's, and a call sent there would wait for a reply to its deadline."""
+    hub.remember_remote("hub_league", "P02", "specific.x!2", until=1e12)
+    hub.detach("hub_league", "P02", "specific.here!1")
+    assert hub.remote_channel("hub_league", "P02", now=0.0) == ""
+    hub.remember_remote("hub_league", "P02", "specific.x!2", until=1e12)
+    hub.attach("hub_league", "P02", "specific.here!2", consumer=object())
+    assert hub.remote_channel("hub_league", "P02", now=0.0) == ""
+    assert hub.local_channel("hub_league", "P02") == "specific.here!2"
+    hub.detach("hub_league", "P02", "specific.here!2")
+    assert hub.local_channel("hub_league", "P02") is None
