@@ -59,6 +59,7 @@ class Supervision(Sending):
     supervise_every: float
     probe_every: float
     _inflight: dict[int, asyncio.Task]
+    _starting: dict[int, set[asyncio.Task]]
     _cooldown: dict[int, float]
     _last_ping: dict[int, float]
     _pings: dict[int, asyncio.Task]
@@ -86,12 +87,15 @@ class Supervision(Sending):
         for item in items:
             if item.match_pk not in self._inflight:
                 by_referee.setdefault(item.referee_pk, []).append(item)
+        starting = self._starting.setdefault(league.pk, set())
         for group in by_referee.values():
             task = asyncio.create_task(self.start_matches(league, group))
             pks = [item.match_pk for item in group]
             for pk in pks:
                 self._inflight[pk] = task
             task.add_done_callback(lambda _t, pks=pks: [self._inflight.pop(pk, None) for pk in pks])
+            starting.add(task)
+            task.add_done_callback(starting.discard)
 
     async def start_matches(self, league: League, items: list[Dispatch]) -> None:
         """Send one referee's start_match calls, record them (``settle_starts``), and give back

@@ -100,6 +100,7 @@ class Conductor(Supervision):
     probe_every: float = 1.0  # seconds between reads of the agents to probe, per league
     cooldown_base: float = 1.0  # seconds a referee is left alone after a first failure (``referee_cooldown``)
     _inflight: dict[int, asyncio.Task] = field(default_factory=dict)  # match pk → task starting/playing it
+    _starting: dict[int, set[asyncio.Task]] = field(default_factory=dict)  # league pk → its start_match tasks
     _cooldown: dict[int, float] = field(default_factory=dict)  # referee pk → monotonic time
     _last_ping: dict[int, float] = field(default_factory=dict)
     _pings: dict[int, asyncio.Task] = field(default_factory=dict)
@@ -375,6 +376,11 @@ class Conductor(Supervision):
         await sync_to_async(notices_sent)(league, rnd.pk, outcomes)
 
     async def finish_league(self, league: League) -> None:
+        # The start_match calls of its last matches recorded first (a match can be played and
+        # reported before its start is): a completed league's Event log holds all it was sent.
+        starting = self._starting.pop(league.pk, set())
+        if starting:
+            await asyncio.wait(starting)
         deliveries, champion, table = await sync_to_async(league_end_messages)(league)
         await self.deliver(league, deliveries, league.default_timeout)
         if await sync_to_async(complete_league)(league.pk, champion, table):
