@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,23 +27,16 @@ from league.relay import hub
 from leaguesite.settings import redis_channel_layer
 from players.connect import connect_url
 from tests.league.lm_support import make_league, player_meta, register_player
+from tests.support.servers import REDIS_URL, redis_up
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-REDIS_URL = "redis://127.0.0.1:6379/0"
-
-
-def _redis_up() -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(1)
-        return probe.connect_ex(("127.0.0.1", 6379)) == 0
 
 
 @pytest.fixture(params=["in-memory", "redis"])
 def layer(request: pytest.FixtureRequest, settings: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The channel layer the LM uses, every call to a relay socket crossing it."""
     if request.param == "redis":
-        if not _redis_up():
+        if not redis_up():
             pytest.skip("no Redis at 127.0.0.1:6379")
         settings.CHANNEL_LAYERS = {"default": redis_channel_layer(REDIS_URL, f"rr-test:{time.time_ns()}:asgi")}
     monkeypatch.setattr(hub, "local_consumer", lambda channel: None)

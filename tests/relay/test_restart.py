@@ -8,7 +8,6 @@ every call crosses processes through the channel layer; the socket holder is the
 from __future__ import annotations
 
 import asyncio
-import socket
 import sys
 import threading
 
@@ -25,9 +24,8 @@ from players.connect import ConnectHost
 from referee.agent import Referee, RefereeConfig
 from tests.league.lm_support import make_league
 from tests.players.conftest import wait_until
-from tests.support.servers import Process, free_port, wait_for_port
+from tests.support.servers import REDIS_URL, Process, free_port, redis_up, wait_for_port
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
 # Long enough retries that a call made while the LM restarts is retried after it is back.
 PATIENT = {
     "join_timeout": 3.0,
@@ -42,12 +40,6 @@ PATIENT = {
 }
 
 
-def _redis_up() -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(1)
-        return probe.connect_ex(("127.0.0.1", 6379)) == 0
-
-
 def _lm(port: int, env: dict[str, str], log: str) -> Process:
     args = [sys.executable, "-m", "uvicorn", "leaguesite.asgi:application", "--host", "127.0.0.1"]
     args += ["--port", str(port), "--log-level", "warning", "--no-access-log"]
@@ -59,7 +51,7 @@ def _lm(port: int, env: dict[str, str], log: str) -> Process:
 @pytest.mark.processes
 @pytest.mark.parametrize("layer", ["in-memory", "redis"])
 def test_relay_players_reconnect_after_an_lm_restart_and_nothing_is_lost(layer, agent_env, tmp_path):
-    if layer == "redis" and not _redis_up():
+    if layer == "redis" and not redis_up():
         pytest.skip("no Redis at 127.0.0.1:6379")
     holder_port = free_port()
     env = dict(agent_env)

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from collections.abc import Sequence
 
 from league.bench import processes
 from league.bench.processes import free_port, free_port_run
 
-__all__ = ["Process", "free_port", "free_ports", "live_database_url", "wait_for_port"]
+__all__ = ["REDIS_URL", "Process", "free_port", "free_ports", "live_database_url", "redis_up", "wait_for_port"]
 
 # The same helpers the launcher uses; tests know the run of ports as free_ports.
 free_ports = free_port_run
+
+# The Redis of this machine (CI starts it), for the tests that run a variant on it.
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def redis_up() -> bool:
+    """Whether Redis answers at 127.0.0.1:6379."""
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        return probe.connect_ex(("127.0.0.1", 6379)) == 0
 
 
 def live_database_url() -> str:
