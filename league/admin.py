@@ -1,8 +1,8 @@
 """Admin: leagues with their workflow actions, agents, matches, results and the read-only event log.
 
 State changes go through league/actions/, so the admin leaves the same Event trail as the
-command line and the LM. ``LeagueAdmin.actions`` is a list other modules may extend
-(pause/resume/cancel) with ``LeagueAdmin.actions += [...]``.
+command line and the LM. Actions that cannot be undone (cancel) ask for confirmation on a page of
+their own, as Django's delete does.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.db.models import QuerySet
@@ -18,6 +19,7 @@ from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, reverse
 
 from league import actions
+from league.api.readmodel import referee_warning
 from league.consumers import announce_leagues
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 
@@ -82,16 +84,27 @@ def close_registration(modeladmin, request, queryset):
 @admin.action(description="Start (close registration, mark READY)")
 def start_league(modeladmin, request, queryset):
     _each(modeladmin, request, queryset, actions.start_league, "Started")
+    for league in queryset.model.objects.filter(pk__in=[league.pk for league in queryset]):
+        warning = referee_warning(league)
+        if warning:
+            modeladmin.message_user(request, f"League {league.league_id}: {warning}", messages.WARNING)
 
 
 @admin.action(description="Generate a referee key (shown once; replaces the previous one)")
 def generate_referee_key(modeladmin, request, queryset):
     """The new keys on a page of their own, never in a message: messages may sit in a cookie."""
     keys = [(league, actions.generate_referee_key(league)) for league in queryset]
+    # The URL the teacher reached the admin by is the one a referee on this network can use too.
+    league_url = f"{settings.LM_BASE_URL}/mcp" if settings.LM_BASE_URL else request.build_absolute_uri("/mcp")
     response = TemplateResponse(
         request,
         "admin/league/referee_keys.html",
-        {**modeladmin.admin_site.each_context(request), "title": "Referee keys", "keys": keys},
+        {
+            **modeladmin.admin_site.each_context(request),
+            "title": "Referee keys",
+            "keys": keys,
+            "league_url": league_url,
+        },
     )
     response["Cache-Control"] = "no-store"  # the page holds secrets: no copy in any cache
     return response
@@ -100,6 +113,40 @@ def generate_referee_key(modeladmin, request, queryset):
 @admin.action(description="Revoke the referee key")
 def revoke_referee_key(modeladmin, request, queryset):
     _each(modeladmin, request, queryset, actions.revoke_referee_key, "Referee key revoked")
+
+
+@admin.action(description="Pause")
+def pause(modeladmin, request, queryset):
+    _each(modeladmin, request, queryset, actions.pause_league, "Paused")
+
+
+@admin.action(description="Resume")
+def resume(modeladmin, request, queryset):
+    _each(modeladmin, request, queryset, actions.resume_league, "Resumed")
+
+
+@admin.action(description="Cancel the league…")
+def cancel(modeladmin, request, queryset):
+    """Asks first (a page of its own): a cancelled league cannot be resumed."""
+    if "apply" in request.POST:
+        _each(modeladmin, request, queryset, actions.cancel_league, "Cancelled")
+        return None
+    return TemplateResponse(
+        request,
+        "admin/league/confirm_cancel.html",
+        {
+            **modeladmin.admin_site.each_context(request),
+            "title": "Cancel the league?",
+            "leagues": queryset,
+            "opts": modeladmin.model._meta,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        },
+    )
+
+
+@admin.action(description="Reinstate (undo suspension)")
+def reinstate(modeladmin, request, queryset):
+    _each(modeladmin, request, queryset, actions.reinstate_agent, "Reinstated")
 
 
 class PlayerInline(admin.TabularInline):
@@ -123,7 +170,7 @@ class RefereeInline(PlayerInline):
 @admin.register(League)
 class LeagueAdmin(admin.ModelAdmin):
     """Leagues. Adding one goes through ``actions.create_league`` (the path the ``league`` command
-    takes); deleting one through ``admin_actions.delete_league``, which may remove its events."""
+    takes); deleting one through ``actions.delete_league``, which may remove its events."""
 
     list_display = ("league_id", "name", "game_type", "status", "registration_closes_at", "current_round", "page")
     list_filter = ("status", "game_type")
@@ -137,7 +184,16 @@ class LeagueAdmin(admin.ModelAdmin):
         "completed_at",
         "referee_key",
     )
-    actions = [open_registration, close_registration, start_league, generate_referee_key, revoke_referee_key]
+    actions = [
+        open_registration,
+        close_registration,
+        start_league,
+        pause,
+        resume,
+        cancel,
+        generate_referee_key,
+        revoke_referee_key,
+    ]
     inlines = [RefereeInline, PlayerInline]
     fieldsets = (
         (
@@ -218,14 +274,12 @@ class LeagueAdmin(admin.ModelAdmin):
 
     # -- deleting: one named, logged action removes the league with all its records --------
     def get_deleted_objects(self, objs, request: HttpRequest):
-        from league.admin_actions import IN_PLAY, league_records
-
         summary, counts, protected = [], {}, []
         for league in objs:
-            if league.status in IN_PLAY:
+            if league.status in actions.IN_PLAY:
                 protected.append(f"{league} is {league.status}: cancel it first")
                 continue
-            records = league_records(league)
+            records = actions.league_records(league)
             summary.append(f"{league}: " + ", ".join(f"{n} {kind}" for kind, n in records.items()))
             for kind, n in records.items():
                 counts[kind] = counts.get(kind, 0) + n
@@ -233,9 +287,7 @@ class LeagueAdmin(admin.ModelAdmin):
         return summary, counts, set(), protected
 
     def delete_model(self, request: HttpRequest, obj: League) -> None:
-        from league.admin_actions import delete_league
-
-        delete_league(obj, by=request.user.get_username())
+        actions.delete_league(obj, by=request.user.get_username())
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
         for league in queryset:
@@ -263,6 +315,7 @@ class AgentAdmin(admin.ModelAdmin):
         _agent_status_action(AgentStatus.SUSPENDED, "Suspend"),
         _agent_status_action(AgentStatus.REMOVED, "Remove from the league"),
         revoke_token,
+        reinstate,
     ]
 
 

@@ -9,7 +9,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from leagueproto.errors import MISSING, SEE_ENVELOPE, ErrorCode, refusal, see
+from leagueproto.errors import MISSING, SEE_ENVELOPE, ErrorCode, LeagueError, refusal, see
 
 PROTOCOL_VERSION = "league.v2"
 MIN_AGENT_PROTOCOL_VERSION = (2, 0, 0)
@@ -216,3 +216,35 @@ def validate_envelope(message: Any) -> dict[str, Any]:
         parse_timestamp(message["timestamp"])
     parse_sender(message["sender"])
     return message
+
+
+def league_error_message(err: LeagueError, *, sender: str, conversation_id: str | None = None) -> dict[str, Any]:
+    return make_message("LEAGUE_ERROR", sender, conversation_id=conversation_id, **err.fields())
+
+
+def game_error_message(
+    err: LeagueError,
+    *,
+    sender: str,
+    match_id: str | None,
+    conversation_id: str | None = None,
+    affected_player: str | None = None,
+    action_required: str | None = None,
+    retry_count: int = 0,
+    max_retries: int = 0,
+    consequence: str | None = None,
+    auth_token: str | None = None,
+) -> dict[str, Any]:
+    return make_message(
+        "GAME_ERROR",
+        sender,
+        conversation_id=conversation_id,
+        auth_token=auth_token,
+        match_id=match_id,
+        affected_player=affected_player,
+        action_required=action_required,
+        retry_count=retry_count,
+        max_retries=max_retries,
+        consequence=consequence,
+        **err.fields(),
+    )

@@ -1,4 +1,4 @@
-"""The league.v2 error catalog and the LEAGUE_ERROR / GAME_ERROR reply builders.
+"""The league.v2 error catalog (the LEAGUE_ERROR / GAME_ERROR messages are built in envelope.py).
 
 The codes follow the course's league.v2 catalog, so that every error we answer has a specific
 code (docs/protocol.md, "Error codes", lists them all). A refusal of something an agent sent
@@ -128,39 +128,3 @@ class LeagueError(Exception):
             "context": self.context,
             "retryable": self.retryable,
         }
-
-
-def league_error_message(err: LeagueError, *, sender: str, conversation_id: str | None = None) -> dict[str, Any]:
-    from leagueproto.envelope import make_message
-
-    return make_message("LEAGUE_ERROR", sender, conversation_id=conversation_id, **err.fields())
-
-
-def game_error_message(
-    err: LeagueError,
-    *,
-    sender: str,
-    match_id: str | None,
-    conversation_id: str | None = None,
-    affected_player: str | None = None,
-    action_required: str | None = None,
-    retry_count: int = 0,
-    max_retries: int = 0,
-    consequence: str | None = None,
-    auth_token: str | None = None,
-) -> dict[str, Any]:
-    from leagueproto.envelope import make_message
-
-    return make_message(
-        "GAME_ERROR",
-        sender,
-        conversation_id=conversation_id,
-        auth_token=auth_token,
-        match_id=match_id,
-        affected_player=affected_player,
-        action_required=action_required,
-        retry_count=retry_count,
-        max_retries=max_retries,
-        consequence=consequence,
-        **err.fields(),
-    )

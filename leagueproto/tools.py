@@ -13,14 +13,12 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import models_json_schema
 
-from leagueproto.envelope import make_message, validate_envelope
+from leagueproto.envelope import game_error_message, league_error_message, make_message, validate_envelope
 from leagueproto.errors import (
     MISSING,
     SEE_WIRE,
     ErrorCode,
     LeagueError,
-    game_error_message,
-    league_error_message,
     refusal,
 )
 from leagueproto.messages import FROM_JSON, Empty, ErrorReply, LeagueReply, Pong

@@ -27,17 +27,28 @@ import asyncio
 import socket
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from leagueproto.envelope import parse_timestamp
 from leagueproto.errors import LeagueError
 from leagueproto.jsonutil import dumps, dumps_str, loads
 from leagueproto.server import HttpResponse, McpServer
-from players.strategies import FAULTS
+from leagueproto.tools import Toolset
 from players.strategies.base import MoveSituation, ParitySituation, Strategy
 
-if TYPE_CHECKING:
-    from players.agent import Player
+FAULTS = (
+    "slow",
+    "late",
+    "silent",
+    "dead",
+    "http500",
+    "malformed",
+    "wrong_type",
+    "invalid_parity",
+    "flapping",
+    "impostor",
+    "oversized",
+)
 
 DECISIONS = frozenset({"choose_parity", "make_move"})
 SILENT_MAX = 60.0  # a silent player answers nothing for this long at most (then the server can stop)
@@ -47,6 +58,13 @@ def _unused_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+class Player(Protocol):
+    """What a faulty server needs of the player it wraps (players.agent.Player)."""
+
+    toolset: Toolset
+    in_play: dict[str, dict[str, Any]]
 
 
 class FaultStrategy(Strategy):

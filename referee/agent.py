@@ -454,6 +454,7 @@ class Referee:
         assert self.client is not None and self.config.league_url
         delay = self.config.follow_interval
         declined: dict[str, str] = {}  # league → its status when it last refused us (asked again on a change)
+        key_refusals: dict[str, str] = {}  # league → why it refused our referee key
         # Leagues joined by this run: a seat kept in --state-dir is registered again (presenting
         # its token), as a restarted referee does with its one league.
         joined: set[str] = set()
@@ -487,13 +488,21 @@ class Referee:
                 except CallFailed:
                     break  # the LM went away: the next poll says so
                 except RegistrationRefused as exc:
-                    self._refused_for_good(exc)
-                    return
+                    # A league's own key opens that league only: another league refusing it is
+                    # news for the log, not a reason to leave the leagues that took us.
+                    declined[league_id] = status
+                    key_refusals[league_id] = str(exc)
+                    self.echo(f"league {league_id} ({status}) refused our referee key; not refereeing it")
+                    continue
                 if ok:
                     joined.add(league_id)
                 else:
                     declined[league_id] = status
                     self.echo(f"league {league_id} ({status}) did not take us: {self._last_refusal}")
+            if not self.seats and not joined and key_refusals and len(key_refusals) == len(declined):
+                # Every league we know refused the key and none took us: the operator must act.
+                self._refused_for_good(RegistrationRefused(next(iter(key_refusals.values()))))
+                return
             await asyncio.sleep(delay)
 
     async def reregister(self, league_id: str | None = None) -> None:

@@ -16,8 +16,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leagueproto.client import AgentClient, CallFailed, CallResult, RetryPolicy
-from leagueproto.envelope import deadline_in, make_message, new_conversation_id, parse_sender, utc_now
-from leagueproto.errors import ErrorCode, LeagueError, game_error_message
+from leagueproto.envelope import (
+    deadline_in,
+    game_error_message,
+    make_message,
+    new_conversation_id,
+    parse_sender,
+    utc_now,
+)
+from leagueproto.errors import ErrorCode, LeagueError
 from leagueproto.scoring import match_score
 from referee.games import GameRules, InvalidMove, MoveContext, Request
 

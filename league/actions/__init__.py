@@ -3,17 +3,26 @@
 The LM tools, the admin and the ``league`` command all change state through these functions, so
 every path obeys the same rules and leaves the same trail in the Event log:
 
-- ``leagues``: a league's life cycle and the admin's actions on agents;
+- ``leagues``: a league's life cycle (open, start, pause, resume, cancel, delete) and the admin's
+  actions on agents;
 - ``registration``: players and referees joining (and referee keys);
 - ``outcomes``: whether a reported result may stand (scoring rules, match log);
 - ``results``: recording results, a batch of reports in one transaction.
 """
 
 from league.actions.leagues import (
+    FINAL,
+    IN_PLAY,
+    cancel_league,
     close_registration,
     create_league,
     create_match,
+    delete_league,
+    league_records,
     open_registration,
+    pause_league,
+    reinstate_agent,
+    resume_league,
     revoke_agent,
     set_agent_status,
     start_league,
@@ -39,6 +48,8 @@ from league.actions.registration import (
 from league.actions.results import LAST_SEEN_EVERY, Recorded, Report, mark_round_played, record_result, record_results
 
 __all__ = [
+    "FINAL",
+    "IN_PLAY",
     "ENDPOINT_OF_OTHER_KIND",
     "ENDPOINT_TAKEN",
     "GAME_TYPE_NOT_SUPPORTED",
@@ -71,4 +82,10 @@ __all__ = [
     "set_agent_status",
     "start_league",
     "validated_outcome",
+    "cancel_league",
+    "delete_league",
+    "league_records",
+    "pause_league",
+    "reinstate_agent",
+    "resume_league",
 ]

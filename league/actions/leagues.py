@@ -1,18 +1,30 @@
-"""A league's life cycle: created, registration opened and closed, started; agents suspended,
-removed or revoked by the admin; a match made by hand. Each function is one transaction whose
-Event rows are written with it, and whose broadcast goes out after the commit."""
+"""A league's life cycle: created, registration opened and closed, started, paused, resumed,
+cancelled and deleted; agents suspended, removed, revoked or reinstated by the admin; a match made
+by hand. Each function is one transaction whose Event rows are written with it, and whose broadcast
+goes out after the commit. The admin (league/admin.py), the ``league`` command and ``demo`` call
+these, never the models directly."""
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import models, transaction
 from django.utils import timezone
 
 from league.auth import new_token
+from league.consumers import announce_leagues
 from league.events import broadcast, record_event
-from league.models import AgentStatus, League, Match, Player, Referee, Round
+from league.models import AgentStatus, Event, League, Match, Player, Referee, Round
+
+log = logging.getLogger(__name__)
+
+PAUSABLE = (League.Status.READY, League.Status.RUNNING)
+FINAL = (League.Status.COMPLETED, League.Status.CANCELLED)
+# A league the conductor may be working on is cancelled first: deleting rows under it would
+# leave referees and players in matches that no longer exist.
+IN_PLAY = (League.Status.READY, League.Status.RUNNING, League.Status.PAUSED)
 
 
 def create_league(*, name: str, league_id: str, game_type: str = "even_odd", **settings: Any) -> League:
@@ -79,6 +91,86 @@ def start_league(league: League) -> League:
     return league
 
 
+def pause_league(league: League) -> League:
+    """Hold a READY or RUNNING league: the conductor dispatches nothing new while PAUSED
+    (matches already with a referee finish and are recorded)."""
+    with transaction.atomic():
+        league = League.objects.select_for_update().get(pk=league.pk)
+        if league.status not in PAUSABLE:
+            raise ValueError(f"league {league.league_id} is {league.status}: only a ready or running league can pause")
+        _set_status(league, League.Status.PAUSED, "league_paused", previous=league.status)
+        league.save(update_fields=["status"])
+    return league
+
+
+def resume_league(league: League) -> League:
+    """Back to the status the league had when it was paused."""
+    with transaction.atomic():
+        league = League.objects.select_for_update().get(pk=league.pk)
+        if league.status != League.Status.PAUSED:
+            raise ValueError(f"league {league.league_id} is {league.status}, not paused")
+        paused = league.events.filter(kind="league_paused").order_by("-id").first()
+        previous = (paused.payload.get("previous") if paused else None) or League.Status.RUNNING
+        _set_status(league, previous, "league_resumed")
+        league.save(update_fields=["status"])
+    return league
+
+
+def cancel_league(league: League) -> League:
+    """Stop a league for good; matches not yet handed to a referee are cancelled."""
+    with transaction.atomic():
+        league = League.objects.select_for_update().get(pk=league.pk)
+        if league.status in FINAL:
+            raise ValueError(f"league {league.league_id} is already {league.status}")
+        cancelled = Match.objects.filter(league=league, status=Match.Status.SCHEDULED).update(
+            status=Match.Status.CANCELLED
+        )
+        _set_status(league, League.Status.CANCELLED, "league_cancelled", matches_cancelled=cancelled)
+        league.save(update_fields=["status"])
+    return league
+
+
+def league_records(league: League) -> dict[str, int]:
+    """How many rows of each kind a league owns (what deleting it removes)."""
+    return {
+        "players": league.players.count(),
+        "referees": league.referees.count(),
+        "rounds": league.rounds.count(),
+        "matches": league.matches.count(),
+        "results": league.results.count(),
+        "events": Event.objects.filter(league=league).count(),
+    }
+
+
+def delete_league(league: League, by: str = "") -> dict[str, int]:
+    """Delete a league and every record of it (agents, rounds, matches, results, events).
+
+    The Event log is append-only, and this is the one path allowed to remove a league's events:
+    it leaves in their place one ``league_deleted`` Event (with no league) that says which league
+    went, who deleted it and how many rows of each kind. A league in play is refused: cancel it
+    first. Returns those counts."""
+    with transaction.atomic():
+        league = League.objects.select_for_update().get(pk=league.pk)
+        if league.status in IN_PLAY:
+            raise ValueError(f"league {league.league_id} is {league.status}: cancel it first, then delete it")
+        counts = league_records(league)
+        league_id, name, status = league.league_id, league.name, league.status
+        # QuerySet.delete itself: EventQuerySet refuses deletes everywhere else.
+        models.QuerySet.delete(Event.objects.filter(league=league))
+        league.delete()
+        record_event(
+            None,
+            "STATE",
+            "league_deleted",
+            agent=by,
+            payload={"league_id": league_id, "name": name, "status": status, "by": by, **counts},
+        )
+        broadcast(league_id, "league_deleted", {"league_id": league_id})
+        announce_leagues("league_deleted", league_id)
+    log.warning("league %r (%s) deleted by %s: %s", league_id, status, by or "?", counts)
+    return counts
+
+
 def set_agent_status(agent: Player | Referee, status: str) -> None:
     """Suspend or remove an agent (admin); recorded and broadcast like any transition."""
     with transaction.atomic():
@@ -96,6 +188,16 @@ def revoke_agent(agent: Player | Referee) -> None:
         type(agent).objects.filter(pk=agent.pk).update(status=AgentStatus.SUSPENDED, token_hash=unusable_hash)
         agent_id = agent.player_id if isinstance(agent, Player) else agent.referee_id
         record_event(agent.league, "STATE", "agent_revoked", agent=agent_id, payload={"status": AgentStatus.SUSPENDED})
+
+
+def reinstate_agent(agent: Player | Referee) -> None:
+    """Undo a suspension: the agent takes part again (REGISTERED)."""
+    with transaction.atomic():
+        if agent.status != AgentStatus.SUSPENDED:
+            raise ValueError(f"{agent} is {agent.status}, not suspended")
+        type(agent).objects.filter(pk=agent.pk).update(status=AgentStatus.REGISTERED)
+        agent_id = agent.player_id if isinstance(agent, Player) else agent.referee_id
+        record_event(agent.league, "STATE", "agent_reinstated", agent=agent_id, payload={"status": "REGISTERED"})
 
 
 def create_match(

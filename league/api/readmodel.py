@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Count, Q
 from django.utils import timezone
 
@@ -400,10 +401,17 @@ def referee_warning(league: League) -> str | None:
         if not referees
         else f"its {referees} referee{'s are' if referees != 1 else ' is'} suspended or gone"
     )
-    return (
-        f"No live referee: {why}, so no match can be played. Start one for this league, with its "
-        f"referee key: REFEREE_KEY=<key> python manage.py runreferee --league-id {league.league_id}"
+    start = (
+        f"Start one for this league with its referee key: REFEREE_KEY=<key> python manage.py runreferee "
+        f"--league-id {league.league_id} --league-url <this site>/mcp"
     )
+    if not (settings.REFEREE_KEY or league.referee_key_hash):
+        # No key anywhere: every referee is refused until one exists, so that comes first.
+        start = (
+            "Generate the league's referee key first (admin: Leagues › Generate a referee key, or "
+            f"manage.py league key {league.league_id}): referees need it. Then s" + start[1:]
+        )
+    return f"No live referee: {why}, so no match can be played. {start}"
 
 
 def agent_calls(league: League, agent_id: str | None = None) -> dict[str, list[Call]]:

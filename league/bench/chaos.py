@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from league import actions
-from league.admin_actions import cancel_league
+from league.actions import cancel_league
 from league.bench.league_run import BENCH_TIMEOUTS, INSTANT_MIX, validate_league
 from league.bench.machine import machine_info
 from league.bench.outage import Outage, database_outage

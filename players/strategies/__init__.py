@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from players.faults import FAULTS, FaultStrategy
 from players.strategies.adaptive import Adaptive
 from players.strategies.base import MoveSituation, ParitySituation, Strategy
 from players.strategies.simple import Alternate, AlwaysEven, AlwaysOdd, RandomStrategy
@@ -18,26 +19,10 @@ def _llm(**kwargs: Any) -> Strategy:
 
 def _fault(fault: str) -> Any:
     def make(**kwargs: Any) -> Strategy:
-        from players.faults import FaultStrategy  # fault injection; imported on demand
-
         return FaultStrategy(fault, **kwargs)
 
     return make
 
-
-FAULTS = (
-    "slow",
-    "late",
-    "silent",
-    "dead",
-    "http500",
-    "malformed",
-    "wrong_type",
-    "invalid_parity",
-    "flapping",
-    "impostor",
-    "oversized",
-)
 
 STRATEGIES: dict[str, Any] = {
     "random": RandomStrategy,

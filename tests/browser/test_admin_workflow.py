@@ -50,7 +50,15 @@ def test_it_pauses_resumes_and_cancels_a_league(staff):
     response = run_action(staff, "league", "resume", league.pk)
     assert "not paused" in response.content.decode()
 
-    run_action(staff, "league", "cancel", league.pk)
+    asked = run_action(staff, "league", "cancel", league.pk).content.decode()
+    assert "cannot be resumed" in asked and "Yes, cancel the league" in asked
+    league.refresh_from_db()
+    assert league.status == "RUNNING"  # nothing happens before the organiser confirms
+    staff.post(
+        "/admin/league/league/",
+        {"action": "cancel", "_selected_action": [str(league.pk)], "apply": "1"},
+        follow=True,
+    )
     league.refresh_from_db()
     assert league.status == "CANCELLED"
     assert not Match.objects.filter(league=league).exclude(status="CANCELLED").exists()

@@ -1,4 +1,4 @@
-"""``manage.py league``: create, open, close, start, status, match."""
+"""``manage.py league``: create, open, close, start, pause, resume, cancel, key, status, match, delete."""
 
 from __future__ import annotations
 
@@ -174,3 +174,36 @@ def test_it_refuses_to_delete_a_league_in_play():
     League.objects.create(name="Cup", league_id="cup", status=League.Status.RUNNING)
     with pytest.raises(CommandError, match="cancel it first"):
         run("delete", "cup", "--yes")
+
+
+@pytest.mark.django_db
+def test_it_pauses_resumes_and_cancels_a_league_only_when_told_yes():
+    league = League.objects.create(name="Cup", league_id="cup", status=League.Status.RUNNING)
+    assert "cup is PAUSED" in run("pause", "cup")
+    with pytest.raises(CommandError, match="only a ready or running league can pause"):
+        run("pause", "cup")
+    assert "cup is RUNNING again" in run("resume", "cup")
+    assert "would cancel cup (RUNNING) for good" in run("cancel", "cup")
+    league.refresh_from_db()
+    assert league.status == League.Status.RUNNING
+    assert "cup is CANCELLED" in run("cancel", "cup", "--yes")
+    kinds = list(Event.objects.filter(league=league).values_list("kind", flat=True))
+    assert kinds == ["league_paused", "league_resumed", "league_cancelled"]
+
+
+@pytest.mark.django_db
+def test_start_warns_when_no_referee_can_play_and_key_prints_the_command(settings):
+    from league.actions import check_referee_key
+
+    settings.REFEREE_KEY = ""
+    league = League.objects.create(name="Cup", league_id="cup", status=League.Status.REGISTERING, min_players=1)
+    _player(league, "P01", "a")
+    out = run("start", "cup")
+    assert "WARNING: No live referee: none has registered with it" in out
+    assert "manage.py league key cup" in out  # no key anywhere: generating one comes first
+    out = run("key", "cup")
+    key = out.splitlines()[1]
+    league.refresh_from_db()
+    check_referee_key(league, key)
+    assert f"REFEREE_KEY={key} python manage.py runreferee --port 8001 --league-id cup" in out
+    assert "Generate the league's referee key first" not in run("status", "cup")

@@ -139,6 +139,11 @@ def test_it_asks_to_cancel_a_league_in_play_before_deleting_it(admin_client):
     league = _league(status=League.Status.RUNNING)
     page = admin_client.get(reverse("admin:league_league_delete", args=[league.pk])).content.decode()
     assert "RUNNING: cancel it first" in page
+    assert "This league cannot be deleted yet" in page and "protected related objects" not in page
+    selected = admin_client.post(
+        reverse("admin:league_league_changelist"), {"action": "delete_selected", "_selected_action": [league.pk]}
+    ).content.decode()
+    assert "These leagues cannot be deleted yet" in selected and "protected related objects" not in selected
     admin_client.post(reverse("admin:league_league_delete", args=[league.pk]), {"post": "yes"})
     assert League.objects.filter(pk=league.pk).exists()
 
@@ -167,3 +172,33 @@ def _add_form() -> dict[str, str]:
         "players-TOTAL_FORMS": "0",
         "players-INITIAL_FORMS": "0",
     }
+
+
+def test_the_referee_key_page_gives_a_command_ready_to_paste(admin_client):
+    league = _league()
+    page = admin_client.post(
+        reverse("admin:league_league_changelist"), {"action": "generate_referee_key", "_selected_action": [league.pk]}
+    ).content.decode()
+    key = page.split('<code class="referee-key">')[1].split("</code>")[0]
+    assert (
+        f"REFEREE_KEY={key} python manage.py runreferee --port 8001 --league-id cup "
+        "--league-url http://testserver/mcp" in page
+    )
+    league.refresh_from_db()
+    from league.actions import check_referee_key
+
+    check_referee_key(league, key)  # the key shown is the league's
+
+
+def test_starting_a_league_with_no_live_referee_warns(admin_client, settings):
+    settings.REFEREE_KEY = ""
+    league = _league(min_players=1)
+    Player.objects.create(league=league, player_id="P01", display_name="a", endpoint="http://127.0.0.1:9101/mcp")
+    response = admin_client.post(
+        reverse("admin:league_league_changelist"),
+        {"action": "start_league", "_selected_action": [league.pk]},
+        follow=True,
+    )
+    page = response.content.decode()
+    assert "League cup: No live referee: none has registered with it" in page
+    assert "Generate the league&#x27;s referee key first" in page

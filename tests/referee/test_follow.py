@@ -85,3 +85,34 @@ def test_one_runreferee_serves_two_leagues_created_one_after_the_other(lm_server
     for league_id in ("follow_first", "follow_second"):
         line = f"referee Follower registered as REF01 in league {league_id} ({lm_server}); waiting for matches"
         assert output.count(line) == 1, output
+
+
+@pytest.mark.processes
+def test_a_referee_with_one_leagues_key_stays_when_another_league_refuses_it(
+    lm_server, agent_env, manage_py, tmp_path, settings
+):
+    """The README's command with a league's own key and no --league-id: another league opening
+    refuses that key, which is logged; the referee keeps serving (and playing) its own league."""
+    settings.REFEREE_KEY = ""
+    env = {**agent_env, "REFEREE_KEY": ""}
+    first = make_league("own_key_first", **FAST)
+    key = actions.generate_referee_key(first)
+    port = free_port()
+    log_path = tmp_path / "referee.log"
+    args = [*manage_py, "runreferee", "--port", str(port), "--league-url", lm_server, "--name", "Keyed", "--key", key]
+    referee = Process([*args, "--grace", "2"], env, str(log_path))
+    try:
+        wait_for_port(port)
+        wait_until(lambda: RefereeRow.objects.filter(league=first).exists(), timeout=30)
+        make_league("own_key_second", **FAST)
+        wait_until(lambda: "league own_key_second (REGISTERING) refused our referee key" in log_path.read_text(), 30)
+        play(first, lm_server)  # the referee is still there and referees its league to the end
+        first.refresh_from_db()
+        assert first.status == League.Status.COMPLETED
+        assert MatchResult.objects.filter(league=first).count() == 1
+        assert referee.proc.poll() is None, log_path.read_text()
+        assert referee.terminate() == 0
+    finally:
+        referee.kill()
+    output = log_path.read_text()
+    assert "registration refused" not in output and "Traceback" not in output

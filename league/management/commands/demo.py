@@ -22,7 +22,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from league import actions
-from league.admin_actions import FINAL, cancel_league, delete_league
+from league.actions import FINAL, cancel_league, delete_league
 from league.api import readmodel
 from league.bench.processes import Cluster, busy_ports, strategy_groups
 from league.models import AgentStatus, League

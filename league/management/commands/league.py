@@ -1,4 +1,5 @@
-"""``manage.py league create|open|close|start|status|match|revoke|export|recompute|delete``: the admin's workflow.
+"""``manage.py league create|open|close|start|pause|resume|cancel|key|status|match|revoke|export|recompute|delete``:
+the admin's workflow.
 
 The command parses arguments; the work is done by league/actions/ (the same functions the admin
 and the LM use) and league/queries.py.
@@ -36,7 +37,10 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
 
 
 class Command(BaseCommand):
-    help = "Create and drive leagues: create, open, close, start, status, match, revoke, export, recompute."
+    help = (
+        "Create and drive leagues: create, open, close, start, pause, resume, cancel, key, status, match, revoke, "
+        "export, recompute, delete."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
@@ -64,9 +68,15 @@ class Command(BaseCommand):
         for name, text in (
             ("close", "close registration now"),
             ("start", "close registration and mark the league READY for the conductor"),
+            ("pause", "hold a ready or running league: nothing new is dispatched until it resumes"),
+            ("resume", "go on with a paused league"),
+            ("key", "generate the league's referee key (shown once; replaces the previous one)"),
             ("status", "print players, referees and standings"),
         ):
             sub.add_parser(name, help=text).add_argument("league_id")
+        cancel = sub.add_parser("cancel", help="stop a league for good (cannot be resumed)")
+        cancel.add_argument("league_id")
+        cancel.add_argument("--yes", action="store_true", help="do it (without it, only say what it would do)")
 
         match = sub.add_parser("match", help="create one match by hand (optionally assigned to a referee)")
         match.add_argument("league_id")
@@ -156,6 +166,42 @@ class Command(BaseCommand):
     def do_start(self, options: dict[str, Any]) -> None:
         league = actions.start_league(self._league(options["league_id"]))
         self.stdout.write(f"league {league.league_id} is {league.status}: the conductor will schedule and run it")
+        self._warn_referees(league)
+
+    def _warn_referees(self, league: League) -> None:
+        warning = referee_warning(league)
+        if warning:
+            self.stdout.write(self.style.WARNING(f"WARNING: {warning}"))
+
+    def do_pause(self, options: dict[str, Any]) -> None:
+        league = actions.pause_league(self._league(options["league_id"]))
+        self.stdout.write(f"league {league.league_id} is PAUSED: matches in play finish, nothing new starts")
+
+    def do_resume(self, options: dict[str, Any]) -> None:
+        league = actions.resume_league(self._league(options["league_id"]))
+        self.stdout.write(f"league {league.league_id} is {league.status} again")
+        self._warn_referees(league)
+
+    def do_cancel(self, options: dict[str, Any]) -> None:
+        league = self._league(options["league_id"])
+        if not options["yes"]:
+            self.stdout.write(
+                f"would cancel {league.league_id} ({league.status}) for good: matches not yet started are "
+                "cancelled and it cannot be resumed; add --yes to do it"
+            )
+            return
+        league = actions.cancel_league(league)
+        self.stdout.write(f"league {league.league_id} is CANCELLED")
+
+    def do_key(self, options: dict[str, Any]) -> None:
+        league = self._league(options["league_id"])
+        key = actions.generate_referee_key(league)
+        self.stdout.write(f"referee key of {league.league_id} (shown once; it replaces any previous one):\n{key}")
+        self.stdout.write(
+            "start a referee for it with:\n"
+            f"  REFEREE_KEY={key} python manage.py runreferee --port 8001 --league-id {league.league_id} "
+            "--league-url http://<this machine>:8000/mcp"
+        )
 
     def do_match(self, options: dict[str, Any]) -> None:
         league = self._league(options["league_id"])
@@ -189,9 +235,7 @@ class Command(BaseCommand):
             verb = "closes" if league.registration_open() else "closed"
             window = f", registration {state} ({verb} {league.registration_closes_at:%Y-%m-%d %H:%M:%S} UTC)"
         self.stdout.write(f"{league.name} [{league.league_id}] {league.game_type}: {league.status}{window}")
-        warning = referee_warning(league)
-        if warning:
-            self.stdout.write(self.style.WARNING(f"WARNING: {warning}"))
+        self._warn_referees(league)
         players = league.players.order_by("id")
         self.stdout.write(f"\nPlayers ({players.count()})")
         self.stdout.write(
@@ -241,14 +285,12 @@ class Command(BaseCommand):
         self.stdout.write(f"token of {agent_id} revoked; {agent_id} is SUSPENDED in {league.league_id}")
 
     def do_delete(self, options: dict[str, Any]) -> None:
-        from league.admin_actions import delete_league, league_records
-
         league = self._league(options["league_id"])
-        counts = ", ".join(f"{n} {kind}" for kind, n in league_records(league).items())
+        counts = ", ".join(f"{n} {kind}" for kind, n in actions.league_records(league).items())
         if not options["yes"]:
             self.stdout.write(f"would delete {league.league_id} ({league.status}) with {counts}; add --yes to do it")
             return
-        delete_league(league, by="manage.py league delete")
+        actions.delete_league(league, by="manage.py league delete")
         self.stdout.write(f"deleted {league.league_id} with {counts}")
 
     def do_export(self, options: dict[str, Any]) -> None:
