@@ -6,8 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from tests.players.conftest import ScriptedLM as ScriptedPlayerLM
 from tests.referee.conftest import RunningReferee, run_referee
 from tests.referee.scripted import ScriptedLM as ScriptedRefereeLM
 from tests.referee.scripted import serving
+from tests.support.waiting import wait_until
 
 CASES = Path(__file__).resolve().parent / "cases"
 LEAGUE_ID = "compat_league"
@@ -33,13 +33,6 @@ _PLACEHOLDER = re.compile(r"\{(endpoint|self|lm_token|token:[A-Z0-9]+)\}")
 def load_cases(agent: str) -> list[dict[str, Any]]:
     """The cases of one agent (tests/compat/cases/<agent>.json): request and the reply we owe."""
     return json.loads((CASES / f"{agent}.json").read_text())
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
 
 
 @dataclass

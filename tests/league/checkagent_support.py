@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 from leagueproto.envelope import utc_now
 from leagueproto.serve import ThreadedServer
 from tests.support.servers import Process, free_port, wait_for_port
+from tests.support.waiting import wait_until
 
 MINIMAL_PLAYER = Path(__file__).resolve().parents[2] / "docs" / "examples" / "minimal_player.py"
 SLOW_SECONDS = 3.0  # how long the broken player takes over ROUND_COMPLETED (the tests wait 1 s)
@@ -36,10 +36,7 @@ def minimal_player(lm_url: str, league_id: str, env: dict[str, str], log_path: P
 
 
 def _wait_for_text(path: Path, text: str, timeout: float = 20.0) -> None:
-    end = time.monotonic() + timeout
-    while text not in path.read_text():
-        assert time.monotonic() < end, f"{text!r} not in {path}: {path.read_text()}"
-        time.sleep(0.02)
+    wait_until(lambda: text in path.read_text(), timeout, f"{text!r} in {path}")
 
 
 def _message(request: dict[str, Any], message_type: str, **fields: Any) -> dict[str, Any]:

@@ -12,15 +12,13 @@ from tests.league.conductor_support import ScriptedPlayers, ScriptedReferee
 from tests.league.lm_support import make_league
 from tests.league.test_conductor import FAST, close_window
 from tests.support.servers import Process
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.processes
 
 
 def wait_for(predicate, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
+    wait_until(predicate, timeout, what)
 
 
 def test_runleague_prints_its_start_each_state_change_and_a_missing_referee(lm_server, agent_env, manage_py, tmp_path):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import secrets
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,14 +117,6 @@ def serve_players() -> Iterator[Callable[..., PlayerHost]]:
 def player(name: str = "Alpha", **config: Any) -> Player:
     strategy = config.pop("strategy_obj", None)
     return Player(PlayerConfig(name=name, **config), strategy=strategy)
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.01)
 
 
 class ScriptedReferee:

@@ -20,13 +20,7 @@ from referee.agent import Referee, RefereeConfig
 from tests.referee.conftest import rpc, run_referee, start_match_message
 from tests.referee.scripted import ScriptedLM, ScriptedPlayer, serving
 from tests.support.servers import free_port
-
-
-def wait_until(condition, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
+from tests.support.waiting import wait_until
 
 
 def test_it_registers_with_its_meta_in_the_background(referee, lm):

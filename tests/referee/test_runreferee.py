@@ -5,7 +5,6 @@ SIGTERM whose last line says it stopped."""
 from __future__ import annotations
 
 import json
-import time
 
 import httpx
 import pytest
@@ -16,6 +15,7 @@ from league.models import League, MatchResult, Player, Referee, hash_token
 from tests.referee.conftest import run_referee
 from tests.referee.scripted import ScriptedLM, ScriptedPlayer, serving
 from tests.support.servers import Process, free_port, wait_for_port
+from tests.support.waiting import wait_until
 
 FAST = {
     "join_timeout": 0.5,
@@ -29,13 +29,7 @@ FAST = {
 
 
 def wait_for(query, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        found = query()
-        if found:
-            return found
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+    return wait_until(query, timeout)
 
 
 def league_with_players(league_id: str, game_type: str, players) -> tuple[League, list[Player]]:

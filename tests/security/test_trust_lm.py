@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 
 import httpx
 import pytest
@@ -29,6 +28,7 @@ from tests.league.lm_support import (
     win_report,
 )
 from tests.support.servers import Process, free_port, wait_for_port
+from tests.support.waiting import wait_until
 
 
 def _logged(text: str) -> bool:
@@ -106,11 +106,7 @@ def test_a_referee_key_of_one_league_opens_no_other(lm_server, settings):
 
 
 def _wait_for(query, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while not (found := query()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-    return found
+    return wait_until(query, timeout)
 
 
 @pytest.mark.processes
