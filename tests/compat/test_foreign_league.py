@@ -24,9 +24,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.compat.conftest import wait_until
 from tests.conftest import ROOT
 from tests.support.servers import Process, free_ports
+from tests.support.waiting import wait_until
 
 PLAYERS = 3  # three rounds with a bye each: every player plays twice
 

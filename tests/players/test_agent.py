@@ -15,7 +15,8 @@ from leagueproto.tools import CallContext
 from players.agent import Lifecycle, Player, PlayerConfig, PlayerHost, registered_id, time_budget
 from players.strategies import make_strategy
 from players.strategies.base import Strategy
-from tests.players.conftest import ScriptedReferee, player, wait_until
+from tests.players.conftest import ScriptedReferee, player
+from tests.support.waiting import wait_until
 
 WHOLE_SECOND_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from players.agent import Lifecycle
-from tests.players.conftest import player, wait_until
+from tests.players.conftest import player
 from tests.support.doc_examples import assert_same_shape, examples, run_example
+from tests.support.waiting import wait_until
 
 EXAMPLES = examples("Player side")
 

@@ -10,7 +10,7 @@ from leagueproto.serve import ThreadedServer
 from players.agent import Lifecycle, Player, PlayerConfig, PlayerHost
 from players.strategies import FAULTS
 from referee.agent import Referee, RefereeConfig
-from tests.players.conftest import wait_until
+from tests.support.waiting import wait_until
 
 TIMEOUTS = {"join": 0.5, "move": 0.5, "game_over": 0.5, "report": 0.5, "default": 0.5}
 OUTSIDE_THE_RULES = set(FAULTS) - {"slow", "flapping"}

@@ -18,8 +18,8 @@ from leagueproto.serve import ThreadedServer
 from players.agent import Lifecycle, Player, PlayerConfig, PlayerHost
 from referee.agent import Referee, RefereeConfig
 from tests.league.lm_support import make_league
-from tests.players.conftest import wait_until
 from tests.support.servers import Process, free_port
+from tests.support.waiting import wait_until
 
 MINIMAL_PLAYER = Path(__file__).resolve().parents[2] / "docs" / "examples" / "minimal_player.py"
 FAST = {

@@ -12,8 +12,8 @@ from django.core.management import CommandError, call_command
 from league.models import Player as PlayerRow
 from players.management.commands.runplayer import strategy_mix
 from tests.league.lm_support import make_league
-from tests.players.conftest import wait_until
 from tests.support.servers import Process, free_port, free_ports
+from tests.support.waiting import wait_until
 
 
 @pytest.mark.processes

@@ -14,8 +14,9 @@ import pytest
 from leagueproto.envelope import make_message
 from players.agent import canonical_endpoint
 from tests.league.lm_support import make_league
-from tests.players.conftest import ScriptedReferee, player, wait_until
+from tests.players.conftest import ScriptedReferee, player
 from tests.support.servers import Process, free_port
+from tests.support.waiting import wait_until
 
 
 def registered(scripted_lm, serve_players):

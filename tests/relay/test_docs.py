@@ -26,9 +26,9 @@ from players.agent import Player, PlayerConfig, PlayerHost
 from players.connect import connect_url
 from referee.agent import Referee, RefereeConfig
 from tests.league.lm_support import make_league
-from tests.players.conftest import wait_until
 from tests.relay.conftest import FAST
 from tests.support.servers import Process
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 CONNECT_PLAYER = ROOT / "docs" / "examples" / "connect_player.py"

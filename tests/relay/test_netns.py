@@ -18,10 +18,10 @@ from leagueproto.serve import ThreadedServer
 from leaguesite.asgi import application
 from referee.agent import Referee, RefereeConfig
 from tests.league.lm_support import make_league
-from tests.players.conftest import wait_until
 from tests.relay.conftest import FAST
 from tests.support import netns
 from tests.support.servers import free_port
+from tests.support.waiting import wait_until
 
 WHY_NOT = netns.unsupported()
 pytestmark = [pytest.mark.skipif(WHY_NOT is not None, reason=str(WHY_NOT)), pytest.mark.processes]

@@ -11,8 +11,8 @@ from websockets.sync.client import connect
 from league.models import Player as PlayerRow
 from players.connect import connect_url
 from tests.league.lm_support import make_league
-from tests.players.conftest import wait_until
 from tests.relay.test_relay import _register, _relay_player
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,8 +17,8 @@ from players.agent import Lifecycle, Player, PlayerConfig, PlayerHost
 from players.connect import ConnectHost
 from referee.agent import Referee, RefereeConfig
 from tests.league.lm_support import make_league
-from tests.players.conftest import wait_until
 from tests.relay.conftest import FAST
+from tests.support.waiting import wait_until
 
 
 def _players(names: list[str], lm_server: str, league_id: str) -> list[Player]:

@@ -23,8 +23,8 @@ from players.agent import Player, PlayerConfig
 from players.connect import ConnectHost
 from referee.agent import Referee, RefereeConfig
 from tests.league.lm_support import make_league
-from tests.players.conftest import wait_until
 from tests.support.servers import REDIS_URL, Process, free_port, redis_up, wait_for_port
+from tests.support.waiting import wait_until
 
 # Long enough retries that a call made while the LM restarts is retried after it is back.
 PATIENT = {

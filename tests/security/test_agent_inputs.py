@@ -17,9 +17,9 @@ from leagueproto.envelope import deadline_in, make_message
 from leagueproto.server import McpServer
 from players.agent import Player, PlayerConfig, PlayerHost
 from tests.players.conftest import ScriptedLM as ScriptedPlayerLM
-from tests.players.conftest import wait_until
 from tests.referee.conftest import FAST_RETRY, FAST_TIMEOUTS, run_referee
 from tests.referee.scripted import ScriptedLM, ScriptedPlayer, serving
+from tests.support.waiting import wait_until
 
 # One of each JSON type, and text compare_digest cannot take: whatever a field should be, most of
 # these are not it.
