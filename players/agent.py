@@ -288,9 +288,10 @@ class Player:
                 if self.on_registered is not None:
                     await self.on_registered(self)
                 return True
-            if reason == "rejected":
+            if reason in ("rejected", "final"):
                 self.outcome = "refused"
-                self.warn(f"{self.name}: registration refused by {self.config.league_url}: {cause}")
+                refused = "registration refused by" if reason == "rejected" else "cannot register with"
+                self.warn(f"{self.name}: {refused} {self.config.league_url}: {cause}")
                 self.shutdown()
                 return False
             self.failures += 1
@@ -308,18 +309,21 @@ class Player:
         return False
 
     async def _register_once(self) -> tuple[str | None, str]:
-        """``(None, "")`` when accepted; ``("rejected", why)`` when final; else a retryable
-        reason and its cause in words (connection refused, DNS, HTTP status, LEAGUE_ERROR)."""
+        """``(None, "")`` when accepted; ``("rejected", why)`` when the LM refuses; ``("final",
+        what to do)`` when asking again cannot succeed (a URL that is no LM's /mcp, a league that
+        does not exist, several open leagues and none named); else a retryable reason and its
+        cause in words (connection refused, DNS, HTTP status, LEAGUE_ERROR)."""
         assert self.client is not None and self.config.league_url
+        url = self.config.league_url
         try:
             result = await self.client.call(
-                self.config.league_url,
-                "register_player",
-                self.registration_request(),
-                timeout=self.config.register_timeout,
+                url, "register_player", self.registration_request(), timeout=self.config.register_timeout
             )
         except CallFailed as exc:
-            return exc.code.value, f"{exc.detail} ({self.config.league_url})"
+            status = exc.http_status
+            if status is not None and 400 <= status < 500 and status not in (408, 429):
+                return "final", f"HTTP {status}: this URL is not a League Manager's /mcp endpoint{_mcp_hint(url)}"
+            return exc.code.value, f"{exc.detail} ({url})"
         reply = result.reply
         self.registration = reply
         code = reply.get("error_code")
@@ -334,9 +338,32 @@ class Player:
             self.warn(f"{self.name}: saved identity refused ({code or why}), registering afresh")
             self.player_id = self.token = self.lm_token = None
             return "identity", f"saved identity refused: {code or why}"
+        if code == ErrorCode.LEAGUE_NOT_FOUND.value:
+            if self.league_id:
+                return "final", f"there is no league {self.league_id!r} there; {await self._open_leagues()}"
+            context = reply.get("context") if isinstance(reply.get("context"), dict) else {}
+            if context.get("leagues"):
+                return "final", f"{reply.get('error_description')}; run again with --league-id <one of them>"
         if code in RETRYABLE_REGISTRATION_CODES:
             return code, f"LEAGUE_ERROR {code}: {reply.get('error_description')}"
         return "rejected", f"{code}: {why}" if code else str(why)
+
+    async def _open_leagues(self) -> str:
+        """The leagues open for registration at the LM (its public ``list_leagues``), in words."""
+        assert self.client is not None and self.config.league_url
+        try:
+            result = await self.client.call(self.config.league_url, "list_leagues", {}, timeout=5.0)
+        except CallFailed:
+            return "run again with --league-id naming one of its leagues"
+        leagues = result.reply.get("leagues")
+        names = [
+            str(x.get("league_id"))
+            for x in (leagues if isinstance(leagues, list) else [])
+            if isinstance(x, dict) and x.get("status") == "REGISTERING"
+        ]
+        if not names:
+            return "no league is open for registration there now"
+        return f"open for registration: {', '.join(names)} (run again with --league-id <one of them>)"
 
     def _adopt_registration(self, reply: dict[str, Any], assigned: str | None) -> None:
         """Take our identity from an accepted registration, however the LM spells it."""
@@ -1042,6 +1069,14 @@ def canonical_endpoint(url: str) -> str:
     if ":" in host:
         host = f"[{host}]"
     return f"{scheme}://{host}:{port or _DEFAULT_PORTS.get(scheme, 0)}{parts.path.rstrip('/')}"
+
+
+def _mcp_hint(url: str) -> str:
+    """ "; did you mean http://host:port/mcp?" for a League Manager URL whose path is not /mcp."""
+    parts = urlsplit(url)
+    if parts.path.rstrip("/").endswith("/mcp"):
+        return ""
+    return f"; did you mean {parts.scheme}://{parts.netloc}/mcp?"
 
 
 def _valid_parity(raw: Any) -> str | None:
