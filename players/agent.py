@@ -1072,7 +1072,7 @@ def canonical_endpoint(url: str) -> str:
 
 
 def _mcp_hint(url: str) -> str:
-    """ "; did you mean http://host:port/mcp?" for a League Manager URL whose path is not /mcp."""
+    """What to say of a League Manager URL whose path is not /mcp: ``; did you mean …/mcp?``."""
     parts = urlsplit(url)
     if parts.path.rstrip("/").endswith("/mcp"):
         return ""
