@@ -6,8 +6,10 @@ Standings come from the one standings service, :mod:`league.standings`.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
+from league.conductor.common import match_token
 from league.models import IN_PROGRESS, League, Match, Player
 from league.standings import standing_dict, standings
 from leagueproto.errors import ErrorCode, LeagueError
@@ -134,6 +136,31 @@ def next_match(league: League, player_id: str, player: Player | None = None) -> 
     entry["opponent_id"] = match.player_b.player_id if match.player_a_id == player.id else match.player_a.player_id
     entry["referee_endpoint"] = match.referee.endpoint if match.referee else None
     return entry
+
+
+def match_assignment(league: League, player: Player, match_id: str) -> dict[str, Any]:
+    """Who referees one of ``player``'s matches now, and the SHA-256 of the match token that
+    referee holds: a player that got two invitations to a match with different tokens keeps the
+    one whose hash this is (docs/protocol.md, "Whom to trust"). A match that is not out with a
+    referee (scheduled, given back, cancelled) has no token. Only the match's players may ask
+    (E012), so the hash tells no one anything the referee did not already tell them."""
+    match = _matches(league).filter(match_id=match_id).of_player(player.pk).first()
+    if match is None:
+        raise LeagueError(
+            ErrorCode.AUTH_TOKEN_INVALID,
+            f"{match_id!r} is not a match of {player.player_id} in league {league.league_id}",
+            context={"match_id": match_id},
+        )
+    out = match.status in (Match.Status.ASSIGNED, Match.Status.RUNNING, Match.Status.FINISHED)
+    token = match_token(league.league_id, match.match_id, match.attempt) if out else None
+    return {
+        "match_id": match.match_id,
+        "round_id": match.round.number,
+        "status": match.status,
+        "referee_id": match.referee.referee_id if out and match.referee else None,
+        "referee_endpoint": match.referee.endpoint if out and match.referee else None,
+        "match_token_sha256": hashlib.sha256(token.encode()).hexdigest() if token else None,
+    }
 
 
 def player_stats(league: League, player_id: str, player: Player | None = None) -> dict[str, Any]:

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import inspect
 import logging
 import random
 import re
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -53,6 +55,23 @@ MIN_BUDGET = 0.05  # even a past deadline gives a fast strategy this long (deadl
 FAILURES_TO_SUSPEND = 3
 RETRYABLE_REGISTRATION_CODES = {"E001", "E008", "E009", "E010", "E017"}
 GRACEFUL_SHUTDOWN = 3.0  # seconds in-flight calls get at shutdown (a "silent" fault player never answers)
+# Asking the LM whether a second invitation to a match is a real reassignment: the answer must
+# come well inside the 5 s the referee gives the GAME_JOIN_ACK, and a flood of forged invitations
+# costs the LM one question per match per MATCH_CHECK_GAP, far below its per-token rate limit.
+MATCH_CHECK_TIMEOUT = 3.0
+MATCH_CHECK_GAP = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """The LM's answer to GET_MATCH_ASSIGNMENT about one match, and when it was asked."""
+
+    asked_at: float  # time.monotonic() when the question was sent
+    token_sha256: str | None  # of the match token its referee holds; None: no referee, or no answer
+
+    def holds(self, token: str) -> bool:
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        return self.token_sha256 is not None and same_token(digest, self.token_sha256)
 
 
 class Lifecycle:
@@ -162,6 +181,9 @@ class Player:
         # round → {match_id: row} of our matches as the LM's ROUND_ANNOUNCEMENT listed them: an
         # invitation for an announced round must name one of them (its opponent, its referee).
         self.announced: dict[str, dict[str, dict[str, Any]]] = {}
+        # match_id → the LM's last word on who referees it (asked only when two tokens compete).
+        self.assignments: dict[str, Assignment] = {}
+        self._assignment_locks: dict[str, asyncio.Lock] = {}
         self.failures = 0  # consecutive failures (registration attempts, matches lost on time)
         self.registration: dict[str, Any] | None = None  # the LM's last answer, for the CLI
         self.client: AgentClient | None = None
@@ -266,9 +288,10 @@ class Player:
                 if self.on_registered is not None:
                     await self.on_registered(self)
                 return True
-            if reason == "rejected":
+            if reason in ("rejected", "final"):
                 self.outcome = "refused"
-                self.warn(f"{self.name}: registration refused by {self.config.league_url}: {cause}")
+                refused = "registration refused by" if reason == "rejected" else "cannot register with"
+                self.warn(f"{self.name}: {refused} {self.config.league_url}: {cause}")
                 self.shutdown()
                 return False
             self.failures += 1
@@ -286,18 +309,21 @@ class Player:
         return False
 
     async def _register_once(self) -> tuple[str | None, str]:
-        """``(None, "")`` when accepted; ``("rejected", why)`` when final; else a retryable
-        reason and its cause in words (connection refused, DNS, HTTP status, LEAGUE_ERROR)."""
+        """``(None, "")`` when accepted; ``("rejected", why)`` when the LM refuses; ``("final",
+        what to do)`` when asking again cannot succeed (a URL that is no LM's /mcp, a league that
+        does not exist, several open leagues and none named); else a retryable reason and its
+        cause in words (connection refused, DNS, HTTP status, LEAGUE_ERROR)."""
         assert self.client is not None and self.config.league_url
+        url = self.config.league_url
         try:
             result = await self.client.call(
-                self.config.league_url,
-                "register_player",
-                self.registration_request(),
-                timeout=self.config.register_timeout,
+                url, "register_player", self.registration_request(), timeout=self.config.register_timeout
             )
         except CallFailed as exc:
-            return exc.code.value, f"{exc.detail} ({self.config.league_url})"
+            status = exc.http_status
+            if status is not None and 400 <= status < 500 and status not in (408, 429):
+                return "final", f"HTTP {status}: this URL is not a League Manager's /mcp endpoint{_mcp_hint(url)}"
+            return exc.code.value, f"{exc.detail} ({url})"
         reply = result.reply
         self.registration = reply
         code = reply.get("error_code")
@@ -312,9 +338,32 @@ class Player:
             self.warn(f"{self.name}: saved identity refused ({code or why}), registering afresh")
             self.player_id = self.token = self.lm_token = None
             return "identity", f"saved identity refused: {code or why}"
+        if code == ErrorCode.LEAGUE_NOT_FOUND.value:
+            if self.league_id:
+                return "final", f"there is no league {self.league_id!r} there; {await self._open_leagues()}"
+            context = reply.get("context") if isinstance(reply.get("context"), dict) else {}
+            if context.get("leagues"):
+                return "final", f"{reply.get('error_description')}; run again with --league-id <one of them>"
         if code in RETRYABLE_REGISTRATION_CODES:
             return code, f"LEAGUE_ERROR {code}: {reply.get('error_description')}"
         return "rejected", f"{code}: {why}" if code else str(why)
+
+    async def _open_leagues(self) -> str:
+        """The leagues open for registration at the LM (its public ``list_leagues``), in words."""
+        assert self.client is not None and self.config.league_url
+        try:
+            result = await self.client.call(self.config.league_url, "list_leagues", {}, timeout=5.0)
+        except CallFailed:
+            return "run again with --league-id naming one of its leagues"
+        leagues = result.reply.get("leagues")
+        names = [
+            str(x.get("league_id"))
+            for x in (leagues if isinstance(leagues, list) else [])
+            if isinstance(x, dict) and x.get("status") == "REGISTERING"
+        ]
+        if not names:
+            return "no league is open for registration there now"
+        return f"open for registration: {', '.join(names)} (run again with --league-id <one of them>)"
 
     def _adopt_registration(self, reply: dict[str, Any], assigned: str | None) -> None:
         """Take our identity from an accepted registration, however the LM spells it."""
@@ -331,8 +380,11 @@ class Player:
         self.save()
         self.echo(f"{self.name}: registered as {self.player_id} in {self.league_id} ({self.endpoint})")
 
-    async def query(self, query_type: str, query_params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Ask the LM ``league_query`` (GET_STANDINGS, GET_SCHEDULE, GET_NEXT_MATCH, GET_PLAYER_STATS)."""
+    async def query(
+        self, query_type: str, query_params: dict[str, Any] | None = None, *, timeout: float = 10.0
+    ) -> dict[str, Any]:
+        """Ask the LM ``league_query`` (GET_STANDINGS, GET_SCHEDULE, GET_NEXT_MATCH, GET_PLAYER_STATS,
+        GET_MATCH_ASSIGNMENT)."""
         if not self.config.league_url or self.client is None:
             raise RuntimeError("query() needs config.league_url and a client")
         params = dict(query_params or {})
@@ -342,7 +394,7 @@ class Player:
         if self.league_id:
             fields["league_id"] = self.league_id
         message = make_message("LEAGUE_QUERY", self.sender, auth_token=self.token, **fields)
-        result = await self.client.call(self.config.league_url, "league_query", message, timeout=10.0)
+        result = await self.client.call(self.config.league_url, "league_query", message, timeout=timeout)
         return result.reply
 
     # -- authentication of incoming calls --------------------------------------------------------
@@ -426,7 +478,7 @@ class Player:
         if not isinstance(match_id, str):
             return
         if tool.name == "handle_game_invitation":
-            return  # (re)binds: a reassigned match comes with a new referee and token
+            return  # binds, or asks to rebind: handle_game_invitation decides (_check_binding)
         bound = self.in_play.get(match_id, {}).get("token")
         if bound is not None and not same_token(token, bound):
             raise refusal(
@@ -469,6 +521,65 @@ class Player:
             raise self._not_announced(
                 msg, "referee_endpoint", f"{announced_referee!r}, the announced referee", invited_by
             )
+
+    async def _check_binding(self, msg: m.GameInvitation, token: str | None) -> None:
+        """E012 for an invitation to a match already bound to another token, unless the League
+        Manager confirms that ``token`` is the one its referee now holds (a real reassignment).
+        The first invitation binds; a copy of it with another token, whatever it says of its
+        referee, changes nothing for the real referee's calls (docs/protocol.md, "Whom to trust")."""
+        bound = self.in_play.get(msg.match_id, {}).get("token")
+        if bound is None or (token is not None and same_token(token, bound)):
+            return
+        if token is not None and await self._lm_confirms(msg.match_id, token):
+            self.echo(f"{self.name}: {msg.match_id} is reassigned to {msg.sender}, as the League Manager confirms")
+            self.in_play.pop(msg.match_id, None)  # the match starts again with its new referee
+            return
+        self.warn(
+            f"{self.name}: refused an invitation to {msg.match_id} from {msg.sender}: the match is bound to "
+            "another token and the League Manager does not confirm this one"
+        )
+        raise refusal(
+            ErrorCode.AUTH_TOKEN_INVALID,
+            "auth_token",
+            f"the match token {msg.match_id} is bound to, or one the League Manager confirms (GET_MATCH_ASSIGNMENT)",
+            "another token",
+            SEE_WHOM_TO_TRUST,
+            problem="the match already has a referee; a new one needs the League Manager's confirmation",
+            match_id=msg.match_id,
+        )
+
+    async def _lm_confirms(self, match_id: str, token: str) -> bool:
+        """Whether the LM says ``token`` is the match token of ``match_id``'s referee now. One
+        question at a time per match; an answer asked after this invitation arrived serves it."""
+        if self.client is None or not self.config.league_url or self.token is None:
+            return False  # no League Manager to ask: the first binding holds
+        arrived = time.monotonic()
+        lock = self._assignment_locks.setdefault(match_id, asyncio.Lock())
+        async with lock:
+            known = self.assignments.get(match_id)
+            if known is None or known.asked_at < arrived:
+                if known is not None:
+                    await asyncio.sleep(known.asked_at + MATCH_CHECK_GAP - time.monotonic())
+                known = await self._ask_assignment(match_id)
+        return known.holds(token)
+
+    async def _ask_assignment(self, match_id: str) -> Assignment:
+        asked = time.monotonic()
+        digest = None
+        try:
+            reply = await self.query("GET_MATCH_ASSIGNMENT", {"match_id": match_id}, timeout=MATCH_CHECK_TIMEOUT)
+        except CallFailed as exc:
+            self.warn(f"{self.name}: cannot ask the League Manager who referees {match_id}: {exc.detail}")
+        else:
+            data = reply.get("data") if reply.get("success") is True else None
+            found = data.get("match_token_sha256") if isinstance(data, dict) else None
+            digest = found if isinstance(found, str) else None
+        while len(self.assignments) >= 200:  # matches long over
+            oldest = next(iter(self.assignments))
+            del self.assignments[oldest]
+            self._assignment_locks.pop(oldest, None)
+        known = self.assignments[match_id] = Assignment(asked, digest)
+        return known
 
     def _not_announced(self, msg: Any, field_name: str, expected: str, got: Any) -> LeagueError:
         self.warn(f"{self.name}: refused an invitation to {msg.match_id} from {msg.sender}: {field_name} {got!r}")
@@ -598,6 +709,8 @@ class Player:
             """Accept a referee's invitation to a match (GAME_INVITATION → GAME_JOIN_ACK, within 5 s)."""
             self._check_addressee(msg)
             self._check_announced(msg)  # before anything is kept: a forged invitation leaves no trace
+            token = msg.auth_token or ctx.bearer_token
+            await self._check_binding(msg, token)
             arrival = utc_now()
             record = self._match(msg)
             accept = msg.game_type in GAME_TYPES
@@ -606,7 +719,7 @@ class Player:
                 opponent_id=msg.opponent_id,
                 role=msg.role_in_match,
                 game_type=msg.game_type,
-                token=msg.auth_token or ctx.bearer_token,
+                token=token,
                 referee=msg.sender,
             )
             self._activate()
@@ -956,6 +1069,14 @@ def canonical_endpoint(url: str) -> str:
     if ":" in host:
         host = f"[{host}]"
     return f"{scheme}://{host}:{port or _DEFAULT_PORTS.get(scheme, 0)}{parts.path.rstrip('/')}"
+
+
+def _mcp_hint(url: str) -> str:
+    """What to say of a League Manager URL whose path is not /mcp: ``; did you mean …/mcp?``."""
+    parts = urlsplit(url)
+    if parts.path.rstrip("/").endswith("/mcp"):
+        return ""
+    return f"; did you mean {parts.scheme}://{parts.netloc}/mcp?"
 
 
 def _valid_parity(raw: Any) -> str | None:

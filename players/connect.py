@@ -91,14 +91,23 @@ class RelayLink:
         return True
 
     async def _serve(self, socket: ClientConnection) -> None:
-        """Answer each request frame in its own task: calls of different matches run side by side."""
-        async for frame in socket:
-            task = asyncio.create_task(self._answer(socket, frame))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-            if self.player.done.is_set() and not self.stay:
-                await asyncio.gather(*self._tasks, return_exceptions=True)
-                return  # the league is over (LEAGUE_COMPLETED answered)
+        """Answer each request frame in its own task: calls of different matches run side by side.
+        Once the league is over (LEAGUE_COMPLETED answered) the socket is closed, unless ``stay``:
+        no frame may ever come again to wake the loop, so waiting for one would keep us forever."""
+        closer = None if self.stay else asyncio.create_task(self._close_when_done(socket))
+        try:
+            async for frame in socket:
+                task = asyncio.create_task(self._answer(socket, frame))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        finally:
+            if closer is not None:
+                closer.cancel()
+
+    async def _close_when_done(self, socket: ClientConnection) -> None:
+        await self.player.done.wait()
+        await asyncio.gather(*self._tasks, return_exceptions=True)  # the last answers go out first
+        await socket.close()
 
     async def _answer(self, socket: ClientConnection, frame: str | bytes) -> None:
         body = frame.encode() if isinstance(frame, str) else frame

@@ -11,11 +11,17 @@ Python standard library plus one package, ``websockets`` (``pip install websocke
     python connect_player.py --league-url http://league.example.org:8000/mcp --name MyBot
 
 Make it yours by changing ``choose_parity`` (and ``choose_move`` for best-of-5 leagues).
+
+It trusts as docs/protocol.md ("Whom to trust") says: League Manager notices must carry the
+league_manager_token it got at registration, and a match belongs to the referee whose invitation
+came first, unless the League Manager confirms a new one.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import hmac
 import json
 import random
 import sys
@@ -26,8 +32,11 @@ import uuid
 from datetime import datetime, timezone
 from urllib.parse import urlsplit, urlunsplit
 
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
-from websockets.sync.client import connect
+try:
+    from websockets.exceptions import ConnectionClosed, InvalidHandshake
+    from websockets.sync.client import connect
+except ImportError:  # the one package this player needs beyond the standard library
+    sys.exit("connect_player.py needs the websockets package: pip install websockets (then run it again)")
 
 # -- your strategy ----------------------------------------------------------------------------
 
@@ -44,8 +53,16 @@ def choose_move(message: dict) -> int:
 
 # -- the protocol -----------------------------------------------------------------------------
 
-ME = {"name": "ConnectPlayer", "player_id": None, "auth_token": None, "league_id": None}
+ME = {"name": "ConnectPlayer", "player_id": None, "auth_token": None, "league_id": None, "league_url": None}
+LM_TOKEN = {"value": None}  # the league_manager_token from registration: LM notices must carry it
+MATCH_TOKENS: dict = {}  # match_id → the token of the referee the match is bound to
+LOCK = threading.Lock()  # the server answers calls on several threads
 DONE = threading.Event()
+
+
+def same(a: str, b: str) -> bool:
+    """Tokens compared in constant time."""
+    return hmac.compare_digest(a.encode(), b.encode())
 
 
 def now() -> str:
@@ -81,8 +98,40 @@ def ack(request: dict) -> dict:
     return reply(request, "ACK", status="received", player_id=ME["player_id"])
 
 
+def lm_confirms(match_id: str, token: str) -> bool:
+    """Whether the League Manager says ``token`` is the one the referee of ``match_id`` holds now."""
+    if not ME["auth_token"]:
+        return False
+    query = {
+        "protocol": "league.v2",
+        "message_type": "LEAGUE_QUERY",
+        "sender": f"player:{ME['player_id']}",
+        "timestamp": now(),
+        "conversation_id": str(uuid.uuid4()),
+        "auth_token": ME["auth_token"],  # our own token goes to the League Manager only
+        "league_id": ME["league_id"],
+        "query_type": "GET_MATCH_ASSIGNMENT",
+        "query_params": {"match_id": match_id},
+    }
+    try:
+        answer = post(ME["league_url"], "league_query", query, timeout=3.0)
+    except (OSError, ValueError):
+        return False
+    digest = (answer.get("data") or {}).get("match_token_sha256")
+    return isinstance(digest, str) and same(hashlib.sha256(token.encode()).hexdigest(), digest)
+
+
 def handle_game_invitation(msg: dict) -> dict:
-    print(f"invited to {msg.get('match_id')} against {msg.get('opponent_id')}", flush=True)
+    match_id, token = msg.get("match_id"), msg["auth_token"]
+    with LOCK:
+        bound = MATCH_TOKENS.get(match_id)
+    # The first invitation binds the match. A copy of it with another token (anyone can send one)
+    # is refused, unless the League Manager confirms the match was given to a new referee.
+    if bound is not None and not same(token, bound) and not lm_confirms(match_id, token):
+        return game_error(msg, "E012", "AUTH_TOKEN_INVALID", f"{match_id} is bound to another referee's token")
+    with LOCK:
+        MATCH_TOKENS[match_id] = token
+    print(f"invited to {match_id} against {msg.get('opponent_id')}", flush=True)
     return reply(msg, "GAME_JOIN_ACK", player_id=ME["player_id"], arrival_timestamp=now(), accept=True)
 
 
@@ -112,29 +161,49 @@ def handle_league_completed(msg: dict) -> dict:
     return ack(msg)
 
 
-# tool name → (message type, handler, whether a referee's token is required)
+# tool name → (message type, handler, who calls it)
 TOOLS = {
-    "handle_game_invitation": ("GAME_INVITATION", handle_game_invitation, True),
-    "choose_parity": ("CHOOSE_PARITY_CALL", handle_choose_parity, True),
-    "make_move": ("MOVE_REQUEST", handle_make_move, True),
-    "notify_game_start": ("GAME_START", ack, True),
-    "notify_round_result": ("ROUND_RESULT", ack, True),
-    "notify_match_result": ("GAME_OVER", handle_match_result, True),
-    "notify_game_error": ("GAME_ERROR", ack, True),
-    "notify_round": ("ROUND_ANNOUNCEMENT", ack, False),
-    "update_standings": ("LEAGUE_STANDINGS_UPDATE", ack, False),
-    "notify_round_completed": ("ROUND_COMPLETED", ack, False),
-    "notify_league_completed": ("LEAGUE_COMPLETED", handle_league_completed, False),
+    "handle_game_invitation": ("GAME_INVITATION", handle_game_invitation, "referee"),
+    "choose_parity": ("CHOOSE_PARITY_CALL", handle_choose_parity, "referee"),
+    "make_move": ("MOVE_REQUEST", handle_make_move, "referee"),
+    "notify_game_start": ("GAME_START", ack, "referee"),
+    "notify_round_result": ("ROUND_RESULT", ack, "referee"),
+    "notify_match_result": ("GAME_OVER", handle_match_result, "referee"),
+    "notify_game_error": ("GAME_ERROR", ack, "referee"),
+    "notify_round": ("ROUND_ANNOUNCEMENT", ack, "league_manager"),
+    "update_standings": ("LEAGUE_STANDINGS_UPDATE", ack, "league_manager"),
+    "notify_round_completed": ("ROUND_COMPLETED", ack, "league_manager"),
+    "notify_league_completed": ("LEAGUE_COMPLETED", handle_league_completed, "league_manager"),
 }
 BY_MESSAGE_TYPE = {message_type: name for name, (message_type, _, _) in TOOLS.items()}
 
 
+def refusal(name: str, msg: dict) -> dict | None:
+    """A GAME_ERROR when the caller shows the wrong token for tool ``name``, else None."""
+    _, _, caller = TOOLS[name]
+    token = msg.get("auth_token")
+    if caller == "league_manager":
+        # Once registered, only our League Manager's notices count: anyone else's
+        # LEAGUE_COMPLETED (a practice run, a classmate) would stop us in the middle of the league.
+        if LM_TOKEN["value"] and not (isinstance(token, str) and same(token, LM_TOKEN["value"])):
+            return game_error(msg, "E012", "AUTH_TOKEN_INVALID", "not our League Manager's league_manager_token")
+        return None
+    if not isinstance(token, str) or not token:
+        return game_error(msg, "E011", "AUTH_TOKEN_MISSING", "referee calls must carry auth_token")
+    with LOCK:
+        bound = MATCH_TOKENS.get(msg.get("match_id"))
+    if name != "handle_game_invitation" and bound is not None and not same(token, bound):
+        return game_error(msg, "E012", "AUTH_TOKEN_INVALID", "not the token of this match's invitation")
+    return None
+
+
 def call_tool(name: str, msg: dict) -> tuple[dict, bool]:
     """(reply message, is_error) for a league message sent to tool ``name``."""
-    _, handler, needs_token = TOOLS[name]
-    if needs_token and not msg.get("auth_token"):
-        return game_error(msg, "E011", "AUTH_TOKEN_MISSING", "referee calls must carry auth_token"), True
-    return handler(msg), False
+    refused = refusal(name, msg)
+    if refused is not None:
+        return refused, True
+    answer = TOOLS[name][1](msg)
+    return answer, answer["message_type"] == "GAME_ERROR"
 
 
 def handle_rpc(request: dict) -> dict | None:
@@ -201,6 +270,7 @@ def register(league_url: str, league_id: str | None, attempts: int = 10) -> bool
             continue
         if answer.get("status") == "ACCEPTED":
             ME.update(player_id=answer["player_id"], auth_token=answer["auth_token"], league_id=answer.get("league_id"))
+            LM_TOKEN["value"] = answer.get("league_manager_token")
             print(f"registered as {ME['player_id']} in {ME['league_id']}", flush=True)
             return True
         print(f"registration refused: {answer.get('reason') or answer.get('error_description')}", flush=True)
@@ -247,7 +317,7 @@ def main() -> int:
     parser.add_argument("--league-id")
     parser.add_argument("--name", default="ConnectPlayer")
     args = parser.parse_args()
-    ME["name"] = args.name
+    ME.update(name=args.name, league_url=args.league_url)
     if not register(args.league_url, args.league_id):
         return 1
     try:

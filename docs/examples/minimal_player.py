@@ -9,13 +9,20 @@ It serves POST /mcp (JSON-RPC 2.0: the direct form ``"method": "choose_parity"``
 form ``"method": "tools/call"``), registers with the League Manager, accepts every
 invitation, answers every choice at random, prints each result and exits when the league is
 over. Make it yours by changing ``choose_parity`` (and ``choose_move`` for best-of-5 leagues).
+
+Anyone can call it, so it trusts as docs/protocol.md ("Whom to trust") says: League Manager
+notices must carry the league_manager_token it got at registration, and a match belongs to the
+referee whose invitation came first, unless the League Manager confirms a new one.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import hmac
 import json
 import random
+import socket
 import sys
 import threading
 import time
@@ -24,6 +31,7 @@ import urllib.request
 import uuid
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit, urlunsplit
 
 # -- your strategy ----------------------------------------------------------------------------
 
@@ -40,8 +48,16 @@ def choose_move(message: dict) -> int:
 
 # -- the protocol -----------------------------------------------------------------------------
 
-ME = {"name": "MinimalPlayer", "player_id": None, "auth_token": None, "league_id": None}
+ME = {"name": "MinimalPlayer", "player_id": None, "auth_token": None, "league_id": None, "league_url": None}
+LM_TOKEN = {"value": None}  # the league_manager_token from registration: LM notices must carry it
+MATCH_TOKENS: dict = {}  # match_id → the token of the referee the match is bound to
+LOCK = threading.Lock()  # the server answers calls on several threads
 DONE = threading.Event()
+
+
+def same(a: str, b: str) -> bool:
+    """Tokens compared in constant time."""
+    return hmac.compare_digest(a.encode(), b.encode())
 
 
 def now() -> str:
@@ -77,8 +93,40 @@ def ack(request: dict) -> dict:
     return reply(request, "ACK", status="received", player_id=ME["player_id"])
 
 
+def lm_confirms(match_id: str, token: str) -> bool:
+    """Whether the League Manager says ``token`` is the one the referee of ``match_id`` holds now."""
+    if not ME["auth_token"]:
+        return False
+    query = {
+        "protocol": "league.v2",
+        "message_type": "LEAGUE_QUERY",
+        "sender": f"player:{ME['player_id']}",
+        "timestamp": now(),
+        "conversation_id": str(uuid.uuid4()),
+        "auth_token": ME["auth_token"],  # our own token goes to the League Manager only
+        "league_id": ME["league_id"],
+        "query_type": "GET_MATCH_ASSIGNMENT",
+        "query_params": {"match_id": match_id},
+    }
+    try:
+        answer = post(ME["league_url"], "league_query", query, timeout=3.0)
+    except (OSError, ValueError):
+        return False
+    digest = (answer.get("data") or {}).get("match_token_sha256")
+    return isinstance(digest, str) and same(hashlib.sha256(token.encode()).hexdigest(), digest)
+
+
 def handle_game_invitation(msg: dict) -> dict:
-    print(f"invited to {msg.get('match_id')} against {msg.get('opponent_id')}", flush=True)
+    match_id, token = msg.get("match_id"), msg["auth_token"]
+    with LOCK:
+        bound = MATCH_TOKENS.get(match_id)
+    # The first invitation binds the match. A copy of it with another token (anyone can send one)
+    # is refused, unless the League Manager confirms the match was given to a new referee.
+    if bound is not None and not same(token, bound) and not lm_confirms(match_id, token):
+        return game_error(msg, "E012", "AUTH_TOKEN_INVALID", f"{match_id} is bound to another referee's token")
+    with LOCK:
+        MATCH_TOKENS[match_id] = token
+    print(f"invited to {match_id} against {msg.get('opponent_id')}", flush=True)
     return reply(msg, "GAME_JOIN_ACK", player_id=ME["player_id"], arrival_timestamp=now(), accept=True)
 
 
@@ -108,29 +156,49 @@ def handle_league_completed(msg: dict) -> dict:
     return ack(msg)
 
 
-# tool name → (message type, handler, whether a referee's token is required)
+# tool name → (message type, handler, who calls it)
 TOOLS = {
-    "handle_game_invitation": ("GAME_INVITATION", handle_game_invitation, True),
-    "choose_parity": ("CHOOSE_PARITY_CALL", handle_choose_parity, True),
-    "make_move": ("MOVE_REQUEST", handle_make_move, True),
-    "notify_game_start": ("GAME_START", ack, True),
-    "notify_round_result": ("ROUND_RESULT", ack, True),
-    "notify_match_result": ("GAME_OVER", handle_match_result, True),
-    "notify_game_error": ("GAME_ERROR", ack, True),
-    "notify_round": ("ROUND_ANNOUNCEMENT", ack, False),
-    "update_standings": ("LEAGUE_STANDINGS_UPDATE", ack, False),
-    "notify_round_completed": ("ROUND_COMPLETED", ack, False),
-    "notify_league_completed": ("LEAGUE_COMPLETED", handle_league_completed, False),
+    "handle_game_invitation": ("GAME_INVITATION", handle_game_invitation, "referee"),
+    "choose_parity": ("CHOOSE_PARITY_CALL", handle_choose_parity, "referee"),
+    "make_move": ("MOVE_REQUEST", handle_make_move, "referee"),
+    "notify_game_start": ("GAME_START", ack, "referee"),
+    "notify_round_result": ("ROUND_RESULT", ack, "referee"),
+    "notify_match_result": ("GAME_OVER", handle_match_result, "referee"),
+    "notify_game_error": ("GAME_ERROR", ack, "referee"),
+    "notify_round": ("ROUND_ANNOUNCEMENT", ack, "league_manager"),
+    "update_standings": ("LEAGUE_STANDINGS_UPDATE", ack, "league_manager"),
+    "notify_round_completed": ("ROUND_COMPLETED", ack, "league_manager"),
+    "notify_league_completed": ("LEAGUE_COMPLETED", handle_league_completed, "league_manager"),
 }
 BY_MESSAGE_TYPE = {message_type: name for name, (message_type, _, _) in TOOLS.items()}
 
 
+def refusal(name: str, msg: dict) -> dict | None:
+    """A GAME_ERROR when the caller shows the wrong token for tool ``name``, else None."""
+    _, _, caller = TOOLS[name]
+    token = msg.get("auth_token")
+    if caller == "league_manager":
+        # Once registered, only our League Manager's notices count: anyone else's
+        # LEAGUE_COMPLETED (a practice run, a classmate) would stop us in the middle of the league.
+        if LM_TOKEN["value"] and not (isinstance(token, str) and same(token, LM_TOKEN["value"])):
+            return game_error(msg, "E012", "AUTH_TOKEN_INVALID", "not our League Manager's league_manager_token")
+        return None
+    if not isinstance(token, str) or not token:
+        return game_error(msg, "E011", "AUTH_TOKEN_MISSING", "referee calls must carry auth_token")
+    with LOCK:
+        bound = MATCH_TOKENS.get(msg.get("match_id"))
+    if name != "handle_game_invitation" and bound is not None and not same(token, bound):
+        return game_error(msg, "E012", "AUTH_TOKEN_INVALID", "not the token of this match's invitation")
+    return None
+
+
 def call_tool(name: str, msg: dict) -> tuple[dict, bool]:
     """(reply message, is_error) for a league message sent to tool ``name``."""
-    _, handler, needs_token = TOOLS[name]
-    if needs_token and not msg.get("auth_token"):
-        return game_error(msg, "E011", "AUTH_TOKEN_MISSING", "referee calls must carry auth_token"), True
-    return handler(msg), False
+    refused = refusal(name, msg)
+    if refused is not None:
+        return refused, True
+    answer = TOOLS[name][1](msg)
+    return answer, answer["message_type"] == "GAME_ERROR"
 
 
 def handle_rpc(request: dict) -> dict | None:
@@ -204,6 +272,28 @@ def post(url: str, method: str, params: dict, timeout: float = 10.0) -> dict:
     return result.get("structuredContent") or result  # either dialect's reply
 
 
+def trouble(exc: Exception) -> str:
+    """What went wrong with a call to the League Manager, in words."""
+    reason = getattr(exc, "reason", exc)
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused: is the League Manager running, at this address and port?"
+    if isinstance(reason, socket.gaierror):
+        return "its host name does not resolve: check the address"
+    if isinstance(reason, (TimeoutError, socket.timeout)):
+        return "no answer in time"
+    return str(reason)
+
+
+def open_leagues(league_url: str) -> str:
+    """The leagues open for registration there (the LM's public list_leagues), as a sentence."""
+    try:
+        leagues = post(league_url, "list_leagues", {}).get("leagues") or []
+    except (OSError, ValueError):
+        return ""
+    names = [x.get("league_id") for x in leagues if x.get("status") == "REGISTERING"]
+    return f"open for registration: {', '.join(names)}" if names else "no league is open for registration there now"
+
+
 def register(league_url: str, endpoint: str, league_id: str | None, attempts: int = 10) -> bool:
     # The course's registration, field for field. Without league_id it joins the one league whose
     # registration is open; protocol_version may be added ("2.1.0"), it is not required.
@@ -225,18 +315,41 @@ def register(league_url: str, endpoint: str, league_id: str | None, attempts: in
     for attempt in range(attempts):
         try:
             answer = post(league_url, "register_player", message)
-        except (OSError, ValueError) as exc:  # LM not up yet: try again
-            print(f"registration attempt {attempt + 1} failed: {exc}", flush=True)
-            time.sleep(min(2**attempt * 0.5, 10))
-            continue
-        if answer.get("status") == "ACCEPTED":
-            ME.update(player_id=answer["player_id"], auth_token=answer["auth_token"], league_id=answer.get("league_id"))
-            print(f"registered as {ME['player_id']} in {ME['league_id']}", flush=True)
-            return True
-        print(f"registration refused: {answer.get('reason') or answer.get('error_description')}", flush=True)
-        if answer.get("error_code") != "E008":  # E008: no league open yet, worth waiting for
-            return False
-        time.sleep(min(2**attempt * 0.5, 10))
+        except urllib.error.HTTPError as exc:
+            if exc.code < 500 and exc.code not in (408, 429):  # the URL is wrong: asking again will not help
+                parts = urlsplit(league_url)
+                mcp = urlunsplit((parts.scheme, parts.netloc, "/mcp", "", ""))
+                hint = "" if parts.path.rstrip("/").endswith("/mcp") else f"; did you mean {mcp}?"
+                print(f"HTTP {exc.code} from {league_url}: not a League Manager's /mcp endpoint{hint}", flush=True)
+                return False
+            problem = f"HTTP {exc.code} from {league_url}"
+        except (OSError, ValueError) as exc:  # LM not up yet, or not reachable: try again
+            problem = f"{league_url}: {trouble(exc)}"
+        else:
+            if answer.get("status") == "ACCEPTED":
+                ME.update(
+                    player_id=answer["player_id"], auth_token=answer["auth_token"], league_id=answer.get("league_id")
+                )
+                LM_TOKEN["value"] = answer.get("league_manager_token")
+                print(f"registered as {ME['player_id']} in {ME['league_id']}", flush=True)
+                return True
+            why = answer.get("reason") or answer.get("error_description")
+            if answer.get("error_code") != "E008":
+                print(f"registration refused: {why}", flush=True)
+                return False
+            if league_id:  # E008 for a league we named: it does not exist
+                print(f"no league {league_id!r} at {league_url}; {open_leagues(league_url)}", flush=True)
+                return False
+            if (answer.get("context") or {}).get("leagues"):  # several open: we must choose
+                print(f"registration refused: {why} (run again with --league-id <one of them>)", flush=True)
+                return False
+            problem = why  # no league open yet: worth waiting for
+        pause = min(2**attempt * 0.5, 10)
+        if attempt + 1 < attempts:
+            print(f"registration attempt {attempt + 1}/{attempts}: {problem}; retrying in {pause:g} s", flush=True)
+            time.sleep(pause)
+        else:
+            print(f"registration attempt {attempt + 1}/{attempts}: {problem}; giving up", flush=True)
     return False
 
 
@@ -248,7 +361,7 @@ def main() -> int:
     parser.add_argument("--league-id")
     parser.add_argument("--name", default="MinimalPlayer")
     args = parser.parse_args()
-    ME["name"] = args.name
+    ME.update(name=args.name, league_url=args.league_url)
 
     server = ThreadingHTTPServer((args.host, args.port), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

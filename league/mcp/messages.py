@@ -98,9 +98,11 @@ class LeagueQuery(LeagueMessage):
     model_config = STRICT
 
     league_id: LeagueId | None = None
-    query_type: Literal["GET_STANDINGS", "GET_SCHEDULE", "GET_NEXT_MATCH", "GET_PLAYER_STATS"]
+    query_type: Literal["GET_STANDINGS", "GET_SCHEDULE", "GET_NEXT_MATCH", "GET_PLAYER_STATS", "GET_MATCH_ASSIGNMENT"]
     query_params: dict[str, Any] = Field(
-        default_factory=dict, description="player_id (GET_NEXT_MATCH, GET_PLAYER_STATS), round_id (GET_SCHEDULE)."
+        default_factory=dict,
+        description="player_id (GET_NEXT_MATCH, GET_PLAYER_STATS), round_id (GET_SCHEDULE), "
+        "match_id (GET_MATCH_ASSIGNMENT).",
     )
 
     @field_validator("query_type", mode="before")

@@ -31,7 +31,7 @@ from league.mcp.reports import REPORT_ROLE, PendingReport, ReportQueue
 from league.mcp.toolset import ToolCall, toolset
 from league.models import League
 from league.relay import lm_base_url
-from leagueproto.errors import ErrorCode, LeagueError, refusal, see
+from leagueproto.errors import MISSING, ErrorCode, LeagueError, refusal, see
 from leagueproto.messages import LeagueList, LeagueMessage
 from leagueproto.tools import Tool
 
@@ -152,7 +152,7 @@ async def report_match_result(msg: MatchResultReport, call: ToolCall) -> dict[st
     aliases=("handle_league_query",),
     message_types=("LEAGUE_QUERY",),
     auth="agent",
-    description="Ask the league: GET_STANDINGS, GET_SCHEDULE, GET_NEXT_MATCH or GET_PLAYER_STATS.",
+    description="Ask the league: GET_STANDINGS, GET_SCHEDULE, GET_NEXT_MATCH, GET_PLAYER_STATS, GET_MATCH_ASSIGNMENT.",
     output=LeagueQueryReply,
     see=see("asking-the-league"),
 )
@@ -221,6 +221,8 @@ def _run_query(identity: Identity, query_type: str, params: dict[str, Any]) -> d
             )
         player_id = params.get("player_id")
         return {"rounds": queries.schedule(league, round_id=round_id, player_id=player_id)}
+    if query_type == "GET_MATCH_ASSIGNMENT":
+        return _match_assignment(identity, params.get("match_id"))
     player_id = params.get("player_id")
     if identity.kind == "player":
         if player_id not in (None, identity.agent_id):
@@ -241,6 +243,21 @@ def _run_query(identity: Identity, query_type: str, params: dict[str, Any]) -> d
     if query_type == "GET_NEXT_MATCH":
         return {"player_id": player_id, "next_match": queries.next_match(league, player_id, player)}
     return queries.player_stats(league, player_id, player)
+
+
+def _match_assignment(identity: Identity, match_id: Any) -> dict[str, Any]:
+    """GET_MATCH_ASSIGNMENT: a player asks who referees one of its matches (E012 for anyone else)."""
+    if identity.kind != "player":
+        raise LeagueError(ErrorCode.AUTH_TOKEN_INVALID, "only a player of the match may ask GET_MATCH_ASSIGNMENT")
+    if not isinstance(match_id, str) or not match_id:
+        raise refusal(
+            ErrorCode.MISSING_REQUIRED_FIELD,
+            "query_params.match_id",
+            "the match_id of one of your matches, e.g. R1M1",
+            match_id if match_id is not None else MISSING,
+            see("whom-to-trust"),
+        )
+    return queries.match_assignment(identity.league, identity.agent, match_id)
 
 
 def standings_of(league: League) -> dict[str, Any]:

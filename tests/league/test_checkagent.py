@@ -59,13 +59,17 @@ def test_the_minimal_player_passes_every_step(lm_server, agent_env, manage_py, t
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     assert [s["message_type"] for s in report["steps"]] == EVEN_ODD_STEPS
-    assert [(s["verdict"], s["fix"]) for s in report["steps"]] == [(OK, None)] * len(EVEN_ODD_STEPS)
-    assert report["verdict"] == OK and report["match_result"]["technical_loss"] == []
+    # Registered, it takes league notices only with its own league's league_manager_token, which
+    # the check cannot show: those steps are advice, the match itself passes.
+    notices = {"ROUND_ANNOUNCEMENT", "LEAGUE_STANDINGS_UPDATE", "ROUND_COMPLETED", "LEAGUE_COMPLETED"}
+    verdicts = [(s["message_type"], s["verdict"]) for s in report["steps"]]
+    assert verdicts == [(t, WARN if t in notices else OK) for t in EVEN_ODD_STEPS]
+    assert report["verdict"] == WARN and report["match_result"]["technical_loss"] == []
     assert all(s["reply"] and s["latency_ms"] is not None for s in report["steps"])
     # What the check sends is what a league sends (tests/compat/test_outgoing_fields.py's lists).
     for step in report["steps"]:
         assert missing_fields(step["sent"], REQUIRED.get(step["message_type"], ())) == [], step["message_type"]
-    assert "league completed" in (tmp_path / "mini.log").read_text()  # the player took it as a real one
+    assert "league completed" not in (tmp_path / "mini.log").read_text()  # its league goes on
 
 
 def test_a_broken_player_gets_each_failure_and_its_fix():

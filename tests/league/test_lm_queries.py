@@ -103,3 +103,39 @@ def test_it_serves_standings_schedule_and_match_state_resources(lm_server):
     assert read("game://state/test_league/R1M2")["status"] == "ASSIGNED"
     missing = rpc(lm_server, "resources/read", {"uri": "game://state/R9M9"})
     assert missing["error"]["code"] == -32002
+
+
+def test_get_match_assignment_tells_a_player_of_the_match_the_hash_of_its_token(lm_server):
+    import hashlib
+
+    from league.conductor.common import match_token
+    from league.models import Match
+
+    league, ref, players = _league_with_a_result(lm_server)
+    p3, p1 = players[2], players[0]
+    data = _query(lm_server, p3, "player:P03", "GET_MATCH_ASSIGNMENT", match_id="R1M2")
+    match = Match.objects.get(league=league, match_id="R1M2")
+    token = match_token(league.league_id, "R1M2", match.attempt)
+    assert data == {
+        "match_id": "R1M2",
+        "round_id": 1,
+        "status": "ASSIGNED",
+        "referee_id": "REF01",
+        "referee_endpoint": match.referee.endpoint,
+        "match_token_sha256": hashlib.sha256(token.encode()).hexdigest(),
+    }
+    # Given back to the schedule, the match has no token any referee may show.
+    Match.objects.filter(pk=match.pk).update(status=Match.Status.SCHEDULED, referee=None)
+    data = _query(lm_server, p3, "player:P03", "GET_MATCH_ASSIGNMENT", match_id="R1M2")
+    assert data["match_token_sha256"] is None and data["referee_id"] is None
+
+    # Another player's match, a missing match_id, a referee: refused.
+    for who, sender, params, code in (
+        (p1, "player:P01", {"match_id": "R1M2"}, "E012"),
+        (p1, "player:P01", {}, "E003"),
+        (ref, "referee:REF01", {"match_id": "R1M2"}, "E012"),
+    ):
+        request = message(
+            "LEAGUE_QUERY", sender, auth_token=who["auth_token"], query_type="GET_MATCH_ASSIGNMENT", query_params=params
+        )
+        assert call(lm_server, "league_query", request)["error_code"] == code

@@ -4,6 +4,7 @@ scripted referee (an AgentClient calling the player exactly as a referee would).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import secrets
 from collections.abc import Callable, Iterator
@@ -34,6 +35,7 @@ class ScriptedLM:
     tokens: dict[str, str] = field(default_factory=dict)  # player_id → auth token
     lm_tokens: dict[str, str] = field(default_factory=dict)  # player_id → token the LM signs with
     refuse_first: int = 0  # answer E008 (no league open) this many times first
+    match_tokens: dict[str, str] = field(default_factory=dict)  # match_id → token of its referee now
 
     def toolset(self) -> Toolset:
         ts = Toolset(name="scripted-lm", sender="league_manager")
@@ -75,9 +77,11 @@ class ScriptedLM:
         async def league_query(msg: LeagueMessage, ctx: CallContext) -> dict:
             self.queries.append(msg.model_dump())
             extra = msg.model_extra or {}
-            return ts.reply(
-                msg, "LEAGUE_QUERY_RESPONSE", query_type=extra.get("query_type"), success=True, data={"standings": []}
-            )
+            data: dict[str, Any] = {"standings": []}
+            if extra.get("query_type") == "GET_MATCH_ASSIGNMENT":
+                token = self.match_tokens.get((extra.get("query_params") or {}).get("match_id"))
+                data = {"match_token_sha256": hashlib.sha256(token.encode()).hexdigest() if token else None}
+            return ts.reply(msg, "LEAGUE_QUERY_RESPONSE", query_type=extra.get("query_type"), success=True, data=data)
 
         return ts
 

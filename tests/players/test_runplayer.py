@@ -113,11 +113,6 @@ def test_runplayer_says_why_each_attempt_failed_and_exits_1_when_it_gives_up(lm_
     assert "attempt 2/2 failed: connection refused" in output
     assert f"giving up registration with {nobody} after 2 attempts" in output
 
-    status, output = _run(
-        manage_py, agent_env, tmp_path, "--league-url", lm_server[:-4] + "/nope", "--register-attempts", "1"
-    )
-    assert status == 1 and "attempt 1/1 failed: reply is not JSON (HTTP 404)" in output
-
     # The LM is up but no league is open: its LEAGUE_ERROR, code and text.
     status, output = _run(manage_py, agent_env, tmp_path, "--league-url", lm_server, "--register-attempts", "1")
     assert status == 1 and "attempt 1/1 failed: LEAGUE_ERROR E008: no league is open for registration" in output
@@ -135,3 +130,26 @@ def test_runplayer_refuses_a_league_url_without_http_at_once(agent_env, manage_p
     assert "'127.0.0.1:8000/mcp' is not an http:// or https:// URL with a host" in output
     assert "did you mean http://127.0.0.1:8000/mcp?" in output
     assert "registration attempt" not in output
+
+
+@pytest.mark.processes
+def test_runplayer_says_at_once_what_to_do_when_asking_again_cannot_succeed(lm_server, agent_env, manage_py, tmp_path):
+    base = lm_server.removesuffix("/mcp")
+    # The site's address without /mcp: its pages answer 403 (CSRF) or 404, never a registration.
+    for url, status in ((base + "/", 403), (base + "/nope", 404)):
+        code, output = _run(manage_py, agent_env, tmp_path, "--league-url", url)
+        assert code == 1, output
+        assert f"cannot register with {url}: HTTP {status}: this URL is not a League Manager's /mcp endpoint" in output
+        assert f"did you mean {base}/mcp?" in output and "attempt" not in output
+
+    make_league("open_one")
+    make_league("open_two")
+    code, output = _run(manage_py, agent_env, tmp_path, "--league-url", lm_server, "--league-id", "nosuch")
+    assert code == 1 and "attempt" not in output, output
+    assert "there is no league 'nosuch' there; open for registration: open_one, open_two" in output
+    assert "(run again with --league-id <one of them>)" in output
+
+    code, output = _run(manage_py, agent_env, tmp_path, "--league-url", lm_server)
+    assert code == 1 and "attempt" not in output, output
+    assert "2 leagues are open for registration (open_one, open_two)" in output
+    assert "run again with --league-id <one of them>" in output

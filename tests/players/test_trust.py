@@ -107,6 +107,75 @@ async def test_an_announced_referee_endpoint_must_be_the_inviting_one(scripted_l
     assert (await ref.call("handle_game_invitation", same)).reply["accept"] is True
 
 
+def forger_of(p, referee_client, token: str = "forged-token") -> ScriptedReferee:
+    """A classmate who copies the real invitation (match, round, opponent: all public) with its own token."""
+    return ScriptedReferee(referee_client, p.endpoint, token=token)
+
+
+async def test_a_forged_invitation_to_a_bound_match_changes_nothing_for_its_referee(
+    scripted_lm, serve_players, referee_client
+):
+    p = registered(scripted_lm, serve_players)
+    announce(p, referee_endpoint="http://127.0.0.1:8001/mcp")
+    scripted_lm.match_tokens["R1M1"] = "match-token-1"
+    ref = ScriptedReferee(referee_client, p.endpoint)  # the real referee: its token is the LM's
+    assert (await ref.call("handle_game_invitation", ref.invitation())).reply["accept"] is True
+    forger = forger_of(p, referee_client)
+    for extra in ({}, {"referee_endpoint": "http://127.0.0.1:8001/mcp"}):
+        reply = (await forger.call("handle_game_invitation", forger.invitation(**extra))).reply
+        assert reply["error_code"] == "E012" and reply["context"]["field"] == "auth_token", reply
+        assert reply["context"]["see"] == "docs/protocol.md#whom-to-trust"
+        # The forger's own calls stay refused, the real referee's go on.
+        assert (await forger.call("choose_parity", forger.parity_call())).reply["error_code"] == "E012"
+    asked = [q for q in scripted_lm.queries if q["query_type"] == "GET_MATCH_ASSIGNMENT"]
+    assert asked and all(q["query_params"] == {"match_id": "R1M1"} for q in asked)
+    assert all(q["auth_token"] == p.token for q in asked)  # asked as itself
+    choice = (await ref.call("choose_parity", ref.parity_call())).reply
+    assert choice["message_type"] == "CHOOSE_PARITY_RESPONSE" and choice["auth_token"] == "match-token-1"
+    await ref.call("notify_match_result", ref.game_over("R1M1", choice["parity_choice"], "odd", 4))
+    assert p.memory.matches[-1]["match_id"] == "R1M1"
+
+
+async def test_an_invitation_forged_before_the_real_one_gives_way_to_it(scripted_lm, serve_players, referee_client):
+    p = registered(scripted_lm, serve_players)
+    announce(p)
+    scripted_lm.match_tokens["R1M1"] = "match-token-1"
+    forger = forger_of(p, referee_client)
+    assert (await forger.call("handle_game_invitation", forger.invitation())).reply["accept"] is True
+    ref = ScriptedReferee(referee_client, p.endpoint)
+    assert (await ref.call("handle_game_invitation", ref.invitation())).reply["accept"] is True
+    assert p.in_play["R1M1"]["token"] == "match-token-1"
+    assert (await forger.call("choose_parity", forger.parity_call())).reply["error_code"] == "E012"
+    assert (await ref.call("choose_parity", ref.parity_call())).reply["parity_choice"] in ("even", "odd")
+
+
+async def test_a_reassignment_the_league_manager_confirms_moves_the_match_to_the_new_referee(
+    scripted_lm, serve_players, referee_client
+):
+    p = registered(scripted_lm, serve_players)
+    announce(p)
+    first = ScriptedReferee(referee_client, p.endpoint, token="attempt-1")
+    scripted_lm.match_tokens["R1M1"] = "attempt-1"
+    await first.call("handle_game_invitation", first.invitation())
+    # The first referee fails; the LM gives the match to REF02 with a new token.
+    scripted_lm.match_tokens["R1M1"] = "attempt-2"
+    second = ScriptedReferee(referee_client, p.endpoint, token="attempt-2")
+    second.sender = "referee:REF02"
+    assert (await second.call("handle_game_invitation", second.invitation())).reply["accept"] is True
+    assert (await first.call("choose_parity", first.parity_call())).reply["error_code"] == "E012"
+    assert (await second.call("choose_parity", second.parity_call())).reply["parity_choice"] in ("even", "odd")
+
+
+async def test_with_no_league_manager_to_ask_the_first_invitation_binds_the_match(serve_players, referee_client):
+    p = player("Solo")  # serves without registering: nobody can confirm a new referee
+    serve_players(p)
+    ref = ScriptedReferee(referee_client, p.endpoint)
+    await ref.call("handle_game_invitation", ref.invitation())
+    forger = forger_of(p, referee_client)
+    assert (await forger.call("handle_game_invitation", forger.invitation())).reply["error_code"] == "E012"
+    assert (await ref.call("choose_parity", ref.parity_call())).reply["parity_choice"] in ("even", "odd")
+
+
 def test_endpoints_are_compared_in_one_spelling():
     one = canonical_endpoint("http://127.0.0.1:80/mcp")
     assert canonical_endpoint("HTTP://LocalHost/mcp/") == one
