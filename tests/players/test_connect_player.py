@@ -13,8 +13,8 @@ import pytest
 from league.models import Player as PlayerRow
 from leagueproto.envelope import make_message
 from tests.league.lm_support import make_league
-from tests.players.conftest import wait_until
 from tests.support.servers import Process
+from tests.support.waiting import wait_until
 
 CONNECT_PLAYER = Path(__file__).resolve().parents[2] / "docs" / "examples" / "connect_player.py"
 

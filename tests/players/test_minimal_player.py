@@ -16,8 +16,8 @@ from league.conductor.common import match_token
 from league.models import Player as PlayerRow
 from leagueproto.envelope import make_message
 from tests.league.lm_support import assigned_match, make_league, register_player, register_referee
-from tests.players.conftest import wait_until
 from tests.support.servers import Process, free_port
+from tests.support.waiting import wait_until
 
 MINIMAL_PLAYER = Path(__file__).resolve().parents[2] / "docs" / "examples" / "minimal_player.py"
 

@@ -27,8 +27,8 @@ from players.agent import Player, PlayerConfig, PlayerHost
 from players.strategies.base import MoveSituation, ParitySituation, Strategy
 from referee.agent import Referee, RefereeConfig
 from tests.league.lm_support import make_league
-from tests.players.conftest import wait_until
 from tests.support.servers import Process, free_port
+from tests.support.waiting import wait_until
 
 TIMEOUTS = {
     "join_timeout": 5.0,
