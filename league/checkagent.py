@@ -8,9 +8,10 @@ LEAGUE_STANDINGS_UPDATE, ROUND_COMPLETED and LEAGUE_COMPLETED. Each message sent
 not ok, the fix in one sentence with the section of docs/protocol.md to read.
 
 It registers nothing and writes nothing: no league, player, match or event row is involved (the
-messages name the league ``check_practice``). The page (``/check/``) and ``manage.py checkagent``
-are thin callers: they apply the leagues' endpoint policy first (``endpoint_refusal``), and the page
-its per-address limit (``take_check_slot``).
+messages name the league ``check_practice``). It shows only league agents' messages: a reply that
+is none (some other service at that address) is a failure with nothing of it kept (``HouseClient``).
+The page (``/check/``) and ``manage.py checkagent`` are thin callers: they apply the leagues'
+endpoint policy first (``endpoint_refusal``), and the page its per-address limit (``take_check_slot``).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from league.endpoints import NetworksPolicy
 from league.ratelimit import Bucket, limiter
 from league.standings import standing_dict
 from leagueproto.client import NO_RETRY, AgentClient, CallFailed, CallResult
-from leagueproto.envelope import make_message, parse_timestamp
-from leagueproto.errors import LeagueError, see
+from leagueproto.envelope import PROTOCOL_VERSION, make_message, parse_timestamp
+from leagueproto.errors import ErrorCode, LeagueError, see
 from leagueproto.scoring import ResultRow, compute_standings
 from referee.games import get_game
 from referee.runner import MatchRunner, MatchSpec, Seat, Timeouts, redact
@@ -67,6 +68,7 @@ class Step:
     fix: str | None = None  # for warn / fail: what to change, one sentence
     see: str | None = None  # the section of docs/protocol.md to read (``docs/protocol.md#anchor``)
     error_code: str | None = None  # when no usable reply came: the client's E0xx (E001 timeout …)
+    not_agent: bool = False  # the reply was no league agent's message: judged, never shown
 
     @property
     def anchor(self) -> str | None:
@@ -127,19 +129,91 @@ def house_reply(method: str, message: dict[str, Any]) -> dict[str, Any]:
     return make_message(reply_type, f"player:{me}", conversation_id=message.get("conversation_id"), **fields)
 
 
+# -- what the check shows of a reply -----------------------------------------------------------
+# The check calls whatever address it is given inside the leagues' networks. What comes back is
+# kept (shown, quoted in the referee's GAME_ERROR or GAME_OVER, in the match log) only when it is
+# a league agent's message, never what another service there answered. A player answers with one
+# of these league.v2 messages (docs/protocol.md, "Tools a player serves"), or, to a request, with
+# at least the answer's field.
+PLAYER_REPLIES = frozenset(
+    {"ACK", "GAME_JOIN_ACK", "CHOOSE_PARITY_RESPONSE", "MOVE_RESPONSE", "GAME_ERROR", "LEAGUE_ERROR"}
+)
+ANSWER_FIELDS = {"GAME_INVITATION": "accept", "CHOOSE_PARITY_CALL": "parity_choice", "MOVE_REQUEST": "move"}
+NOT_AN_AGENT = "not a league agent's message"
+
+
+def is_agent_reply(asked: str, reply: Any) -> bool:
+    """Whether ``reply`` to a ``asked`` message is a league agent's message: a JSON object in
+    league.v2 (``protocol`` left out is read as league.v2) whose ``message_type`` is one a player
+    answers with, or, without a ``message_type``, that carries the answer ``asked`` asks for."""
+    if not isinstance(reply, dict) or reply.get("protocol", PROTOCOL_VERSION) != PROTOCOL_VERSION:
+        return False
+    kind = reply.get("message_type")
+    if kind is None:
+        return ANSWER_FIELDS.get(asked, "") in reply
+    return isinstance(kind, str) and kind in PLAYER_REPLIES
+
+
+def own_words(detail: str) -> str:
+    """The client's account of a failed call without the other side's words (a JSON-RPC error's
+    message, a bad status line, a redirect's target, a socket's error text): any service's."""
+    if detail.startswith("JSON-RPC error"):
+        code = detail.partition(":")[0]  # MCP servers answer a tool they lack -32602 "Unknown tool"
+        return f"{code}: unknown tool" if "unknown tool" in detail.lower() else code
+    if detail.startswith("bad HTTP reply"):
+        return "not an HTTP reply"
+    if detail.startswith("redirect to"):
+        return "a redirect, not followed"
+    if detail.startswith("connection failed: "):
+        return "connection failed: " + detail.removeprefix("connection failed: ").partition(":")[0]
+    return detail
+
+
 class HouseClient(AgentClient):
-    """The check's client: the house bot answers in this process, the agent over HTTP."""
+    """The check's client: the house bot answers in this process, the agent over HTTP. A reply
+    that is no league agent's message fails like a malformed one (E002, ``NOT_AN_AGENT``), and a
+    failure is told in the client's own words, so nothing another service said goes further."""
 
     async def call(self, endpoint: str, method: str, params: dict[str, Any], **kwargs: Any) -> CallResult:
         if endpoint == HOUSE_ENDPOINT:
             return CallResult(house_reply(method, params), False, 0.0, 1, "in-process")
-        return await super().call(endpoint, method, params, **kwargs)
+        try:
+            result = await super().call(endpoint, method, params, **kwargs)
+        except CallFailed as exc:
+            raise CallFailed(
+                exc.code,
+                own_words(exc.detail),
+                attempts=exc.attempts,
+                latency_ms=exc.latency_ms,
+                http_status=exc.http_status,
+            ) from None
+        if not is_agent_reply(str(params.get("message_type")), result.reply):
+            raise CallFailed(
+                ErrorCode.INVALID_MESSAGE_FORMAT, NOT_AN_AGENT, attempts=result.attempts, latency_ms=result.latency_ms
+            )
+        return result
 
 
 # -- judging replies ------------------------------------------------------------------------
+def _not_an_agent(step: Step) -> None:
+    """A reply that is no league message: the verdict says so, and nothing of it was kept."""
+    step.not_agent = True
+    expected = ANSWERS.get(step.message_type, "ACK")
+    step.judge(
+        FAIL,
+        "the reply is not a league agent's message (it is not shown)",
+        f"Answer {step.message_type} with a league.v2 message (message_type {expected}, or GAME_ERROR to refuse it) "
+        "as the JSON-RPC result.",
+        SEE_PLAYER_TOOLS,
+    )
+
+
 def _failed_call(step: Step, code: str, detail: str) -> None:
     """A call that got no usable reply (``code``: the E0xx the client gave it)."""
     step.error_code = code
+    if detail == NOT_AN_AGENT:
+        _not_an_agent(step)
+        return
     # The client's words when the direct form and then tools/call both found no such tool
     # (tools/call answers -32602 "Unknown tool" in MCP servers, -32601 in others).
     if "no method or tool" in detail or "unknown tool" in detail.lower() or "-32601" in detail:
@@ -383,6 +457,9 @@ class Check:
         if first.error_code in ("E001", "E009"):  # unreachable, or silent: the rest would go the same way
             report.stopped = "the agent did not answer the first message: nothing else was sent"
             return
+        if first.not_agent:  # some other service: no practice match is played against it
+            report.stopped = "the endpoint did not answer as a league agent: nothing else was sent"
+            return
         spec = MatchSpec(
             league_id=LEAGUE_ID,
             round_id=1,
@@ -437,6 +514,8 @@ class Check:
 def reply_summary(step: Step) -> str:
     """The reply in a few words: its type and the field that matters."""
     reply = step.reply
+    if step.not_agent:
+        return "not a league message"
     if reply is None:
         return "no reply"
     parts = [str(reply.get("message_type") or "(no message_type)")]

@@ -1,6 +1,9 @@
 """Rate limits on the LM's ``/mcp``: one token bucket per agent token and one per client address.
 
-Every tool call (registration included) takes one token from each bucket that applies to it:
+Limits count items, not requests: every item of a JSON-RPC batch is one call. A tool call
+(registration included) takes one token from each bucket that applies to it, and any other request
+(``initialize``, ``tools/list``, ``resources/read``, an unknown method: ``LeagueManagerToolset.admit``
+in league/mcp/toolset.py) one from those of its bearer token and its address:
 
 * the presented token's bucket (``auth_token`` or ``Authorization: Bearer``), refilled at the
   league's ``rate_limit_per_minute``; a referee's token gets ``MCP_RATE_LIMIT_REFEREE_FACTOR``

@@ -55,6 +55,7 @@ def see(anchor: str) -> str:
 # The sections refusals point to (their anchors are the headings of docs/protocol.md).
 SEE_ENVELOPE = see("the-envelope")
 SEE_WIRE = see("wire-format")
+SEE_LIMITS = see("limits")
 SEE_COMPATIBILITY = see("compatibility")
 SEE_ERRORS = see("error-codes")
 

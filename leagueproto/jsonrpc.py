@@ -11,6 +11,8 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 # MCP's code for resources/read of an unknown URI.
 RESOURCE_NOT_FOUND = -32002
+# A reply (or a batch's replies together) over the server's size bound (docs/protocol.md, "Limits").
+REPLY_TOO_LARGE = -32003
 
 MESSAGES = {
     PARSE_ERROR: "Parse error",
@@ -19,16 +21,18 @@ MESSAGES = {
     INVALID_PARAMS: "Invalid params",
     INTERNAL_ERROR: "Internal error",
     RESOURCE_NOT_FOUND: "Resource not found",
+    REPLY_TOO_LARGE: "Reply too large",
 }
 
 
 class JsonRpcError(Exception):
     """A JSON-RPC-level fault: the request could not be routed or its params are unusable."""
 
-    def __init__(self, code: int, message: str | None = None, data: Any = None) -> None:
+    def __init__(self, code: int, message: str | None = None, data: Any = None, http_status: int = 200) -> None:
         self.code = code
         self.message = message or MESSAGES.get(code, "Error")
         self.data = data
+        self.http_status = http_status  # of a request that is this one call (a batch answers 200)
         super().__init__(f"{code} {self.message}")
 
 

@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
+
 from leagueproto import jsonrpc
-from leagueproto.errors import SEE_COMPATIBILITY, SEE_WIRE, LeagueError
+from leagueproto.errors import SEE_COMPATIBILITY, SEE_LIMITS, SEE_WIRE, LeagueError
 from leagueproto.jsonrpc import JsonRpcError
 from leagueproto.jsonutil import body_depth_exceeds, dumps, dumps_str, loads
 from leagueproto.tools import CallContext, Tool, Toolset
@@ -32,8 +34,14 @@ SUPPORTED_MCP_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"
 LATEST_MCP_VERSION = SUPPORTED_MCP_VERSIONS[-1]
 # Methods some students use to wrap any league message; routed by its message_type.
 GENERIC_METHODS = frozenset({"mcp_message", "handle_message", "protocol/message", "message"})
+# The methods MCP defines that this server answers itself (``notifications/*`` besides).
+MCP_METHODS = frozenset(
+    {"initialize", "ping", "tools/list", "resources/list", "resources/templates/list", "resources/read", "prompts/list"}
+)
 DEFAULT_MAX_BODY = 64 * 1024
 DEFAULT_MAX_DEPTH = 32
+# Items of one JSON-RPC batch: a referee's batch of reports (50, referee/agent.py) fits twice over.
+DEFAULT_MAX_BATCH_ITEMS = 100
 _NO_ID = object()
 
 
@@ -63,10 +71,15 @@ class McpServer:
         max_json_depth: int = DEFAULT_MAX_DEPTH,
         allowed_origins: Iterable[str] = (),
         allowed_hosts: Iterable[str] | None = None,
+        max_batch_items: int = DEFAULT_MAX_BATCH_ITEMS,
+        max_reply_bytes: int | None = None,
     ) -> None:
         self.toolset = toolset
         self.max_body_bytes = max_body_bytes
         self.max_json_depth = max_json_depth
+        self.max_batch_items = max_batch_items
+        # The bound on a reply body (one response, or a batch's together); None: no bound.
+        self.max_reply_bytes = max_reply_bytes
         self.allowed_origins = {o.rstrip("/").lower() for o in allowed_origins}
         self.allowed_hosts: frozenset[str] | None = None
         if allowed_hosts is not None:
@@ -154,17 +167,37 @@ class McpServer:
         return _json_response(status, response, extra)
 
     async def handle_payload(self, payload: Any, base: CallContext) -> tuple[int, Any, list[tuple[str, str]]]:
-        """Returns (HTTP status, response object or None, extra headers)."""
+        """Returns (HTTP status, response or None, extra headers). A response is already encoded
+        (``orjson.Fragment``, a batch's a list of them): its size counted against ``max_reply_bytes``."""
+        budget = ReplyBudget(self.max_reply_bytes)
         if isinstance(payload, list):
             if not payload:
                 return 400, jsonrpc.error_response(None, jsonrpc.INVALID_REQUEST, "Empty batch"), []
+            if len(payload) > self.max_batch_items:
+                # Refused before any item is looked at: a batch costs at most this many calls.
+                return 400, batch_too_large(len(payload), self.max_batch_items), []
             # Items run concurrently (JSON-RPC 2.0 lets a server process a batch in any order):
             # the LM's ReportQueue then records a referee's batch of reports in one transaction.
             # gather keeps the responses in the order of the requests.
-            outcomes = await asyncio.gather(*(self._handle_one(item, base) for item in payload))
+            outcomes = await asyncio.gather(*(self._handle_bounded(item, base, budget) for item in payload))
             responses = [response for _, response, _ in outcomes if response is not None]
             return (200, responses, []) if responses else (202, None, [])
-        return await self._handle_one(payload, base)
+        return await self._handle_bounded(payload, base, budget)
+
+    async def _handle_bounded(
+        self, msg: Any, base: CallContext, budget: ReplyBudget
+    ) -> tuple[int, orjson.Fragment | None, list[tuple[str, str]]]:
+        """``_handle_one``, its response encoded as soon as it is ready and counted against the
+        request's reply budget: past the budget it becomes a -32003 error, so that a batch's
+        replies never add up past the bound (each reply object is dropped once encoded)."""
+        status, response, extra = await self._handle_one(msg, base)
+        if response is None:
+            return status, None, extra
+        encoded = dumps(response)
+        if budget.take(len(encoded)):
+            return status, orjson.Fragment(encoded), extra
+        too_large = reply_too_large(response.get("id"), len(encoded), budget)
+        return 200, orjson.Fragment(dumps(too_large)), []
 
     # -- one JSON-RPC message -------------------------------------------------------------
     async def _handle_one(self, msg: Any, base: CallContext) -> tuple[int, dict | None, list[tuple[str, str]]]:
@@ -203,7 +236,7 @@ class McpServer:
         except JsonRpcError as exc:
             if is_notification:
                 return 202, None, []
-            return 200, jsonrpc.error_response(rid, exc.code, exc.message, exc.data), []
+            return exc.http_status, jsonrpc.error_response(rid, exc.code, exc.message, exc.data), []
         except Exception:  # a bug of ours: answer it, never a 500
             log.exception("internal error in %s", method)
             if is_notification:
@@ -216,6 +249,10 @@ class McpServer:
     async def _dispatch(
         self, method: str, params: dict | list, ctx: CallContext, is_notification: bool
     ) -> tuple[Any, int]:
+        if method in MCP_METHODS or method.startswith("notifications/") or not self._routed_to_tool(method):
+            # Not a tool call (those are admitted by the toolset's ``call``): MCP's own methods,
+            # resources, unknown methods. Each item of a batch is admitted on its own.
+            await self.toolset.admit(method, ctx)
         if method.startswith("notifications/"):
             # Sent with an id it is a request after all: it gets an (empty) result, with 200.
             return (None, 202) if is_notification else ({}, 200)
@@ -236,6 +273,9 @@ class McpServer:
         if method in ("prompts/list",):
             return {"prompts": []}, 200
         return await self._direct(method, params, ctx)
+
+    def _routed_to_tool(self, method: str) -> bool:
+        return method == "tools/call" or method in GENERIC_METHODS or self.toolset.find_tool(method) is not None
 
     def _initialize(self, params: dict) -> dict:
         requested = params.get("protocolVersion")
@@ -413,6 +453,54 @@ def host_not_allowed(host: str | None, allowed: frozenset[str]) -> HttpResponse:
             },
         ),
     )
+
+
+@dataclass
+class ReplyBudget:
+    """What is left of one request's reply bound (``limit`` None: no bound)."""
+
+    limit: int | None
+    spent: int = 0
+
+    def take(self, size: int) -> bool:
+        """Count a reply of ``size`` bytes, or refuse it (False) when it would pass the bound."""
+        if self.limit is not None and self.spent + size > self.limit:
+            return False
+        self.spent += size
+        return True
+
+
+def batch_too_large(items: int, limit: int) -> dict:
+    """The -32600 that refuses a whole batch of more than ``limit`` items (HTTP 400)."""
+    return jsonrpc.error_response(
+        None,
+        jsonrpc.INVALID_REQUEST,
+        f"Batch too large: {items} items, at most {limit} in one request; send the rest in further requests",
+        {
+            "field": "batch",
+            "expected": f"at most {limit} items",
+            "got": items,
+            "max_batch_items": limit,
+            "see": SEE_LIMITS,
+        },
+    )
+
+
+def reply_too_large(request_id: Any, size: int, budget: ReplyBudget) -> dict:
+    """The -32003 a call gets instead of a reply that would take the request's reply past the bound."""
+    alone = budget.limit is not None and size > budget.limit
+    if alone:
+        message = (
+            f"Reply too large: {size} bytes, over this server's limit of {budget.limit} bytes; "
+            "ask for less (e.g. one round of the schedule)"
+        )
+    else:
+        message = (
+            f"Reply too large: the replies of this batch would pass this server's limit of {budget.limit} bytes; "
+            "send this call again in a request of its own"
+        )
+    data = {"max_reply_bytes": budget.limit, "reply_bytes": size, "retryable": not alone, "see": SEE_LIMITS}
+    return jsonrpc.error_response(request_id, jsonrpc.REPLY_TOO_LARGE, message, data)
 
 
 def body_too_large(limit: int) -> HttpResponse:

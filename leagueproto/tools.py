@@ -308,6 +308,12 @@ class Toolset:
         ]
 
     # -- calling ------------------------------------------------------------------------
+    async def admit(self, method: str, ctx: CallContext) -> None:
+        """Called before every JSON-RPC request that is no tool call (MCP's methods, resources,
+        an unknown method), each item of a batch on its own: raise ``JsonRpcError`` to refuse it.
+        Tool calls pass through ``call``. Nothing is refused here; the LM counts them against its
+        rate limits (league/mcp/toolset.py)."""
+
     async def call(self, tool: Tool, arguments: dict[str, Any], ctx: CallContext) -> tuple[dict[str, Any], bool]:
         """Run a tool; returns ``(reply, is_error)``. League errors become error replies.
 

@@ -227,6 +227,9 @@ def guard_daphne() -> None:
             # Twisted makes the request when its first line arrives: the deadline starts there.
             self._refused = False
             self._received = 0
+            # Twisted parses form bodies into ``args`` (which daphne never reads) and answers a
+            # multipart body it cannot parse with a bare 400 itself: the app sees every body.
+            kwargs.setdefault("parsePOSTFormSubmission", False)
             super().__init__(*args, **kwargs)
             self._late = reactor.callLater(read_timeout(), self._too_slow)
 

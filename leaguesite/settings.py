@@ -239,6 +239,12 @@ SPECTACULAR_SETTINGS = {
 # their match logs (referee/agent.py: REPORT_BATCH_BYTES): fewer, larger POSTs cost the LM less.
 MCP_MAX_BODY_BYTES = env_int("MCP_MAX_BODY_BYTES", 1024 * 1024)
 MCP_ALLOWED_ORIGINS = env_list("MCP_ALLOWED_ORIGINS", [])
+# A JSON-RPC batch holds at most this many items (a referee's batch of reports: 50); a reply body
+# (one response, or a batch's together) at most this many bytes: the largest single answer, a
+# played 200-player double round-robin's schedule (39,800 matches), is about 9 MB, 21 MB through
+# tools/call (as text and as structuredContent).
+MCP_MAX_BATCH_ITEMS = env_int("MCP_MAX_BATCH_ITEMS", 100)
+MCP_MAX_REPLY_BYTES = env_int("MCP_MAX_REPLY_BYTES", 32 * 1024 * 1024)
 # Rate limits (league/ratelimit.py): per token and per client address, per minute. A league's
 # own rate_limit_per_minute applies to messages naming it; referees' tokens get REFEREE_FACTOR
 # times that, an address ADDRESS_FACTOR times that; messages naming no league use the site-wide

@@ -43,8 +43,11 @@ def capped(payload: dict[str, Any]) -> dict[str, Any]:
     return {**summary, "truncated": True, "size_bytes": size, "fields": [str(k)[:64] for k in list(payload)[:50]]}
 
 
-# Tools that only read, and the fields of their answers the Event log does not copy.
-READ_TOOLS = frozenset({"league_query", "handle_league_query", "get_standings"})
+# Tools that only read. They change nothing, so the Event log keeps a read only when its caller's
+# token is proven (an agent's league_query): an anonymous read (get_standings, list_leagues, ping,
+# a refused query) writes nothing, however many a batch holds. Resources are never logged.
+READ_TOOLS = frozenset({"league_query", "get_standings", "list_leagues", "ping"})
+# The fields of a read's answer the Event log does not copy.
 READ_BULKY = ("data", "standings")
 
 

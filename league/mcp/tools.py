@@ -157,7 +157,7 @@ async def report_match_result(msg: MatchResultReport, call: ToolCall) -> dict[st
     see=see("asking-the-league"),
 )
 async def league_query(msg: LeagueQuery, call: ToolCall) -> dict[str, Any]:
-    return (await database_job(read_logged, call.tool, call.arguments, msg, call.bearer_token))[0]
+    return (await database_job(read, call.tool, call.arguments, msg, call.bearer_token))[0]
 
 
 @toolset.tool(
@@ -169,12 +169,13 @@ async def league_query(msg: LeagueQuery, call: ToolCall) -> dict[str, Any]:
     see=see("asking-the-league"),
 )
 async def get_standings(msg: GetStandings, call: ToolCall) -> dict[str, Any]:
-    return (await database_job(read_logged, call.tool, call.arguments, msg, call.bearer_token))[0]
+    return (await database_job(read, call.tool, call.arguments, msg, call.bearer_token))[0]
 
 
-def read_logged(tool: Tool, arguments: dict[str, Any], msg: BaseModel, bearer: str | None) -> tuple[dict, bool]:
-    """A read tool's call in one job: authenticate (when the tool needs it), answer, and log the
-    exchange. A refusal is answered and logged the same way."""
+def read(tool: Tool, arguments: dict[str, Any], msg: BaseModel, bearer: str | None) -> tuple[dict, bool]:
+    """A read tool's call in one job: authenticate (when the tool needs it) and answer. Only a
+    caller whose token is proven has the exchange logged (``READ_TOOLS``): an anonymous read,
+    answered or refused, writes nothing."""
     identity = league = None
     try:
         if tool.auth:
@@ -188,7 +189,8 @@ def read_logged(tool: Tool, arguments: dict[str, Any], msg: BaseModel, bearer: s
             reply, is_error = toolset.reply(msg, "LEAGUE_STANDINGS", **standings_of(league)), False
     except LeagueError as err:
         reply, is_error = toolset.error_reply(err, arguments, tool), True
-    log_exchange(tool, arguments, reply, identity, league.pk if league else None)
+    if identity is not None:
+        log_exchange(tool, arguments, reply, identity, league.pk if league else None)
     return reply, is_error
 
 
@@ -279,7 +281,7 @@ def standings_of(league: League) -> dict[str, Any]:
     see=see("referee-side"),
 )
 async def list_leagues(msg: GetStandings, call: ToolCall) -> dict[str, Any]:
-    """Polled by every referee every few seconds: not logged (league/mcp/toolset.py)."""
+    """Polled by every referee every few seconds: a read, not logged (league/mcp/exchange.py)."""
     return toolset.reply(msg, "LEAGUE_LIST", leagues=await database_job(_league_summaries))
 
 

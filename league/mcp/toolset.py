@@ -1,8 +1,9 @@
 """The LM's toolset: what every ``/mcp`` tool call passes before its handler (league/mcp/tools.py).
 
-Transport (both dialects, JSON-RPC errors, MCP) is leagueproto's. Here: the rate limit, the
-checks no tool may skip, a database outage answered as a retryable error, and the refusal of
-a message that fails its model, logged like any call.
+Transport (both dialects, JSON-RPC errors, MCP) is leagueproto's. Here: the rate limit (on every
+item of a request, tool call or not), the checks no tool may skip, a database outage answered as
+a retryable error, and the refusal of a message that fails its model, logged like any call but
+a read's.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from django.db import InterfaceError, OperationalError
 
 from league.mcp.database import database_job
-from league.mcp.exchange import has_nul, log_exchange
+from league.mcp.exchange import READ_TOOLS, has_nul, log_exchange
 from league.ratelimit import limiter
 from leagueproto.errors import ErrorCode, LeagueError
 from leagueproto.jsonrpc import JsonRpcError
@@ -26,8 +27,6 @@ log = logging.getLogger("league.mcp")
 # JSON-RPC's range for server errors: the call could not be served now and may be sent again as is.
 SERVER_UNAVAILABLE = -32000
 RETRY_AFTER_SECONDS = 1.0
-# Polled by every referee every few seconds and a pure read: not written to the Event log.
-UNLOGGED_TOOLS = frozenset({"list_leagues"})
 # A registration answered to a JSON-RPC notification would lose the new token with the reply.
 REGISTRATION_TOOLS = frozenset({"register_player", "register_referee"})
 
@@ -77,10 +76,30 @@ class ToolCall(CallContext):
     arguments: dict[str, Any] = field(default_factory=dict)
 
 
+def rate_limited(err: LeagueError) -> JsonRpcError:
+    """The JSON-RPC error (HTTP 429 when it is the whole request) of a request over the rate
+    limit that is no tool call: MCP's methods have no LEAGUE_ERROR reply to carry E017."""
+    return JsonRpcError(
+        SERVER_UNAVAILABLE,
+        err.description,
+        {"error_code": err.code, "retryable": True, **err.context},
+        http_status=err.http_status,
+    )
+
+
 class LeagueManagerToolset(Toolset):
     """Runs each call through its one handler. A handler authenticates the caller, acts and
     writes the exchange to the Event log, and returns the reply; a refusal is a LEAGUE_ERROR
-    reply, logged the same way."""
+    reply, logged the same way (a read's is not: see ``READ_TOOLS``)."""
+
+    async def admit(self, method: str, ctx: CallContext) -> None:
+        """Every request that is no tool call (``initialize``, ``tools/list``, ``resources/read``,
+        an unknown method …) takes one call from the caller's rate limits, as a tool call does:
+        the limits count the items of a batch, not the requests."""
+        try:
+            await limiter.check({}, ctx.bearer_token, ctx.client_host, method)
+        except LeagueError as err:
+            raise rate_limited(err) from None
 
     async def call(self, tool: Tool, arguments: dict[str, Any], ctx: CallContext) -> tuple[dict[str, Any], bool]:
         """A database that is down or locked (OperationalError, InterfaceError) is not a bug: the
@@ -111,14 +130,11 @@ class LeagueManagerToolset(Toolset):
             message = self.checked(tool, arguments, from_json=ctx.from_json)
         except LeagueError as err:
             reply = self.error_reply(err, arguments, tool)
-            if tool.name not in UNLOGGED_TOOLS:
+            if tool.name not in READ_TOOLS:  # no caller is proven yet: a read refused writes nothing
                 await database_job(log_exchange, tool, arguments, reply, None)
             return reply
         call = ToolCall(**vars(ctx), tool=tool, arguments=arguments)
-        reply = await tool.handler(message, call)
-        if tool.name == "ping":  # leagueproto's own tool, which knows no Event log
-            await database_job(log_exchange, tool, arguments, reply, None)
-        return reply
+        return await tool.handler(message, call)
 
 
 toolset = LeagueManagerToolset(

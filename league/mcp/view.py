@@ -2,7 +2,7 @@
 
 Django does what it does for every view first: ALLOWED_HOSTS, the security middleware's
 headers, the body limit of leaguesite/limits.py. The server does the rest (JSON-RPC, both
-dialects, Origin, the methods); the tools are in league/mcp/tools.py.
+dialects, Origin, the methods, the batch and reply bounds); the tools are in league/mcp/tools.py.
 """
 
 from __future__ import annotations
@@ -15,16 +15,25 @@ from league.mcp import toolset
 from leagueproto.server import HttpResponse as McpResponse
 from leagueproto.server import McpServer, body_too_large
 
-_servers: dict[tuple[int, tuple[str, ...]], McpServer] = {}
+_servers: dict[tuple[int, tuple[str, ...], int, int], McpServer] = {}
 
 
 def get_server() -> McpServer:
     """The server for the current settings (tests may override the limits)."""
-    key = (settings.MCP_MAX_BODY_BYTES, tuple(settings.MCP_ALLOWED_ORIGINS))
+    key = (
+        settings.MCP_MAX_BODY_BYTES,
+        tuple(settings.MCP_ALLOWED_ORIGINS),
+        settings.MCP_MAX_BATCH_ITEMS,
+        settings.MCP_MAX_REPLY_BYTES,
+    )
     server = _servers.get(key)
     if server is None:
         server = _servers[key] = McpServer(
-            toolset, max_body_bytes=settings.MCP_MAX_BODY_BYTES, allowed_origins=settings.MCP_ALLOWED_ORIGINS
+            toolset,
+            max_body_bytes=settings.MCP_MAX_BODY_BYTES,
+            allowed_origins=settings.MCP_ALLOWED_ORIGINS,
+            max_batch_items=settings.MCP_MAX_BATCH_ITEMS,
+            max_reply_bytes=settings.MCP_MAX_REPLY_BYTES,
         )
     return server
 

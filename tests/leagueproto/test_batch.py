@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from leagueproto.jsonutil import dumps, loads
 from leagueproto.server import McpServer
 from leagueproto.tools import CallContext, Toolset
 
@@ -30,9 +31,10 @@ async def test_a_batch_runs_its_items_concurrently_and_answers_in_request_order(
     # Ids in descending order: the responses follow the requests, not the order items finish.
     batch = [{"jsonrpc": "2.0", "id": i, "method": "meet", "params": {}} for i in reversed(range(BATCH))]
     batch.insert(2, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-    status, responses, _ = await asyncio.wait_for(
+    status, encoded, _ = await asyncio.wait_for(
         server.handle_payload(batch, CallContext(method="", dialect="direct")), 10
     )
+    responses = loads(dumps(encoded))  # each response comes encoded (its size counted against the bound)
     assert status == 200
     assert [r["id"] for r in responses] == list(reversed(range(BATCH)))
     assert [r["result"]["seen"] for r in responses] == list(reversed(range(BATCH)))
