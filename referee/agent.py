@@ -29,6 +29,7 @@ from leagueproto.endpoint_policy import (
     DEFAULT_PORTS,
     LOOPBACK_NETWORKS,
     AddressPolicy,
+    IPNetwork,
     ip_of,
     networks,
 )
@@ -268,7 +269,7 @@ class Referee:
         # The endpoint policy the player client applies to every address it connects to
         # (leagueproto/endpoint_policy.py): the networks of the leagues whose START_MATCH we took,
         # or this machine's alone for a referee that registers nowhere.
-        self.networks: dict[str, tuple[list[Any], bool]] = {}  # league_id → (networks, service ports)
+        self.networks: dict[str, tuple[list[IPNetwork], bool]] = {}  # league_id → (networks, service ports)
         self.policy = AddressPolicy(networks(LOOPBACK_NETWORKS) if self.local else [])
         self.toolset = self._build_toolset()
         self.server = McpServer(self.toolset)
@@ -787,7 +788,7 @@ class Referee:
             return
         allowed = networks(msg.allowed_networks if msg.allowed_networks is not None else DEFAULT_ALLOWED_NETWORKS)
         self.networks[msg.league_id] = (allowed, msg.allow_service_ports)
-        union: dict[Any, None] = {}
+        union: dict[IPNetwork, None] = {}
         for nets, _ in self.networks.values():
             union.update(dict.fromkeys(nets))
         self.policy.allowed = list(union)
