@@ -114,6 +114,8 @@ class Cheater(Strategy):
                         with self.lock:
                             self.learned += 1
                         return answers[turn - 1]
+                    if time.monotonic() >= until:
+                        break  # answer in time: a loaded machine makes a round of polls slow
                 time.sleep(0.02)
         return None
 

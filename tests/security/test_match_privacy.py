@@ -77,7 +77,7 @@ def test_a_player_polling_every_referee_tool_during_its_turn_learns_nothing(
     sly = players[0].player_id
     mine = [r for r in results if sly in (r.match.player_a.player_id, r.match.player_b.player_id)]
     turns = sum(len(r.details["rounds"]) if game_type == "even_odd_bo5" else 1 for r in mine)
-    assert cheater.decisions == turns and cheater.polls > 0
+    assert cheater.decisions >= turns and cheater.polls > 0
     assert {"get_match_state", "start_match", "notify_round"} <= set(cheater.refusals)
     # And learned nothing: no reply showed the opponent's answer to the turn being played, the
     # referee's match state answered no one but the LM, and no reply named a player's endpoint.
