@@ -12,8 +12,12 @@ requests on someone's behalf. The policy (``endpoint_problem``) refuses, with on
 * a host that does not resolve, or resolves to a link-local or cloud metadata address (always),
   or outside the league's ``allowed_networks``.
 
-``connect_problem`` re-checks the address a connection actually goes to (the name may resolve
+``ConnectPolicy`` re-checks the address a connection actually goes to (the name may resolve
 elsewhere by then: DNS rebinding); leagueproto's client calls it for every address it connects to.
+
+The address and port rules themselves live in leagueproto/endpoint_policy.py, shared with the
+referees, which apply them when they connect to players; this module adds the LM's settings,
+its own address and its leagues' networks.
 
 ``canonical_endpoint`` is the form registrations compare: one agent cannot hold several seats
 with spellings of one URL (host case, ``localhost`` / ``127.0.0.1`` / ``[::1]``, the default
@@ -22,7 +26,6 @@ port, a trailing slash, a query or fragment).
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import socket
 import time
@@ -33,52 +36,20 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-# Cloud metadata services: never an agent, whatever network they sit in.
-METADATA_ADDRESSES = frozenset(
-    ipaddress.ip_address(a) for a in ("169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254")
+from leagueproto.endpoint_policy import (
+    DEFAULT_PORTS,
+    IPAddress,
+    IPNetwork,
+    address_problem,
+    ip_of,
+    is_local_address,
+    legacy_ipv4,
+    networks,
+    port_and_address,
+    this_machine,
 )
-LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
-DEFAULT_PORTS = {"http": 80, "https": 443}
-# Ports other services listen on: an endpoint there aims the LM's requests at a database, a broker
-# or a mail server rather than at an agent. The name goes into the refusal. None is in 8000-9999,
-# where agents listen (runplayer, runreferee and the docs' examples use 8001-8199, tests 9101-…).
-SERVICE_PORTS: dict[int, str] = {
-    21: "FTP",
-    22: "SSH",
-    23: "Telnet",
-    25: "SMTP",
-    53: "DNS",
-    110: "POP3",
-    111: "RPC portmapper",
-    135: "MS RPC",
-    139: "NetBIOS",
-    143: "IMAP",
-    389: "LDAP",
-    445: "SMB",
-    465: "SMTP",
-    587: "SMTP",
-    993: "IMAP",
-    995: "POP3",
-    1433: "SQL Server",
-    1521: "Oracle",
-    1883: "MQTT",
-    2049: "NFS",
-    2375: "Docker",
-    2376: "Docker",
-    2379: "etcd",
-    3306: "MySQL",
-    3389: "RDP",
-    4222: "NATS",
-    5432: "PostgreSQL",
-    5672: "AMQP",
-    5984: "CouchDB",
-    6379: "Redis",
-    6443: "Kubernetes API",
-    10250: "Kubelet",
-    11211: "Memcached",
-    15672: "RabbitMQ management",
-    27017: "MongoDB",
-}
+from leagueproto.endpoint_policy import SERVICE_PORTS as SERVICE_PORTS  # league/bench reads it here
+from leagueproto.endpoint_policy import port_problem as service_port_problem
 
 
 # -- where the LM itself serves ------------------------------------------------------------------
@@ -118,49 +89,6 @@ def serving_from_scope(scope: dict[str, Any]) -> Serving:
 
 
 # -- spelling ------------------------------------------------------------------------------------
-def _legacy_ipv4(host: str) -> ipaddress.IPv4Address | None:
-    """The address ``host`` means in the BSD ``inet_aton`` notations (``127.1``, ``0x7f.1``,
-    ``0177.0.0.1``, ``2130706433``), or None when it is not one of them."""
-    parts = host.split(".")
-    if not 1 <= len(parts) <= 4:
-        return None
-    values = []
-    for part in parts:
-        try:
-            if part.lower().startswith("0x"):
-                values.append(int(part[2:], 16))
-            elif len(part) > 1 and part.startswith("0"):
-                values.append(int(part, 8))
-            elif part.isdigit():
-                values.append(int(part))
-            else:
-                return None
-        except ValueError:
-            return None
-    *head, last = values
-    if any(v > 255 for v in head) or last >= 256 ** (4 - len(head)):
-        return None
-    number = last
-    for index, value in enumerate(head):
-        number += value << (8 * (3 - index))
-    return ipaddress.IPv4Address(number)
-
-
-def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """The address a host literal names in any spelling (IPv4-mapped IPv6 as IPv4), else None."""
-    try:
-        address = ipaddress.ip_address(host.split("%")[0])
-    except ValueError:
-        return _legacy_ipv4(host)
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    return address
-
-
-def _this_machine(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    return address.is_loopback or address.is_unspecified
-
-
 def canonical_endpoint(endpoint: str) -> str:
     """The form two endpoints are compared in: ``scheme://host:port/path``, with the scheme and
     host in lower case, every address of this machine (``localhost``, ``127.0.0.0/8``, ``::1``,
@@ -173,8 +101,8 @@ def canonical_endpoint(endpoint: str) -> str:
         return endpoint
     scheme = parts.scheme.lower()
     host = (parts.hostname or "").rstrip(".")
-    address = _address(host)
-    if host == "localhost" or host.endswith(".localhost") or (address is not None and _this_machine(address)):
+    address = ip_of(host)
+    if host == "localhost" or host.endswith(".localhost") or (address is not None and this_machine(address)):
         host = "127.0.0.1"
     elif isinstance(address, ipaddress.IPv6Address):
         host = f"[{address.compressed}]"
@@ -185,53 +113,9 @@ def canonical_endpoint(endpoint: str) -> str:
 
 
 # -- the policy ----------------------------------------------------------------------------------
-def networks(allowed_networks: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
-    """The networks of a league's ``allowed_networks`` (entries that do not parse are skipped)."""
-    found = []
-    for item in allowed_networks.split(","):
-        if item.strip():
-            try:
-                found.append(ipaddress.ip_network(item.strip(), strict=False))
-            except ValueError:
-                continue
-    return found
-
-
-@functools.lru_cache(maxsize=256)
-def is_local_address(address: str) -> bool:
-    """Whether ``address`` belongs to this machine: it can be bound to (no list of interfaces to
-    read, and it covers every address the kernel would answer on)."""
-    parsed = ipaddress.ip_address(address)
-    if _this_machine(parsed):
-        return True
-    family = socket.AF_INET6 if parsed.version == 6 else socket.AF_INET
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.bind((address, 0))
-    except OSError:
-        return False
-    return True
-
-
-def address_problem(
-    address: ipaddress.IPv4Address | ipaddress.IPv6Address,
-    allowed: list[ipaddress.IPv4Network | ipaddress.IPv6Network],
-) -> str | None:
-    """Why an agent may not be reached at ``address``, or None."""
-    if address in METADATA_ADDRESSES or any(address in net for net in LINK_LOCAL):
-        return f"Endpoint address {address} is link-local or a metadata service"
-    if not any(address.version == net.version and address in net for net in allowed):
-        return f"Endpoint address {address} is outside the league's allowed networks"
-    return None
-
-
 def port_problem(port: int) -> str | None:
-    if port in SERVICE_PORTS and not settings.ENDPOINT_ALLOW_SERVICE_PORTS:
-        return (
-            f"Endpoint port {port} is the {SERVICE_PORTS[port]} port; agents listen on other ports"
-            " (the organiser may allow service ports with ENDPOINT_ALLOW_SERVICE_PORTS)"
-        )
-    return None
+    """The service-port rule with this site's ``ENDPOINT_ALLOW_SERVICE_PORTS``."""
+    return service_port_problem(port, settings.ENDPOINT_ALLOW_SERVICE_PORTS)
 
 
 def endpoint_problem(endpoint: str, allowed_networks: str) -> str | None:
@@ -248,7 +132,7 @@ def endpoint_problem(endpoint: str, allowed_networks: str) -> str | None:
     if "@" in parts.netloc:
         return "Endpoint may not carry credentials (user:password@): agents authenticate with their token"
     host = parts.hostname
-    legacy = _legacy_ipv4(host)
+    legacy = legacy_ipv4(host)
     if legacy is not None and str(legacy) != host:
         return f"Endpoint host {host} is a legacy spelling of {legacy}: write {legacy}"
     effective_port = port or DEFAULT_PORTS[parts.scheme]
@@ -285,16 +169,9 @@ def endpoint_taken(model: Any, league_pk: int, endpoint: str) -> bool:
 
 
 # -- at connection time --------------------------------------------------------------------------
-def _port_and_address(port: int, address: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address | None, str]:
-    """The first checks of a connection: the port, and ``address`` as an IP address (None and
-    why not, when either fails)."""
-    problem = port_problem(port)
-    if problem:
-        return None, problem
-    parsed = _address(address)
-    if parsed is None:
-        return None, f"Endpoint address {address} is not an IP address"
-    return parsed, ""
+def _port_and_address(port: int, address: str) -> tuple[IPAddress | None, str]:
+    """The first checks of a connection, with this site's ``ENDPOINT_ALLOW_SERVICE_PORTS``."""
+    return port_and_address(port, address, settings.ENDPOINT_ALLOW_SERVICE_PORTS)
 
 
 class ConnectPolicy:
@@ -311,7 +188,7 @@ class ConnectPolicy:
     REFRESH = 5.0
 
     def __init__(self) -> None:
-        self._allowed: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+        self._allowed: list[IPNetwork] = []
         self._relay: set[tuple[str, int]] = set()
         self._loaded_at = float("-inf")
 
@@ -333,7 +210,7 @@ class ConnectPolicy:
         return found
 
     @staticmethod
-    def _load() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    def _load() -> list[IPNetwork]:
         from league.models import League
 
         found: dict[str, None] = {}

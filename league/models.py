@@ -11,8 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-DEFAULT_ALLOWED_NETWORKS = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16"
-
+from leagueproto.endpoint_policy import DEFAULT_ALLOWED_NETWORKS  # the referees fall back on it too
 
 # The one rule for league ids, everywhere one is typed (the ``league`` command, the admin, the API's
 # URLs, the LM's messages): they go into URLs, websocket group names and file names unescaped.

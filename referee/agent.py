@@ -24,6 +24,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from leagueproto.asgi import make_asgi_app
 from leagueproto.client import AgentClient, CallFailed, CallResult, RetryPolicy
+from leagueproto.endpoint_policy import (
+    DEFAULT_ALLOWED_NETWORKS,
+    DEFAULT_PORTS,
+    LOOPBACK_NETWORKS,
+    AddressPolicy,
+    IPNetwork,
+    ip_of,
+    networks,
+)
 from leagueproto.envelope import make_message, new_conversation_id
 from leagueproto.errors import MISSING, RETRYABLE, ErrorCode, LeagueError, refusal, see
 from leagueproto.jsonutil import dumps
@@ -43,6 +52,8 @@ SEE_MATCH = see("how-a-match-runs")
 SEE_REFEREE_SIDE = see("referee-side")
 # A player's answer sent to the referee as a call of its own instead of in the HTTP reply.
 ANSWER_TYPES = ("CHOOSE_PARITY_RESPONSE", "MOVE_RESPONSE", "GAME_JOIN_ACK")
+# A player's answers sent as calls of their own, noted in its match's log at most this many times.
+STRAY_NOTES_KEPT = 10
 FINISHED_KEPT = 1000  # finished matches kept in memory for get_match_state and idempotency
 # The LM's acknowledgements kept for get_match_state's report_status: those of the matches still
 # kept, with room for reports re-sent after a restart (their matches are not in memory).
@@ -136,6 +147,12 @@ class StartMatch(LeagueMessage):
     standings: dict[str, Any] = Field(
         default_factory=dict, description="Optional {player_id: {wins, losses, draws}} passed to players."
     )
+    allowed_networks: list[str] | None = Field(
+        None,
+        description="The networks the league's players may be reached in, e.g. ['10.0.0.0/8'] "
+        "(left out: loopback and the private ranges).",
+    )
+    allow_service_ports: bool = Field(False, description="Whether players may listen on other services' ports.")
 
 
 class RunMatch(BaseModel):
@@ -249,6 +266,11 @@ class Referee:
         self.on_refused: Callable[[str], None] | None = None  # runreferee stops serving then
         self.client: AgentClient | None = None  # to the League Manager
         self.player_client: AgentClient | None = None  # to players: replies read up to max_reply_bytes
+        # The endpoint policy the player client applies to every address it connects to
+        # (leagueproto/endpoint_policy.py): the networks of the leagues whose START_MATCH we took,
+        # or this machine's alone for a referee that registers nowhere.
+        self.networks: dict[str, tuple[list[IPNetwork], bool]] = {}  # league_id → (networks, service ports)
+        self.policy = AddressPolicy(networks(LOOPBACK_NETWORKS) if self.local else [])
         self.toolset = self._build_toolset()
         self.server = McpServer(self.toolset)
 
@@ -266,6 +288,12 @@ class Referee:
     def active_matches(self) -> int:
         return len(self._running)
 
+    @property
+    def local(self) -> bool:
+        """A referee that registers with no League Manager (``--no-register``): it runs matches
+        for callers on its own machine only, between players on its own machine."""
+        return not (self.config.register and self.config.league_url)
+
     def asgi_app(self) -> Any:
         return make_asgi_app(self.server, on_startup=[self.startup], on_shutdown=[self.shutdown])
 
@@ -277,7 +305,13 @@ class Referee:
             agent_hosts(self.config.host, self.config.advertise_host, advertised, extra=self.config.allowed_hosts)
         )
         self.client = AgentClient()
-        self.player_client = AgentClient(max_response_bytes=self.config.max_reply_bytes)
+        self.policy.own_port = urlsplit(self.config.contact_endpoint).port
+        if self.config.league_url:
+            # Relay endpoints (players behind NAT) live on the LM's own address: like the LM, we
+            # let it through whatever the leagues' networks (never the metadata rule).
+            lm = urlsplit(self.config.league_url)
+            self.policy.passes = {((lm.hostname or "").lower(), lm.port or DEFAULT_PORTS.get(lm.scheme, 80))}
+        self.player_client = AgentClient(max_response_bytes=self.config.max_reply_bytes, address_check=self.policy)
         self._registered = asyncio.Event()
         self._outbox = asyncio.Queue()
         identity = self.store.load_identity()
@@ -538,7 +572,7 @@ class Referee:
         @tool("start_match", StartMatch, message_types=("START_MATCH",), output=StartMatchResponse)
         async def start_match(msg: StartMatch, ctx: CallContext) -> dict[str, Any]:
             """Assign a match to this referee; answers at once, the match runs in the background."""
-            self._check_lm_token(msg.auth_token or ctx.bearer_token, msg.league_id)
+            self._check_lm_token(msg.auth_token or ctx.bearer_token, msg.league_id, ctx)
             return self._start(msg)
 
         @tool("run_match", RunMatch, envelope=False)
@@ -548,12 +582,15 @@ class Referee:
             if "message_type" in raw or "player1" not in raw:
                 reply, _ = await toolset.call(toolset.tools["start_match"], raw, ctx)
                 return reply
-            self._check_lm_token(raw.get("auth_token") or ctx.bearer_token)
+            self._check_lm_token(raw.get("auth_token") or ctx.bearer_token, None, ctx)
             return await self._run_seed_match(raw)
 
         @tool("get_match_state", MatchQuery, message_types=("GET_MATCH_STATE",), envelope=False, output=MatchState)
         async def get_match_state(msg: MatchQuery, ctx: CallContext) -> dict[str, Any]:
-            """The state and the full message log of a match this referee runs or ran."""
+            """The League Manager's view of a match this referee runs or ran: its state and its log
+            up to the last turn resolved (an open turn's answers and the players' endpoints are
+            never shown)."""
+            self._check_lm_token((msg.model_extra or {}).get("auth_token") or ctx.bearer_token, msg.league_id, ctx)
             runner = self._find(msg.match_id, msg.league_id)
             if runner is None:
                 raise LeagueError(
@@ -572,14 +609,14 @@ class Referee:
         @tool("notify_round", RoundAnnouncement, message_types=("ROUND_ANNOUNCEMENT",), output=Ack)
         async def notify_round(msg: RoundAnnouncement, ctx: CallContext) -> dict[str, Any]:
             """ROUND_ANNOUNCEMENT from the LM (informational)."""
-            self._check_lm_token(msg.auth_token or ctx.bearer_token, (msg.model_extra or {}).get("league_id"))
+            self._check_lm_token(msg.auth_token or ctx.bearer_token, (msg.model_extra or {}).get("league_id"), ctx)
             self.last_round = {"round_id": msg.round_id, "matches": msg.matches}
             return toolset.reply(msg, "ACK", status="received", round_id=msg.round_id)
 
         @tool("notify_league_completed", LeagueCompleted, message_types=("LEAGUE_COMPLETED",), output=Ack)
         async def notify_league_completed(msg: LeagueCompleted, ctx: CallContext) -> dict[str, Any]:
             """LEAGUE_COMPLETED from the LM."""
-            self._check_lm_token(msg.auth_token or ctx.bearer_token, (msg.model_extra or {}).get("league_id"))
+            self._check_lm_token(msg.auth_token or ctx.bearer_token, (msg.model_extra or {}).get("league_id"), ctx)
             self.league_completed = {"champion": msg.champion, "final_standings": msg.final_standings}
             return toolset.reply(msg, "ACK", status="received")
 
@@ -593,20 +630,29 @@ class Referee:
         )
         async def answer_callback(msg: StrayAnswer, ctx: CallContext) -> dict[str, Any]:
             """Refuses a player's answer sent as a call to the referee: answers belong in the HTTP reply."""
-            raise self._stray_answer(msg, ctx.method)
+            raise self._stray_answer(msg, ctx)
 
         return toolset
 
-    def _stray_answer(self, msg: StrayAnswer, method: str) -> LeagueError:
-        """The refusal of an answer a player sent as a call of its own, noted in its match's log."""
-        what = msg.message_type or method
+    def _stray_answer(self, msg: StrayAnswer, ctx: CallContext) -> LeagueError:
+        """The refusal of an answer a player sent as a call of its own, noted in its match's log
+        when it carries the match token (anyone else is only refused: a log is not for strangers
+        to write in), at most ``STRAY_NOTES_KEPT`` times a match."""
+        what = msg.message_type or ctx.method
         sender = msg.sender or "a player"
         rule = (
             "answers must be in the HTTP reply to the referee's call (e.g. CHOOSE_PARITY_RESPONSE as the "
             "result of choose_parity), not a later call to the referee"
         )
         runner = self._find(msg.match_id, msg.league_id) if msg.match_id else None
-        if runner is not None:
+        token = (msg.model_extra or {}).get("auth_token") or ctx.bearer_token
+        if (
+            runner is not None
+            and runner.spec.match_token
+            and isinstance(token, str)
+            and same_token(token, runner.spec.match_token)
+            and sum(e["message_type"] == "STRAY_ANSWER" for e in runner.log.entries) < STRAY_NOTES_KEPT
+        ):
             problem = f"{sender} sent {what} as a call to the referee; {rule}"
             runner.log.event("STRAY_ANSWER", sender=sender, message_type=what, problem=problem)
         return refusal(
@@ -618,14 +664,18 @@ class Referee:
             problem=f"{what} sent to the referee as a call of its own is not an answer",
         )
 
-    def _check_lm_token(self, token: Any, league_id: Any = None) -> None:
-        """Once registered we know the LM's token for us: only the LM may assign matches.
+    def _check_lm_token(self, token: Any, league_id: Any, ctx: CallContext) -> None:
+        """Only the League Manager that registered us may assign matches or read them: it shows
+        the ``league_manager_token`` it gave us at registration. Before registering we run nothing
+        for anyone (E013); a referee that registers nowhere (``--no-register``) answers callers on
+        its own machine only.
 
         ``token`` is what the caller sent, of any JSON type (the short run_match form reads it
         unvalidated): anything but a string is refused like a wrong token, never an exception."""
         seat = self._seat(league_id)
         expected = seat.get("league_manager_token") if seat else self.league_manager_token
         if not expected:
+            self._check_unregistered(ctx)
             return
         wanted = "the league_manager_token this referee received at registration"
         if token is not None and not isinstance(token, str):
@@ -654,6 +704,28 @@ class Referee:
                 "another token",
                 SEE_REFEREE_SIDE,
                 problem="auth_token is not the League Manager's token for us",
+            )
+
+    def _check_unregistered(self, ctx: CallContext) -> None:
+        """A caller of an LM tool while we hold no League Manager's token: refused (E013) unless
+        we are registered with an LM that gives none, or registering nowhere and the caller is on
+        this machine (it could reach every player we could itself)."""
+        if self.local:
+            address = ip_of(ctx.client_host or "")
+            if address is not None and address.is_loopback:
+                return
+            raise LeagueError(
+                ErrorCode.REFEREE_NOT_REGISTERED,
+                "this referee registers with no League Manager (--no-register): it runs matches for "
+                "callers on its own machine only",
+                context={"see": SEE_REFEREE_SIDE},
+            )
+        if self.referee_id is None:
+            raise LeagueError(
+                ErrorCode.REFEREE_NOT_REGISTERED,
+                "this referee has not registered with its League Manager yet: it runs matches for that "
+                "League Manager only, once registered",
+                context={"see": SEE_REFEREE_SIDE},
             )
 
     def _find(self, match_id: str, league_id: str | None) -> MatchRunner | None:
@@ -697,6 +769,7 @@ class Referee:
         refusal = self._admit(key)
         if refusal:
             return answer("REJECTED", refusal)
+        self._apply_networks(msg)
         retry = RetryPolicy(retries=int(msg.retry.get("retries", 3)), delay=float(msg.retry.get("delay", 2.0)))
         spec = MatchSpec(
             league_id=msg.league_id,
@@ -714,6 +787,21 @@ class Referee:
         runner = self._new_runner(spec)
         self._spawn_match(key, self._run_and_report(runner))
         return answer("ACCEPTED", None)
+
+    def _apply_networks(self, msg: StartMatch) -> None:
+        """Take the league's endpoint policy from its START_MATCH: the player client then lets
+        through an address any of our leagues allows, as the LM's conductor does (the league of
+        an address is not known where it is checked). A referee registering nowhere keeps to
+        this machine."""
+        if self.local:
+            return
+        allowed = networks(msg.allowed_networks if msg.allowed_networks is not None else DEFAULT_ALLOWED_NETWORKS)
+        self.networks[msg.league_id] = (allowed, msg.allow_service_ports)
+        union: dict[IPNetwork, None] = {}
+        for nets, _ in self.networks.values():
+            union.update(dict.fromkeys(nets))
+        self.policy.allowed = list(union)
+        self.policy.allow_service_ports = any(ports for _, ports in self.networks.values())
 
     def _spawn_match(self, key: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
         """Run a match as a task, counted in active_matches until it is done."""

@@ -481,6 +481,8 @@ class MatchRunner:
 
     # -- inspection -------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
+        """The match as ``get_match_state`` shows it: never the players' endpoints, and the log
+        only up to the turn being played (:meth:`resolved_log`)."""
         return {
             "league_id": self.spec.league_id,
             "round_id": self.spec.round_id,
@@ -488,13 +490,30 @@ class MatchRunner:
             "game_type": self.spec.game_type,
             "state": self.status,
             "players": [
-                {"player_id": seat.player_id, "role_in_match": role, "endpoint": seat.endpoint}
+                {"player_id": seat.player_id, "role_in_match": role}
                 for seat, role in zip(self.seats, ("PLAYER_A", "PLAYER_B"), strict=True)
             ],
             "game": self.rules.details(self.state),
             "result": self.result.to_dict() if self.result else None,
-            "match_log": list(self.log.entries),
+            "match_log": self.resolved_log(),
         }
+
+    def resolved_log(self) -> list[dict[str, Any]]:
+        """The log without the turn still open: a turn's requests, answers and errors show once it
+        is resolved (its RESOLVED event), so no one reading the match (the LM, its pages) can hand
+        a player its opponent's answer before it answers itself. The game's details never hold an
+        open turn's moves: the rules take them only to resolve the turn."""
+        entries = self.log.entries
+        if self.result is None:
+            for index in range(len(entries) - 1, -1, -1):
+                entry = entries[index]
+                if entry["direction"] != "EVENT":
+                    continue
+                if entry["message_type"] == "RESOLVED":
+                    break
+                if entry["message_type"] == COLLECTING_CHOICES:
+                    return entries[: index + 1]
+        return list(entries)
 
 
 def deferred_answer(player_id: str, request: Request, reply: Mapping[str, Any]) -> InvalidMove | None:

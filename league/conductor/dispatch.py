@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
@@ -32,6 +33,7 @@ from league.conductor.common import (
 )
 from league.conductor.delivery_log import delivery_row
 from league.conductor.reachability import decide_unreachable
+from league.endpoints import networks
 from league.events import EventValues, append_events, broadcast_all, event_values, record_event
 from league.models import AgentStatus, League, Match, MatchResult, Referee, Round
 from leagueproto.scoring import record_field
@@ -117,6 +119,9 @@ def start_match_message(
         retry={"retries": league.retries, "delay": league.retry_delay},
         max_invalid_moves=league.max_invalid_moves,
         standings={p: dict(records.get(p, NO_RECORD)) for p in (a_id, b_id)},
+        # The referee applies the league's endpoint policy when it connects (docs/protocol.md).
+        allowed_networks=[str(net) for net in networks(league.allowed_networks)],
+        allow_service_ports=settings.ENDPOINT_ALLOW_SERVICE_PORTS,
     )
 
 

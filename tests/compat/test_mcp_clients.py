@@ -37,7 +37,7 @@ def endpoint(request, transactional_db) -> tuple[str, str, dict[str, Any]]:
         return which, lm_url, {"name": "register_player", "arguments": registration}
     if which == "referee":
         agent, _ = request.getfixturevalue("live_referee")
-        state = {"match_id": "R9M9"}  # unknown to this referee: an isError result
+        state = {"match_id": "R9M9"}  # asked without the LM's token: an isError result (E011)
         return which, agent.url, {"name": "get_match_state", "arguments": state}
     agent, player = request.getfixturevalue("live_player")
     call = message(
@@ -75,7 +75,7 @@ async def test_the_sdk_session_pings_lists_and_calls(endpoint):
         # The SDK validated a successful result itself; a refusal matches the schema too.
         Draft202012Validator(schemas[probe["name"]]).validate(result.structured_content)
         if which == "referee":
-            assert result.is_error is True and result.structured_content["error_code"] == "E006"
+            assert result.is_error is True and result.structured_content["error_code"] == "E011"
         elif which == "lm":
             assert result.is_error is False and result.structured_content["status"] == "ACCEPTED"
         else:

@@ -59,7 +59,8 @@ class ScriptedPlayer:
     ``choices`` (even_odd) and ``moves`` (bo5) are answered in order, the last one repeating;
     a value ``MISSING`` leaves the field out. ``join`` is "accept" or "decline"; ``join_delay`` /
     ``move_delay`` make it answer late; ``join_gate`` holds every join answer until the test sets
-    it (a match that must still be running, whatever the machine's load). ``edits`` maps a tool
+    it (a match that must still be running, whatever the machine's load); ``move_gate`` does the
+    same for every parity choice and move. ``edits`` maps a tool
     name to a list of field overrides applied to its successive replies (the last repeating), e.g. ``{"choose_parity":
     [{"message_type": "GAME_JOIN_ACK"}, {}]}`` answers with a wrong type once, then correctly.
     """
@@ -76,6 +77,7 @@ class ScriptedPlayer:
         join_delay: float = 0.0,
         move_delay: float = 0.0,
         join_gate: threading.Event | None = None,
+        move_gate: threading.Event | None = None,
         edits: dict[str, list[dict[str, Any]]] | None = None,
     ) -> None:
         self.player_id = player_id
@@ -86,6 +88,7 @@ class ScriptedPlayer:
         self.join_delay = join_delay
         self.move_delay = move_delay
         self.join_gate = join_gate
+        self.move_gate = move_gate
         self.received = Recorder()
         self.toolset = Toolset(
             name=f"player-{player_id}", sender=f"player:{player_id}", error_message_type="GAME_ERROR"
@@ -127,6 +130,8 @@ class ScriptedPlayer:
             asked = len(self.received.of("choose_parity"))
             self.received.add("choose_parity", msg.model_dump())
             await asyncio.sleep(self.move_delay)
+            if self.move_gate is not None:
+                await asyncio.to_thread(self.move_gate.wait, 60)
             choice = self._next(self.choices, asked)
             fields = {} if choice is self.MISSING else {"parity_choice": choice}
             reply = ts.reply(msg, "CHOOSE_PARITY_RESPONSE", match_id=msg.match_id, player_id=self.player_id, **fields)
@@ -137,6 +142,8 @@ class ScriptedPlayer:
             asked = len(self.received.of("make_move"))
             self.received.add("make_move", msg.model_dump())
             await asyncio.sleep(self.move_delay)
+            if self.move_gate is not None:
+                await asyncio.to_thread(self.move_gate.wait, 60)
             number = self._next(self.moves, asked)
             fields = {} if number is self.MISSING else {"move": {"number": number}}
             reply = ts.reply(msg, "MOVE_RESPONSE", match_id=msg.match_id, game_round=msg.game_round, **fields)

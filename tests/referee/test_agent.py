@@ -97,12 +97,17 @@ def test_it_returns_the_state_and_log_of_a_match(referee, lm, players):
     rpc(referee.url, "start_match", start_match_message(url_a, url_b))
     scripted_lm.received.wait_for("acknowledged")
     wait_until(lambda: referee.referee.reports)
-    state = rpc(referee.url, "get_match_state", {"match_id": "R1M1", "league_id": "league_test"})
+    query = {"match_id": "R1M1", "league_id": "league_test", "auth_token": ScriptedLM.LM_TOKEN}
+    state = rpc(referee.url, "get_match_state", query)
     assert (state["message_type"], state["state"], state["report_status"]) == ("MATCH_STATE", "FINISHED", "RECORDED")
     assert state["result"]["status"] in ("WIN", "DRAW")
-    assert [p["player_id"] for p in state["players"]] == ["P01", "P02"]
+    assert state["players"] == [
+        {"player_id": "P01", "role_in_match": "PLAYER_A"},
+        {"player_id": "P02", "role_in_match": "PLAYER_B"},
+    ]
+    assert url_a not in str(state) and url_b not in str(state)  # no player's endpoint, even to the LM
     assert state["match_log"][0]["message_type"] == "WAITING_FOR_PLAYERS"
-    missing = rpc(referee.url, "get_match_state", {"match_id": "R9M9"})
+    missing = rpc(referee.url, "get_match_state", {**query, "match_id": "R9M9"})
     assert (missing["message_type"], missing["error_code"]) == ("GAME_ERROR", "E006")
 
 
@@ -163,15 +168,17 @@ def test_it_keeps_a_finished_result_across_a_restart(players, tmp_path):
     state_dir = tmp_path / "state"
     pending = state_dir / "pending"
 
+    scripted_lm = ScriptedLM()
     with run_referee(league_url=lm_url, state_dir=state_dir, grace_seconds=0.3) as first:
-        # Registration keeps failing in the background; the referee serves meanwhile.
+        with serving(scripted_lm.app(), port=lm_port):
+            first.wait_registered()
+        # The LM is gone from here on: the match it assigned ends, and its report cannot go.
         reply = rpc(first.url, "start_match", start_match_message(url_a, url_b))
         assert reply["status"] == "ACCEPTED"
         wait_until(lambda: first.referee.matches["league_test:R1M1"].result is not None and any(pending.iterdir()))
         result = first.referee.matches["league_test:R1M1"].result.to_dict()
     assert len(list(pending.iterdir())) == 1
 
-    scripted_lm = ScriptedLM()
     with serving(scripted_lm.app(), port=lm_port), run_referee(league_url=lm_url, state_dir=state_dir) as second:
         (report,) = scripted_lm.received.wait_for("acknowledged")
         wait_until(lambda: not any(pending.iterdir()))

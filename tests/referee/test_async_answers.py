@@ -10,7 +10,7 @@ import httpx
 
 from leagueproto.envelope import make_message
 from tests.referee.conftest import FAST_TIMEOUTS, rpc, start_match_message
-from tests.referee.scripted import ScriptedPlayer
+from tests.referee.scripted import ScriptedLM, ScriptedPlayer
 
 PLAIN = (
     "player P02 answered choose_parity with no parity_choice in its HTTP reply; "
@@ -32,7 +32,12 @@ def test_an_acknowledgement_instead_of_an_answer_is_named_in_the_log_and_the_cal
     # The "answer", sent later as a call of its own to the referee's endpoint.
     b.received.wait_for("choose_parity")
     answer = make_message(
-        "CHOOSE_PARITY_RESPONSE", "player:P02", league_id="league_test", match_id="R1M1", parity_choice="odd"
+        "CHOOSE_PARITY_RESPONSE",
+        "player:P02",
+        auth_token="match-token-R1M1",  # the player's match token: the referee notes the call in the log
+        league_id="league_test",
+        match_id="R1M1",
+        parity_choice="odd",
     )
     body = {"jsonrpc": "2.0", "id": 9, "method": "CHOOSE_PARITY_RESPONSE", "params": answer}
     refused = httpx.post(referee.url, json=body, timeout=5).json()["result"]
@@ -48,7 +53,8 @@ def test_an_acknowledgement_instead_of_an_answer_is_named_in_the_log_and_the_cal
     invalid = [e for e in log if e["direction"] == "IN" and e["outcome"] == "invalid"]
     assert [e["problem"] for e in invalid] == [PLAIN, PLAIN]  # asked again once, then the loss
     # The stray call is in the match's log too (the report has it when it came before the end).
-    state = rpc(referee.url, "get_match_state", {"match_id": "R1M1", "league_id": "league_test"})
+    query = {"match_id": "R1M1", "league_id": "league_test", "auth_token": ScriptedLM.LM_TOKEN}
+    state = rpc(referee.url, "get_match_state", query)
     (stray,) = [e for e in state["match_log"] if e["message_type"] == "STRAY_ANSWER"]
     assert "player:P02 sent CHOOSE_PARITY_RESPONSE as a call to the referee" in stray["message"]["problem"]
     errors = b.received.wait_for("notify_game_error", 2)

@@ -23,7 +23,11 @@ class Command(BaseCommand):
         parser.add_argument("--league-url", default="http://127.0.0.1:8000/mcp", help="The LM's /mcp URL.")
         parser.add_argument("--name", default=None, help="Display name (default Referee-<port>).")
         parser.add_argument("--max-concurrent", type=int, default=4, help="Matches run at once.")
-        parser.add_argument("--no-register", action="store_true", help="Do not register with the LM.")
+        parser.add_argument(
+            "--no-register",
+            action="store_true",
+            help="Do not register with the LM: run matches for callers and players on this machine only.",
+        )
         parser.add_argument("--league-id", default=None, help="The league to join (default: the one open).")
         parser.add_argument("--state-dir", default=None, help="Keep identity and unsent reports here.")
         parser.add_argument("--advertise-host", default=None, help="Host the LM and players should use.")
