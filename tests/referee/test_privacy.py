@@ -12,9 +12,9 @@ import pytest
 from leagueproto.envelope import make_message
 from referee.games import get_game
 from referee.runner import COLLECTING_CHOICES, MatchLog, MatchResult, MatchRunner, MatchSpec, Seat
-from tests.players.conftest import wait_until
 from tests.referee.conftest import FAST_TIMEOUTS, rpc, run_referee, start_match_message
 from tests.referee.scripted import ScriptedLM, ScriptedPlayer
+from tests.support.waiting import wait_until
 
 LM_QUERY = {"match_id": "R1M1", "league_id": "league_test", "auth_token": ScriptedLM.LM_TOKEN}
 

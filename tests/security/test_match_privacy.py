@@ -16,9 +16,9 @@ from league.models import Player as PlayerRow
 from league.models import Referee as RefereeRow
 from players.agent import Player, PlayerConfig, PlayerHost
 from tests.league.lm_support import make_league
-from tests.players.conftest import wait_until
 from tests.security.cheater import Cheater
 from tests.support.servers import Process, free_port, wait_for_port
+from tests.support.waiting import wait_until
 
 FAST = {
     "join_timeout": 2.0,
