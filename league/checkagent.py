@@ -773,6 +773,8 @@ def reply_summary(step: Step) -> str:
         return "not a league message"
     if step.rpc_code is not None:
         return f"JSON-RPC error {step.rpc_code}"
+    if step.note.startswith("your agent has no tool"):
+        return "no such tool"
     if reply is None:
         return "no reply"
     parts = [str(reply.get("message_type") or "(no message_type)")]
