@@ -32,7 +32,7 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError
 
-from league.endpoints import NetworksPolicy, canonical_endpoint
+from league.endpoints import DEFAULT_PORTS, NetworksPolicy, canonical_endpoint
 from league.ratelimit import Bucket, limiter
 from league.standings import standing_dict
 from leagueproto.client import NO_RETRY, AgentClient, CallFailed, CallResult
@@ -461,7 +461,8 @@ def _invalid_answer(step: Step, problem: str, error: dict[str, Any] | None, game
     if code == "E012":
         fix = (
             f"Answer as the player you were asked as (player_id {player_id!r}, sender 'player:{player_id}'); "
-            "if your agent is registered under another id, give that id to the check."
+            "if your agent is registered under another id, give that id to the check, or none (it then takes "
+            "the id your agent answers with)."
         )
         where = SEE_MATCH
     elif code == "E002":
@@ -546,11 +547,16 @@ def find_registration(endpoint: str) -> Registration | None:
     """The seat of the player at ``endpoint`` (compared in ``canonical_endpoint``'s spelling) in a
     league of this LM not finished, else in the latest finished one; None when it has none, or
     when this machine has no league database (the command run on a student's own machine).
-    Reads the endpoints of players not removed: a class's few hundred rows, once per check."""
+    Reads the endpoints of players not removed, only those naming the port when it is not the
+    scheme's default (any spelling of the endpoint then names it): a few rows, once per check."""
     from league.models import IN_PROGRESS, AgentStatus, League, Player
 
     wanted = canonical_endpoint(endpoint)
     players = Player.objects.exclude(status=AgentStatus.REMOVED).order_by("-registered_at")
+    scheme, _, rest = wanted.partition("://")
+    port = rest.split("/", 1)[0].rpartition(":")[2]
+    if port.isdigit() and int(port) != DEFAULT_PORTS.get(scheme):
+        players = players.filter(endpoint__contains=f":{port}")
     try:
         seats = [
             (player_id, league_id, status)
