@@ -7,6 +7,13 @@ LEAGUE_STANDINGS_UPDATE, ROUND_COMPLETED and LEAGUE_COMPLETED. Each message sent
 :class:`Step`: the message, the reply, its latency, a verdict (ok / warn / fail) and, when it is
 not ok, the fix in one sentence with the section of docs/protocol.md to read.
 
+Two verdicts come of it (``Report.plays_match``, ``Report.takes_notices``): whether the agent can
+play a match (a failure there costs matches in a league), and whether it takes the four league
+notices (advice: a notice it cannot take costs no match). The agent is called by the id given, else
+the id it is registered under on this LM (``find_registration``), else by the id it announces in its
+first reply. When it is registered in a league here that is not finished, the practice
+LEAGUE_COMPLETED is not sent: it must not be able to end that league for the agent.
+
 It registers nothing and writes nothing: no league, player, match or event row is involved (the
 messages name the league ``check_practice``). It shows only league agents' messages: a reply that
 is none (some other service at that address) is a failure with nothing of it kept (``HouseClient``).
@@ -16,14 +23,16 @@ endpoint policy first (``endpoint_refusal``), and the page its per-address limit
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.db import DatabaseError
 
-from league.endpoints import NetworksPolicy
+from league.endpoints import DEFAULT_PORTS, NetworksPolicy, canonical_endpoint
 from league.ratelimit import Bucket, limiter
 from league.standings import standing_dict
 from leagueproto.client import NO_RETRY, AgentClient, CallFailed, CallResult
@@ -35,11 +44,17 @@ from referee.runner import MatchRunner, MatchSpec, Seat, Timeouts, redact
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 LEAGUE_ID = "check_practice"
-AGENT_ID = "P01"  # the agent under test, unless it says it is registered under another id
+AGENT_ID = "P01"  # the agent under test, unless it is registered here or announces another id
 HOUSE_ID = "P02"
 HOUSE_NAME = "House bot"
 HOUSE_ENDPOINT = "house:bot"  # answered in-process by ``HouseClient``, never over the network
 SENDER = "league_manager"
+# The ROUND_ANNOUNCEMENT names a referee_endpoint as a league does (strict agents refuse null): the
+# page gives the LM's own /mcp URL, the command LM_BASE_URL's, else the LM's address in the README.
+DEFAULT_REFEREE_ENDPOINT = "http://127.0.0.1:8000/mcp"
+# The League Manager's notices: an agent that cannot take them still plays every match of a league.
+NOTICES = frozenset({"ROUND_ANNOUNCEMENT", "LEAGUE_STANDINGS_UPDATE", "ROUND_COMPLETED", "LEAGUE_COMPLETED"})
+PASS = "pass"
 ENVELOPE = ("protocol", "message_type", "sender", "timestamp", "conversation_id")
 # Seconds the check waits for each reply: the protocol's limits, move shortened (a check is not a
 # tournament: ten seconds is plenty to show an answer comes back).
@@ -68,7 +83,15 @@ class Step:
     fix: str | None = None  # for warn / fail: what to change, one sentence
     see: str | None = None  # the section of docs/protocol.md to read (``docs/protocol.md#anchor``)
     error_code: str | None = None  # when no usable reply came: the client's E0xx (E001 timeout …)
+    rpc_code: int | None = None  # when the agent answered a JSON-RPC error: its code
     not_agent: bool = False  # the reply was no league agent's message: judged, never shown
+    also: int = 0  # this warning's fix recurs on this many later steps (said here only)
+    same_as: int | None = None  # the number of the step that already gave this warning's fix
+
+    @property
+    def shown_note(self) -> str:
+        """The note as reported: with how many later steps share its fix."""
+        return f"{self.note} (also on {self.also} other replies)" if self.also else self.note
 
     @property
     def anchor(self) -> str | None:
@@ -91,11 +114,26 @@ class Report:
     match_result: dict[str, Any] | None = None
     stopped: str | None = None  # why the check ended early, if it did
     seconds: float = 0.0
+    id_source: str = "default"  # how player_id was chosen: given, registered, announced or default
+    id_warning: str | None = None  # said once when the check adopted the id the agent announced
+    skipped: list[str] = field(default_factory=list)  # messages not sent, each with why
+
+    @property
+    def plays_match(self) -> str:
+        """``pass`` or ``fail``: the practice match and its messages (what costs matches)."""
+        failed = self.stopped or any(s.verdict == FAIL for s in self.steps if s.message_type not in NOTICES)
+        return FAIL if failed else PASS
+
+    @property
+    def takes_notices(self) -> str:
+        """``pass`` or ``warn``: the league notices (a notice not taken costs no match)."""
+        return WARN if any(s.verdict != OK for s in self.steps if s.message_type in NOTICES) else PASS
 
     @property
     def verdict(self) -> str:
-        verdicts = {s.verdict for s in self.steps} | ({FAIL} if self.stopped else set())
-        return FAIL if FAIL in verdicts else WARN if WARN in verdicts else OK
+        if self.plays_match == FAIL:
+            return FAIL
+        return WARN if self.id_warning or any(s.verdict != OK for s in self.steps) else OK
 
     @property
     def passed(self) -> bool:
@@ -107,7 +145,13 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data.update(verdict=self.verdict, passed=self.passed, counts=self.counts())
+        data.update(
+            verdict=self.verdict,
+            passed=self.passed,
+            counts=self.counts(),
+            plays_match=self.plays_match,
+            takes_notices=self.takes_notices,
+        )
         return data
 
 
@@ -145,13 +189,39 @@ NOT_AN_AGENT = "not a league agent's message"
 def is_agent_reply(asked: str, reply: Any) -> bool:
     """Whether ``reply`` to a ``asked`` message is a league agent's message: a JSON object in
     league.v2 (``protocol`` left out is read as league.v2) whose ``message_type`` is one a player
-    answers with, or, without a ``message_type``, that carries the answer ``asked`` asks for."""
+    answers with, or, without a ``message_type``, that carries the answer ``asked`` asks for. To
+    a message that asks for no answer (GAME_OVER, a notice), any reply in a player's envelope
+    (``sender`` ``player:…``) is one, whatever its ``message_type``."""
     if not isinstance(reply, dict) or reply.get("protocol", PROTOCOL_VERSION) != PROTOCOL_VERSION:
         return False
     kind = reply.get("message_type")
+    if asked not in ANSWER_FIELDS and isinstance(reply.get("sender"), str) and reply["sender"].startswith("player:"):
+        return True
     if kind is None:
         return ANSWER_FIELDS.get(asked, "") in reply
     return isinstance(kind, str) and kind in PLAYER_REPLIES
+
+
+def field_names(message: Any) -> set[str]:
+    """Every key of ``message``, nested ones included."""
+    if isinstance(message, dict):
+        return set(message) | {name for value in message.values() for name in field_names(value)}
+    if isinstance(message, list):
+        return {name for item in message for name in field_names(item)}
+    return set()
+
+
+def rpc_error_words(asked: dict[str, Any], error: dict[str, Any]) -> str:
+    """A JSON-RPC error in the check's own words: its code, and which of OUR field names its text
+    mentions (those of the message sent, and the answer it asks for), never the text itself."""
+    code = error.get("code")
+    words = f"JSON-RPC error {code}" if isinstance(code, int) and not isinstance(code, bool) else "JSON-RPC error"
+    text = f"{error.get('message', '')} {error.get('data', '')}"
+    if "unknown tool" in text.lower():  # MCP servers answer a tool they lack -32602 "Unknown tool"
+        return f"{words}: unknown tool"
+    ours = field_names(asked) | set(ANSWER_FIELDS.values())
+    named = sorted(name for name in ours if re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", text))
+    return f"{words} naming {', '.join(named)}" if named else words
 
 
 def own_words(detail: str) -> str:
@@ -182,7 +252,7 @@ class HouseClient(AgentClient):
         except CallFailed as exc:
             raise CallFailed(
                 exc.code,
-                own_words(exc.detail),
+                rpc_error_words(params, exc.rpc_error) if exc.rpc_error else own_words(exc.detail),
                 attempts=exc.attempts,
                 latency_ms=exc.latency_ms,
                 http_status=exc.http_status,
@@ -195,9 +265,14 @@ class HouseClient(AgentClient):
 
 
 # -- judging replies ------------------------------------------------------------------------
-def _not_an_agent(step: Step) -> None:
-    """A reply that is no league message: the verdict says so, and nothing of it was kept."""
+def _not_an_agent(step: Step, *, strict: bool = False) -> None:
+    """A reply that is no league message: nothing of it was kept. To a message that asks for no
+    answer (GAME_OVER, a notice) any reply will do, unless ``strict`` (the first message: it
+    decides whether the endpoint is an agent at all)."""
     step.not_agent = True
+    if step.message_type not in ANSWERS and not strict:
+        step.note = "answered (any reply will do; this one is no league message, so it is not shown)"
+        return
     expected = ANSWERS.get(step.message_type, "ACK")
     step.judge(
         FAIL,
@@ -213,6 +288,9 @@ def _failed_call(step: Step, code: str, detail: str) -> None:
     step.error_code = code
     if detail == NOT_AN_AGENT:
         _not_an_agent(step)
+        return
+    if rpc := RPC_ERROR.match(detail):
+        _rpc_error(step, int(rpc["code"]), (rpc["named"] or "").split(", ") if rpc["named"] else [])
         return
     # The client's words when the direct form and then tools/call both found no such tool
     # (tools/call answers -32602 "Unknown tool" in MCP servers, -32601 in others).
@@ -258,6 +336,50 @@ def _failed_call(step: Step, code: str, detail: str) -> None:
         )
 
 
+RPC_ERROR = re.compile(r"^JSON-RPC error (?P<code>-?\d+)(?: naming (?P<named>[\w, ]+))?$")
+
+
+def _rpc_error(step: Step, code: int, named: list[str]) -> None:
+    """The agent answered a JSON-RPC error (``named``: our field names its message mentions)."""
+    step.rpc_code = code
+    mentions = f", naming {', '.join(named)}" if named else ""
+    answer = ANSWER_FIELDS.get(step.message_type)
+    if code == -32602:
+        note = f"your agent rejected our params (JSON-RPC -32602 invalid params{mentions})"
+        if answer and answer in named and answer not in step.sent:
+            fix = (
+                f"Your tool {step.method} wants {answer} among its arguments, but {answer} is what your "
+                f"answer carries: take {step.message_type} as the league sends it and put {answer} in the reply."
+            )
+        elif named:
+            fix = (
+                f"Make your tool {step.method} accept {step.message_type} as the league sends it: its "
+                f"{', '.join(named)} as shown above, and fields it does not know."
+            )
+        else:
+            fix = (
+                f"Make your tool {step.method} accept {step.message_type} as the league sends it (every "
+                "field shown above, and fields it does not know)."
+            )
+        step.judge(FAIL, note, fix, SEE_LM_SENDS if step.message_type in NOTICES else SEE_PLAYER_TOOLS)
+    elif code == -32603:
+        step.judge(
+            FAIL,
+            f"your agent crashed: internal error in its handler for {step.method} (JSON-RPC -32603{mentions})",
+            f"Read your agent's log for the exception its {step.method} handler raised on this "
+            f"{step.message_type} and answer with a league message instead.",
+            SEE_PLAYER_TOOLS,
+        )
+    else:
+        step.judge(
+            FAIL,
+            f"your agent answered a JSON-RPC error {code}{mentions}",
+            f"Answer {step.message_type} with a league message as the JSON-RPC result, not an error "
+            "(a GAME_ERROR as the result refuses it).",
+            SEE_PLAYER_TOOLS,
+        )
+
+
 def _refused(step: Step, reply: dict[str, Any], from_league: bool) -> None:
     """The agent answered with a LEAGUE_ERROR / GAME_ERROR."""
     code = str(reply.get("error_code") or "?")
@@ -287,8 +409,10 @@ def _refused(step: Step, reply: dict[str, Any], from_league: bool) -> None:
 
 
 def _check_envelope(step: Step, reply: dict[str, Any], expected_type: str | None) -> None:
-    """Advice on a reply the league can use: its envelope, its type, its speed."""
-    missing = [name for name in ENVELOPE if name not in reply]
+    """Advice on a reply the league can use: its envelope, its type (only where an answer is owed:
+    the course expects no particular reply to GAME_OVER or a notice)."""
+    optional = () if expected_type else ("message_type",)
+    missing = [name for name in ENVELOPE if name not in reply and name not in optional]
     if missing:
         step.judge(
             WARN,
@@ -322,7 +446,7 @@ def _check_envelope(step: Step, reply: dict[str, Any], expected_type: str | None
         )
 
 
-# The reply each game request is owed (notices and GAME_ERROR are acknowledged with ACK).
+# The reply each game request is owed (any reply will do for the other messages).
 ANSWERS = {
     "GAME_INVITATION": "GAME_JOIN_ACK",
     "CHOOSE_PARITY_CALL": "CHOOSE_PARITY_RESPONSE",
@@ -337,7 +461,8 @@ def _invalid_answer(step: Step, problem: str, error: dict[str, Any] | None, game
     if code == "E012":
         fix = (
             f"Answer as the player you were asked as (player_id {player_id!r}, sender 'player:{player_id}'); "
-            "if your agent is registered under another id, give that id to the check."
+            "if your agent is registered under another id, give that id to the check, or none (it then takes "
+            "the id your agent answers with)."
         )
         where = SEE_MATCH
     elif code == "E002":
@@ -347,6 +472,11 @@ def _invalid_answer(step: Step, problem: str, error: dict[str, Any] | None, game
         fix, where = 'Answer with move {"number": n}, n a whole number from 1 to 5.', rules
     elif step.message_type == "CHOOSE_PARITY_CALL":
         fix, where = 'Answer with parity_choice exactly "even" or "odd" (lower case).', rules
+        # A near miss ("choice", "parity") is named: the field name is the defect, not the value.
+        near = sorted(k for k in (step.reply or {}) if k != "parity_choice" and ("choice" in k or "parity" in k))
+        if near and "parity_choice" not in (step.reply or {}):
+            fix = f'Answer with the field parity_choice (your reply has {", ".join(near)}), exactly "even" or "odd".'
+
     else:
         fix, where = f"Answer {step.message_type} with a {ANSWERS.get(step.message_type, 'ACK')}.", SEE_MATCH
     step.judge(FAIL, f"not a valid answer: {problem}", fix, where)
@@ -357,7 +487,7 @@ def judge_reply(step: Step, reply: dict[str, Any], is_error: bool, timeout: floa
     if is_error:
         _refused(step, reply, from_league)
         return
-    _check_envelope(step, reply, ANSWERS.get(step.message_type, "ACK"))
+    _check_envelope(step, reply, ANSWERS.get(step.message_type))
     if step.latency_ms is not None and step.latency_ms > timeout * 1000 / 2:
         step.judge(
             WARN,
@@ -404,20 +534,90 @@ def match_steps(log: list[dict[str, Any]], peer: str, game_type: str, timeouts: 
     return steps
 
 
+@dataclass(frozen=True)
+class Registration:
+    """The agent's seat on this LM: its id, its league and whether that league is finished."""
+
+    player_id: str
+    league_id: str
+    finished: bool
+
+
+def find_registration(endpoint: str) -> Registration | None:
+    """The seat of the player at ``endpoint`` (compared in ``canonical_endpoint``'s spelling) in a
+    league of this LM not finished, else in the latest finished one; None when it has none, or
+    when this machine has no league database (the command run on a student's own machine).
+    Reads the endpoints of players not removed, only those naming the port when it is not the
+    scheme's default (any spelling of the endpoint then names it): a few rows, once per check."""
+    from league.models import IN_PROGRESS, AgentStatus, League, Player
+
+    wanted = canonical_endpoint(endpoint)
+    players = Player.objects.exclude(status=AgentStatus.REMOVED).order_by("-registered_at")
+    scheme, _, rest = wanted.partition("://")
+    port = rest.split("/", 1)[0].rpartition(":")[2]
+    if port.isdigit() and int(port) != DEFAULT_PORTS.get(scheme):
+        players = players.filter(endpoint__contains=f":{port}")
+    try:
+        seats = [
+            (player_id, league_id, status)
+            for player_id, league_id, status, url in players.values_list(
+                "player_id", "league__league_id", "league__status", "endpoint"
+            ).iterator()
+            if canonical_endpoint(url) == wanted
+        ]
+    except DatabaseError:  # no such table: not run on a League Manager
+        return None
+    unfinished = IN_PROGRESS + (League.Status.INITIALIZING,)
+    seats.sort(key=lambda seat: seat[2] not in unfinished)  # stable: the latest first within each
+    if not seats:
+        return None
+    player_id, league_id, status = seats[0]
+    return Registration(player_id, league_id, finished=status not in unfinished)
+
+
+def announced_id(step: Step) -> str | None:
+    """The id the agent calls itself in its reply to ``step``: ``player_id``, or ``sender``
+    ``player:<id>`` (as the referee reads them, runner.reply_problem), when it is a league message."""
+    reply = step.reply
+    if not reply or step.not_agent:
+        return None
+    claimed = reply.get("player_id")
+    if isinstance(claimed, str) and ID_FORM.match(claimed):
+        return claimed
+    kind, _, ident = str(reply.get("sender") or "").partition(":")
+    return ident if kind == "player" and PLAYER_ID.match(ident) else None
+
+
+ID_FORM = re.compile(r"^[A-Za-z0-9_-]{1,32}$")  # what the page's "Call it as" accepts
+PLAYER_ID = re.compile(r"^P\d+$")
+
+
 @dataclass
 class Check:
-    """One check of one endpoint (``run``); ``client``: an open HouseClient, or one is made."""
+    """One check of one endpoint (``run``); ``client``: an open HouseClient, or one is made.
+
+    ``player_id``: the id to call the agent by; None: the one of its ``registration`` on this LM,
+    else ``AGENT_ID`` until it announces another in its first reply (then that one, said once).
+    """
 
     endpoint: str
     game_type: str = "even_odd"
-    player_id: str = AGENT_ID
+    player_id: str | None = None
     timeouts: Timeouts = TIMEOUTS
     client: HouseClient | None = None
     lm_token: str = field(default_factory=lambda: secrets.token_hex(32))
+    registration: Registration | None = None
+    referee_endpoint: str = DEFAULT_REFEREE_ENDPOINT
 
     async def run(self) -> Report:
         started = time.monotonic()
-        report = Report(self.endpoint, self.game_type, self.player_id)
+        if self.player_id:
+            player_id, source = self.player_id, "given"
+        elif self.registration:
+            player_id, source = self.registration.player_id, f"registered in {self.registration.league_id}"
+        else:
+            player_id, source = AGENT_ID, "default"
+        report = Report(self.endpoint, self.game_type, player_id, id_source=source)
         own = self.client is None
         client = self.client or HouseClient(address_check=NetworksPolicy(allowed_networks()))
         try:
@@ -425,6 +625,7 @@ class Check:
         finally:
             if own:
                 await client.close()
+        fold_repeats(report.steps)
         report.seconds = round(time.monotonic() - started, 2)
         return report
 
@@ -436,34 +637,18 @@ class Check:
         except CallFailed as exc:
             step.latency_ms = round(exc.latency_ms, 1)
             _failed_call(step, exc.code.value, exc.detail)
-            return step
-        step.latency_ms = round(result.latency_ms, 1)
-        judge_reply(step, result.reply, result.is_error, self.timeouts.default, from_league=True)
+        else:
+            step.latency_ms = round(result.latency_ms, 1)
+            judge_reply(step, result.reply, result.is_error, self.timeouts.default, from_league=True)
+        if step.verdict == FAIL:  # a league carries on past a notice its agent cannot take
+            step.verdict = WARN
         return step
 
-    async def _run(self, client: HouseClient, report: Report) -> None:
-        # The house bot is P02, or P01 when the agent is to be called P02.
-        a, b = self.player_id, HOUSE_ID if self.player_id != HOUSE_ID else AGENT_ID
-        match = {
-            "match_id": "R1M1",
-            "game_type": self.game_type,
-            "player_A_id": a,
-            "player_B_id": b,
-            # The practice match is refereed inside the check: there is no referee endpoint.
-            "referee_endpoint": None,
-        }
-        first = await self._notice(client, "notify_round", "ROUND_ANNOUNCEMENT", round_id=1, matches=[match])
-        report.steps.append(first)
-        if first.error_code in ("E001", "E009"):  # unreachable, or silent: the rest would go the same way
-            report.stopped = "the agent did not answer the first message: nothing else was sent"
-            return
-        if first.not_agent:  # some other service: no practice match is played against it
-            report.stopped = "the endpoint did not answer as a league agent: nothing else was sent"
-            return
-        spec = MatchSpec(
+    def _spec(self, a: str, b: str, match_id: str) -> MatchSpec:
+        return MatchSpec(
             league_id=LEAGUE_ID,
             round_id=1,
-            match_id="R1M1",
+            match_id=match_id,
             game_type=self.game_type,
             player_a=Seat(a, self.endpoint),
             player_b=Seat(b, HOUSE_ENDPOINT, HOUSE_NAME),
@@ -473,13 +658,59 @@ class Check:
             max_invalid_moves=1,  # one invalid answer is forgiven (and a GAME_ERROR sent), as in a league
             standings={a: {"wins": 0, "losses": 0, "draws": 0}, b: {"wins": 0, "losses": 0, "draws": 0}},
         )
-        runner = MatchRunner(spec, get_game(self.game_type), client, "referee:REF01")
+
+    async def _announce(self, client: HouseClient, a: str, b: str, match_id: str) -> Step:
+        match = {
+            "match_id": match_id,
+            "game_type": self.game_type,
+            "player_A_id": a,
+            "player_B_id": b,
+            "referee_endpoint": self.referee_endpoint,
+        }
+        return await self._notice(client, "notify_round", "ROUND_ANNOUNCEMENT", round_id=1, matches=[match])
+
+    async def _play(self, client: HouseClient, a: str, b: str, match_id: str) -> tuple[Any, list[Step]]:
+        runner = MatchRunner(self._spec(a, b, match_id), get_game(self.game_type), client, "referee:REF01")
         result = await runner.run()
+        return result, match_steps(runner.log.entries, a, self.game_type, self.timeouts)
+
+    async def _run(self, client: HouseClient, report: Report) -> None:
+        a = report.player_id
+        adoptable = report.id_source == "default"
+
+        def seats(a: str) -> tuple[str, str]:  # the house bot is P02, or P01 when the agent is P02
+            return a, HOUSE_ID if a != HOUSE_ID else AGENT_ID
+
+        first = await self._announce(client, *seats(a), "R1M1")
+        if first.error_code in ("E001", "E009"):  # unreachable, or silent: the rest would go the same way
+            first.verdict = FAIL
+            report.steps.append(first)
+            report.stopped = "the agent did not answer the first message: nothing else was sent"
+            return
+        if first.not_agent:  # some other service: no practice match is played against it
+            _not_an_agent(first, strict=True)
+            report.steps.append(first)
+            report.stopped = "the endpoint did not answer as a league agent: nothing else was sent"
+            return
+        claimed = announced_id(first) if adoptable else None
+        if claimed and claimed != a:  # announced at once: announce the match again under that id
+            a = self._adopt(report, claimed)
+            first = await self._announce(client, *seats(a), "R1M1")
+        match_id = "R1M1"
+        result, steps = await self._play(client, *seats(a), match_id)
+        claimed = announced_id(steps[0]) if adoptable and not report.id_warning and steps else None
+        if claimed and claimed != a:  # announced in its answer to the invitation: play again so
+            a = self._adopt(report, claimed)  # that what else is wrong shows, in a match of its own
+            match_id = "R1M2"  # a new match: an agent binds a match to its first invitation's token
+            first = await self._announce(client, *seats(a), match_id)
+            result, steps = await self._play(client, *seats(a), match_id)
+        report.steps += [first, *steps]
         report.match_result = result.to_dict()
-        report.steps += match_steps(runner.log.entries, a, self.game_type, self.timeouts)
+        a, b = seats(a)
 
         points = result.score
-        row = ResultRow("R1M1", a, b, points[a], points[b], a in result.technical_loss, b in result.technical_loss)
+        lost = result.technical_loss
+        row = ResultRow(match_id, a, b, points[a], points[b], a in lost, b in lost)
         names = {a: "Your agent", b: HOUSE_NAME}
         table = [standing_dict(r, names[r.player_id]) for r in compute_standings([a, b], [row])]
         report.steps.append(
@@ -496,6 +727,12 @@ class Check:
                 next_round_id=None,
             )
         )
+        if self.registration and not self.registration.finished:
+            report.skipped.append(
+                f"LEAGUE_COMPLETED skipped: your agent is registered in league {self.registration.league_id}, "
+                "which is not finished (a practice LEAGUE_COMPLETED must not end your seat there)"
+            )
+            return
         top = table[0]
         champion = {"player_id": top["player_id"], "display_name": top["display_name"], "points": top["points"]}
         report.steps.append(
@@ -510,12 +747,40 @@ class Check:
             )
         )
 
+    @staticmethod
+    def _adopt(report: Report, claimed: str) -> str:
+        report.id_warning = (
+            f"Your agent answered as {claimed}, not {report.player_id}: the check called it {claimed} from "
+            f"then on. In a league, answer as the player_id the league gave you at registration."
+        )
+        report.player_id, report.id_source = claimed, "announced"
+        return claimed
+
+
+def fold_repeats(steps: list[Step]) -> None:
+    """Say each warning once: a warning whose fix an earlier step already gave is marked
+    ``same_as`` that step (its fix not repeated), which counts it in ``also``."""
+    first: dict[tuple[str | None, str | None], int] = {}
+    for n, step in enumerate(steps, 1):
+        if step.verdict != WARN:
+            continue
+        key = (step.fix, step.see)
+        if key in first:
+            step.same_as = first[key]
+            steps[first[key] - 1].also += 1
+        else:
+            first[key] = n
+
 
 def reply_summary(step: Step) -> str:
     """The reply in a few words: its type and the field that matters."""
     reply = step.reply
     if step.not_agent:
         return "not a league message"
+    if step.rpc_code is not None:
+        return f"JSON-RPC error {step.rpc_code}"
+    if step.note.startswith("your agent has no tool"):
+        return "no such tool"
     if reply is None:
         return "no reply"
     parts = [str(reply.get("message_type") or "(no message_type)")]

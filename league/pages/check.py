@@ -52,12 +52,6 @@ def protocol(request: HttpRequest) -> HttpResponse:
     return render(request, "league/protocol.html", {"html": protocol_html()})
 
 
-def default_player_id() -> str:
-    from league.checkagent import AGENT_ID
-
-    return AGENT_ID
-
-
 class CheckForm(forms.Form):
     endpoint = forms.CharField(
         label="Your agent's /mcp URL",
@@ -69,8 +63,8 @@ class CheckForm(forms.Form):
         label="Call it as",
         regex=r"^[A-Za-z0-9_-]{1,32}$",
         required=False,
-        initial=default_player_id,
-        help_text="the player id your agent answers as, if it is registered under another one",
+        widget=forms.TextInput(attrs={"placeholder": "automatic"}),
+        help_text="empty: the id it is registered under here, else the one it answers with (P01 until it says)",
     )
 
     def clean_endpoint(self) -> str:
@@ -93,7 +87,7 @@ def _rows(report: Report) -> list[dict]:
 
 
 async def check_agent(request: HttpRequest) -> HttpResponse:
-    from league.checkagent import AGENT_ID, endpoint_refusal, run_check, take_check_slot
+    from league.checkagent import endpoint_refusal, find_registration, run_check, take_check_slot
 
     form = CheckForm(request.POST or None)
     context: dict = {"form": form, "per_minute": settings.CHECKAGENT_PER_MINUTE}
@@ -113,7 +107,11 @@ async def check_agent(request: HttpRequest) -> HttpResponse:
             form.add_error("endpoint", f"{problem}: the league would not call it either.")
         else:
             report = await run_check(
-                endpoint, game_type=form.cleaned_data["game"], player_id=form.cleaned_data["player_id"] or AGENT_ID
+                endpoint,
+                game_type=form.cleaned_data["game"],
+                player_id=form.cleaned_data["player_id"] or None,
+                registration=await sync_to_async(find_registration)(endpoint),
+                referee_endpoint=request.build_absolute_uri("/mcp"),
             )
             context.update(report=report, rows=_rows(report), counts=report.counts())
     return render(request, "league/check.html", context, status=status)

@@ -110,3 +110,104 @@ def serving_broken_player() -> Iterator[str]:
         yield server.url
     finally:
         server.stop()
+
+
+class CoursePlayer:
+    """A player written from the course, over real HTTP (a raw ASGI app: direct form and
+    tools/call), with one of the habits students' agents have:
+
+    ``player_id``: the fixed id it answers as (from its own configuration); ``notices``: whether it
+    serves the four league notices; ``choice_field``: the field it puts its parity in;
+    ``timestamp``: what it writes as timestamps; ``rpc_errors``: tool → (code, message), answered
+    as a JSON-RPC error; ``strict_referee``: refuses a ROUND_ANNOUNCEMENT whose referee_endpoint is
+    no http URL; ``ack_type``: the message_type of its replies to GAME_OVER and notices (None: left
+    out). It takes LEAGUE_COMPLETED from anyone (``received`` shows what it was sent).
+    """
+
+    NOTICE_TOOLS = ("notify_round", "update_standings", "notify_round_completed", "notify_league_completed")
+
+    def __init__(
+        self,
+        player_id: str = "P01",
+        *,
+        notices: bool = True,
+        choice_field: str = "parity_choice",
+        timestamp: Callable[[], str] = utc_now,
+        rpc_errors: dict[str, tuple[int, str]] | None = None,
+        strict_referee: bool = False,
+        ack_type: str | None = "ACK",
+    ) -> None:
+        self.player_id = player_id
+        self.notices = notices
+        self.choice_field = choice_field
+        self.timestamp = timestamp
+        self.rpc_errors = rpc_errors or {}
+        self.strict_referee = strict_referee
+        self.ack_type = ack_type
+        self.received: list[str] = []
+
+    def reply(self, request: dict[str, Any], message_type: str | None, **fields: Any) -> dict[str, Any]:
+        envelope = {"protocol": "league.v2", "sender": f"player:{self.player_id}", "timestamp": self.timestamp()}
+        if message_type:
+            envelope["message_type"] = message_type
+        return {**envelope, "conversation_id": request.get("conversation_id"), "player_id": self.player_id, **fields}
+
+    def answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The JSON-RPC response body's ``result`` or ``error`` for one call."""
+        if method in self.rpc_errors:
+            code, text = self.rpc_errors[method]
+            return {"error": {"code": code, "message": text}}
+        if method in self.NOTICE_TOOLS and not self.notices or method not in TOOLS:
+            return {"error": {"code": -32601, "message": f"Method not found: {method}"}}
+        self.received.append(method)
+        match_id = params.get("match_id")
+        if method == "handle_game_invitation":
+            return {"result": self.reply(params, "GAME_JOIN_ACK", match_id=match_id, accept=True)}
+        if method == "choose_parity":
+            choice = {self.choice_field: "even"}
+            return {"result": self.reply(params, "CHOOSE_PARITY_RESPONSE", match_id=match_id, **choice)}
+        if method == "notify_round" and self.strict_referee:
+            endpoints = [m.get("referee_endpoint") for m in params.get("matches") or []]
+            if not all(isinstance(e, str) and e.startswith(("http://", "https://")) for e in endpoints):
+                refusal = self.reply(params, "GAME_ERROR", error_code="E003", error_description="bad referee_endpoint")
+                return {"result": {**refusal, "context": {"field": "referee_endpoint"}}}
+        return {"result": self.reply(params, self.ack_type, status="received")}
+
+    def app(self) -> Callable:
+        async def app(scope: dict, receive: Callable, send: Callable) -> None:
+            if scope["type"] != "http":
+                return
+            body, more = b"", True
+            while more:
+                event = await receive()
+                body += event.get("body", b"")
+                more = event.get("more_body", False)
+            request = json.loads(body or b"{}")
+            method, params = request.get("method"), request.get("params") or {}
+            if method == "tools/call":
+                method, params = params.get("name"), params.get("arguments") or {}
+            payload = json.dumps({"jsonrpc": "2.0", "id": request.get("id"), **self.answer(method, params)}).encode()
+            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": payload})
+
+        return app
+
+
+TOOLS = frozenset(
+    {"handle_game_invitation", "choose_parity", "notify_match_result", "notify_game_error", *CoursePlayer.NOTICE_TOOLS}
+)
+
+
+def non_utc() -> str:
+    """A timestamp in another zone, as an agent that writes local time does."""
+    return "2025-01-15T12:30:00+02:00"
+
+
+@contextmanager
+def serving_course_player(player: CoursePlayer) -> Iterator[str]:
+    server = ThreadedServer(player.app(), ports=(0,)).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
