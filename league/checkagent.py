@@ -39,7 +39,7 @@ from leagueproto.client import NO_RETRY, AgentClient, CallFailed, CallResult
 from leagueproto.envelope import PROTOCOL_VERSION, make_message, parse_timestamp
 from leagueproto.errors import ErrorCode, LeagueError, see
 from leagueproto.scoring import ResultRow, compute_standings
-from referee.games import get_game
+from referee.games import GAMES, get_game
 from referee.runner import MatchRunner, MatchSpec, Seat, Timeouts, redact
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -66,7 +66,6 @@ SEE_ENVELOPE = see("the-envelope")
 SEE_PLAYER_TOOLS = see("tools-a-player-serves")
 SEE_MATCH = see("how-a-match-runs")
 SEE_LM_SENDS = see("messages-the-league-manager-sends")
-SEE_GAMES = {"even_odd": see("even_odd-default"), "even_odd_bo5": see("even_odd_bo5-best-of-five")}
 
 
 @dataclass
@@ -457,7 +456,7 @@ ANSWERS = {
 def _invalid_answer(step: Step, problem: str, error: dict[str, Any] | None, game_type: str, player_id: str) -> None:
     """The referee found the reply was no valid answer (``error``: the GAME_ERROR it sent back)."""
     code = (error or {}).get("error_code")
-    rules = SEE_GAMES.get(game_type, see("games"))
+    rules = see(GAMES[game_type].docs_anchor) if game_type in GAMES else see("games")
     if code == "E012":
         fix = (
             f"Answer as the player you were asked as (player_id {player_id!r}, sender 'player:{player_id}'); "

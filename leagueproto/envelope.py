@@ -13,6 +13,11 @@ from leagueproto.errors import MISSING, SEE_ENVELOPE, ErrorCode, LeagueError, re
 
 PROTOCOL_VERSION = "league.v2"
 MIN_AGENT_PROTOCOL_VERSION = (2, 0, 0)
+# The agent protocol version our own referee and players announce at registration.
+AGENT_PROTOCOL_VERSION = "2.1.0"
+# The games of the protocol (docs/protocol.md, "Games"): the referee's rules registry
+# (referee/games) holds exactly these, and our players can play each.
+GAME_TYPES = ("even_odd", "even_odd_bo5")
 ENVELOPE_FIELDS = ("protocol", "message_type", "sender", "timestamp", "conversation_id")
 # What a received message must carry. ``protocol`` may be left out (it is read as league.v2) and so
 # may ``timestamp``: real agents omit both, and neither changes what the message means.

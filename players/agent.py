@@ -29,9 +29,17 @@ from urllib.parse import urlsplit
 
 from leagueproto.asgi import make_asgi_app
 from leagueproto.client import AgentClient, CallFailed
-from leagueproto.envelope import make_message, parse_sender, parse_timestamp, utc_now
+from leagueproto.envelope import (
+    AGENT_PROTOCOL_VERSION,
+    GAME_TYPES,
+    make_message,
+    parse_sender,
+    parse_timestamp,
+    utc_now,
+)
 from leagueproto.errors import MISSING, ErrorCode, LeagueError, refusal, see
 from leagueproto.messages import Ack
+from leagueproto.scoring import DRAW_POINTS, LOSS_POINTS, WIN_POINTS
 from leagueproto.serve import ThreadedServer, bind_sockets, make_server, tune_gc
 from leagueproto.server import McpServer, agent_hosts
 from leagueproto.tools import CallContext, Tool, Toolset, same_token
@@ -42,8 +50,6 @@ from players.strategies.base import PARITIES, MoveSituation, ParitySituation, nu
 
 log = logging.getLogger("players")
 
-PROTOCOL_VERSION = "2.1.0"
-GAME_TYPES = ("even_odd", "even_odd_bo5")
 SEE_PLAYER_TOOLS = see("tools-a-player-serves")
 SEE_WHOM_TO_TRUST = see("whom-to-trust")
 ANNOUNCED_ROUNDS_KEPT = 8  # a round's invitations follow its announcement; older rounds are over
@@ -261,7 +267,7 @@ class Player:
             "player_meta": {
                 "display_name": self.name,
                 "version": self.config.version,
-                "protocol_version": PROTOCOL_VERSION,
+                "protocol_version": AGENT_PROTOCOL_VERSION,
                 "game_types": list(GAME_TYPES),
                 "contact_endpoint": self.endpoint,
             }
@@ -957,13 +963,13 @@ class Player:
         choices = result.get("choices") if isinstance(result.get("choices"), dict) else {}
         opponent = record.get("opponent_id") or next((p for p in choices if p != self.player_id), None)
         if status == "DRAW":
-            outcome, points = "DRAW", 1
+            outcome, points = "DRAW", DRAW_POINTS
         elif winner == self.player_id:
-            outcome, points = "WIN", 3
+            outcome, points = "WIN", WIN_POINTS
         elif status == "TECHNICAL_LOSS":
-            outcome, points = "TECHNICAL_LOSS", 0
+            outcome, points = "TECHNICAL_LOSS", LOSS_POINTS
         else:
-            outcome, points = "LOSS", 0
+            outcome, points = "LOSS", LOSS_POINTS
         opponent_moves = record.get("opponent_moves") or _opponent_moves_in(result.get("rounds"), self.player_id)
         entry = {
             "match_id": msg.match_id,

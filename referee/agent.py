@@ -33,7 +33,7 @@ from leagueproto.endpoint_policy import (
     ip_of,
     networks,
 )
-from leagueproto.envelope import make_message, new_conversation_id
+from leagueproto.envelope import AGENT_PROTOCOL_VERSION, make_message, new_conversation_id
 from leagueproto.errors import MISSING, RETRYABLE, ErrorCode, LeagueError, refusal, see
 from leagueproto.jsonutil import dumps
 from leagueproto.messages import Ack, LeagueMessage, LeagueReply, RoundNumber
@@ -46,7 +46,6 @@ from referee.store import StateStore
 log = logging.getLogger(__name__)
 
 VERSION = "1.0.0"
-AGENT_PROTOCOL_VERSION = "2.1.0"
 SEE_REFEREE_TOOLS = see("tools-a-referee-serves")
 SEE_MATCH = see("how-a-match-runs")
 SEE_REFEREE_SIDE = see("referee-side")

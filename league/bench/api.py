@@ -22,7 +22,7 @@ from league.bench.league_run import BENCH_TIMEOUTS
 from league.bench.machine import machine_info, percentiles
 from league.bench.processes import Cluster, free_port
 from leagueproto.client import AgentClient, CallFailed
-from leagueproto.envelope import make_message
+from leagueproto.envelope import AGENT_PROTOCOL_VERSION, make_message
 
 MIX = ("league_query", "league_query", "get_standings", "get_standings", "register_player")
 
@@ -35,7 +35,7 @@ def registration(league_id: str, n: int) -> dict[str, Any]:
         player_meta={
             "display_name": f"Bench-{n}",
             "version": "1.0.0",
-            "protocol_version": "2.1.0",
+            "protocol_version": AGENT_PROTOCOL_VERSION,
             "game_types": ["even_odd"],
             "contact_endpoint": f"http://127.0.0.1:{20000 + n % 40000}/mcp",
         },

@@ -1,5 +1,7 @@
 """Game rules, one module per game. Adding a game: write a :class:`GameRules` subclass in a
-new module and add it to :data:`GAMES`; the runner, the referee and the LM do not change."""
+new module, add it to :data:`GAMES` and its name to ``leagueproto.envelope.GAME_TYPES`` (the
+protocol's list, which the players read: tests/referee/test_games.py checks the two agree); the
+runner, the referee and the LM do not change."""
 
 from __future__ import annotations
 

@@ -66,6 +66,7 @@ class GameRules(ABC):
     """One game's rules. ``player_a`` and ``player_b`` are player ids; A is listed first."""
 
     game_type: ClassVar[str]
+    docs_anchor: ClassVar[str]  # its section of docs/protocol.md ("Games"), which fixes point to
 
     def __init__(self, rng: Random | None = None) -> None:
         # SystemRandom draws from the OS CSPRNG (the same source as ``secrets``).

@@ -31,6 +31,7 @@ class EvenOddState:
 
 class EvenOdd(GameRules):
     game_type = "even_odd"
+    docs_anchor = "even_odd-default"
 
     def new_state(self, player_a: str, player_b: str) -> EvenOddState:
         return EvenOddState(player_a, player_b)

@@ -35,6 +35,7 @@ class Bo5State:
 
 class EvenOddBestOf5(GameRules):
     game_type = "even_odd_bo5"
+    docs_anchor = "even_odd_bo5-best-of-five"
 
     def new_state(self, player_a: str, player_b: str) -> Bo5State:
         return Bo5State(player_a, player_b)

@@ -23,6 +23,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from league.bench.database import configured_database, scratch_database
 from league.bench.machine import machine_info
 from league.conductor.worker import POLL
+from leagueproto.envelope import GAME_TYPES
 
 
 class Command(BaseCommand):
@@ -39,7 +40,7 @@ class Command(BaseCommand):
         league = sub.add_parser("league", help="one whole league with real processes")
         league.add_argument("--players", type=int, default=100)
         league.add_argument("--referees", type=int, default=2)
-        league.add_argument("--game", default="even_odd", choices=("even_odd", "even_odd_bo5"))
+        league.add_argument("--game", default="even_odd", choices=GAME_TYPES)
         league.add_argument("--max-concurrent", type=int, default=None, help="per referee (default: a round)")
         league.add_argument(
             "--player-hosts",
@@ -93,7 +94,7 @@ class Command(BaseCommand):
         chaos.add_argument("--minutes", type=float, default=10.0)
         chaos.add_argument("--players", type=int, default=8)
         chaos.add_argument("--referees", type=int, default=2)
-        chaos.add_argument("--game", default="even_odd", choices=("even_odd", "even_odd_bo5"))
+        chaos.add_argument("--game", default="even_odd", choices=GAME_TYPES)
         chaos.add_argument("--player-hosts", type=int, default=2, help="runplayer processes sharing the players")
         chaos.add_argument("--kill-every", type=float, nargs=2, default=(2.0, 5.0), metavar=("MIN", "MAX"))
         chaos.add_argument("--outage-every", type=float, nargs=2, default=(15.0, 30.0), metavar=("MIN", "MAX"))

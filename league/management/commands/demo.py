@@ -27,6 +27,7 @@ from league.api import readmodel
 from league.bench.processes import Cluster, busy_ports, strategy_groups
 from league.models import AgentStatus, League
 from league.standings import standings
+from leagueproto.envelope import AGENT_PROTOCOL_VERSION, GAME_TYPES
 
 FAST = {
     "join_timeout": 1.0,
@@ -167,7 +168,7 @@ class Demo:
             player_meta={
                 "display_name": f"Silent-{index + 1}",
                 "version": "1.0.0",
-                "protocol_version": "2.1.0",
+                "protocol_version": AGENT_PROTOCOL_VERSION,
                 "game_types": [self.game],
                 "contact_endpoint": f"http://127.0.0.1:{port}/mcp",
             },
@@ -266,7 +267,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--players", type=int, default=8)
         parser.add_argument("--referees", type=int, default=2)
-        parser.add_argument("--game", default="even_odd", choices=("even_odd", "even_odd_bo5"))
+        parser.add_argument("--game", default="even_odd", choices=GAME_TYPES)
         parser.add_argument("--port", type=int, default=8000, help="The LM site's port.")
         parser.add_argument("--referee-port", type=int, default=8001, help="First referee port.")
         parser.add_argument("--player-port", type=int, default=8101, help="First player port.")
