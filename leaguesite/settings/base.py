@@ -310,3 +310,6 @@ STANDINGS_CACHE_TTL = 5.0
 # Seconds a league's rate_limit_per_minute is kept in memory (league/ratelimit.py) before it is
 # read again: an admin's change applies within this.
 LEAGUE_RATE_LIMIT_CACHE_TTL = 5.0
+# Seconds a referee started by `runreferee` holds a finished match's report for those of matches
+# still in play, to send them in one batch (referee/agent.py, RefereeConfig.report_linger).
+REFEREE_REPORT_LINGER = 0.02
