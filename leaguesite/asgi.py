@@ -11,14 +11,13 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from django.conf import settings  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
 from league.relay.endpoint import RelayHttpConsumer  # noqa: E402
 from league.relay.routing import websocket_urlpatterns as relay_urlpatterns  # noqa: E402
 from league.routing import websocket_urlpatterns  # noqa: E402
 from leaguesite.limits import RequestLimits  # noqa: E402
-from leaguesite.static import static_files  # noqa: E402
+from leaguesite.static import static_files, static_prefix  # noqa: E402
 
 dashboard_sockets = AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
 # Agents are programs, not browsers: they send no Origin and authenticate with their token.
@@ -42,7 +41,7 @@ routes = URLRouter(
     ]
 )
 static = static_files()  # WhiteNoise (leaguesite/static.py)
-STATIC_PREFIX = "/" + settings.STATIC_URL.strip("/") + "/"
+STATIC_PREFIX = static_prefix()
 
 
 async def http(scope, receive, send) -> None:

@@ -2,9 +2,11 @@
 puts it in front of every route).
 
 * A body larger than the limit (``MCP_MAX_BODY_BYTES`` on ``/mcp``, ``SITE_MAX_BODY_BYTES``
-  elsewhere) is answered 413 as soon as its ``Content-Length`` says so or its running count passes
-  the limit, without reading the rest; the answer says ``connection: close``, so the server closes
-  the connection instead of draining the body.
+  elsewhere) is answered 413, with ``connection: close`` so that the server closes the connection
+  instead of reading the rest. A client still sending when the connection closes may lose the
+  answer to the reset, so a body at most ``DRAIN_BYTES`` over the limit (an honest client's batch
+  a little too large) is first read to its end and dropped, and the client reads its 413; a
+  larger one (on its ``Content-Length``, or once that many bytes have come) is answered at once.
 * A body not complete ``REQUEST_READ_TIMEOUT`` seconds after the request reached the app (the end
   of its headers) is answered 408.
 * It records the request's scope for league/endpoints.py (agent endpoints may not point back at
@@ -34,6 +36,8 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 _MCP_PATHS = frozenset({"/mcp", "/mcp/"})
+# What is read and dropped past the limit before a 413, at most (see the module).
+DRAIN_BYTES = 4 * 1024 * 1024
 
 
 @functools.cache
@@ -91,11 +95,13 @@ class RequestLimits:
             return
         path = scope["path"]
         limit = body_limit(path)
+        deadline = asyncio.get_running_loop().time() + read_timeout()
         declared = next((v for k, v in scope["headers"] if k == b"content-length"), b"")
         if declared.isdigit() and int(declared) > limit:
+            if int(declared) <= limit + DRAIN_BYTES:
+                await _drain(receive, deadline, 0, limit + DRAIN_BYTES)
             await _answer(send, *_too_large(path, limit))
             return
-        deadline = asyncio.get_running_loop().time() + read_timeout()
         received = 0
         body_done = False
         answered = False  # this middleware answered: whatever the app sends after is dropped
@@ -116,6 +122,8 @@ class RequestLimits:
             received += len(event.get("body", b""))
             if received > limit:
                 answered = True
+                if event.get("more_body", False):
+                    await _drain(receive, deadline, received, limit + DRAIN_BYTES)
                 await _answer(send, *_too_large(path, limit))
                 return {"type": "http.disconnect"}
             body_done = not event.get("more_body", False)
@@ -130,6 +138,22 @@ class RequestLimits:
             await self.app(scope, limited_receive, guarded_send)
         finally:
             request_scope.reset(mark)
+
+
+async def _drain(receive: Receive, deadline: float, received: int, most: int) -> None:
+    """Read and drop the rest of a body until it ends, ``most`` bytes have come in all, the
+    deadline passes or the client goes: whichever is first."""
+    while received <= most:
+        try:
+            async with asyncio.timeout_at(deadline):
+                event = await receive()
+        except TimeoutError:
+            return
+        if event["type"] != "http.request":
+            return
+        received += len(event.get("body", b""))
+        if not event.get("more_body", False):
+            return
 
 
 async def _answer(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:

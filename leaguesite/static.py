@@ -34,9 +34,14 @@ def static_folders() -> list[Path]:
     return [folder for folder in folders if folder.is_dir()]
 
 
+def static_prefix() -> str:
+    """The path every static file's URL starts with (``STATIC_URL``, a path on this site)."""
+    return "/" + settings.STATIC_URL.strip("/") + "/"
+
+
 def static_files() -> WsgiToAsgi:
-    """An ASGI app serving ``STATIC_URL`` from ``static_folders()``; anything else is 404."""
-    prefix = "/" + settings.STATIC_URL.strip("/") + "/"
+    """An ASGI app serving ``static_prefix()`` from ``static_folders()``; anything else is 404."""
+    prefix = static_prefix()
     app = WhiteNoise(_not_found, autorefresh=settings.DEBUG, add_headers_function=_nosniff)
     for folder in reversed(static_folders()):  # a later add_files wins: the first folder last
         app.add_files(folder, prefix=prefix)

@@ -213,6 +213,9 @@ def test_large_bodies_are_refused_before_they_are_read_and_slow_ones_time_out(lm
         assert chunked_too_large(port, path) == 413, path
     assert trickled(port, "/admin/login/") == 408
     assert trickled(port, "/mcp") == 408
+    # A client sending a body a little over the limit, as a whole, reads its 413 (not a reset).
+    over = httpx.post(lm_server, content=b"[" + b"1," * (settings.MCP_MAX_BODY_BYTES // 2) + b"1]", timeout=30)
+    assert over.status_code == 413 and over.json()["error"]["code"] == -32600
     # Within the limits all is as before.
     assert httpx.get(lm_server.replace("/mcp", "/admin/login/")).status_code == 200
 
