@@ -268,9 +268,9 @@ class LeagueAdmin(admin.ModelAdmin):
         }
         league = actions.create_league(name=obj.name, league_id=obj.league_id, game_type=obj.game_type, **settings)
         announce_leagues("league_created", league.league_id)
+        # The admin goes on with ``obj`` (its log entry, the redirect): make it the saved row.
         obj.pk = league.pk
-        obj._state.adding = False
-        obj._state.db = league._state.db
+        obj.refresh_from_db()
 
     # -- deleting: one named, logged action removes the league with all its records --------
     def get_deleted_objects(self, objs, request: HttpRequest):

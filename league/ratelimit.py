@@ -50,8 +50,6 @@ from leagueproto.errors import ErrorCode, LeagueError
 
 log = logging.getLogger(__name__)
 
-# How long a league's configured limit is cached (the admin's change applies within this).
-LEAGUE_LIMIT_TTL = 5.0
 _MAX_LOCAL_BUCKETS = 100_000
 
 
@@ -87,7 +85,7 @@ def league_limit(league_id: str) -> int | None:
     limit = League.objects.filter(league_id=league_id).values_list("rate_limit_per_minute", flat=True).first()
     if len(_league_limits) > 10_000:
         _league_limits.clear()
-    _league_limits[league_id] = (limit, now + LEAGUE_LIMIT_TTL)
+    _league_limits[league_id] = (limit, now + settings.LEAGUE_RATE_LIMIT_CACHE_TTL)
     return limit
 
 

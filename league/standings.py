@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
+from django.conf import settings
 from django.db.models import Count, Max, Q, QuerySet
 
 from league.models import AgentStatus, League, MatchResult, Player
@@ -104,7 +105,7 @@ class StandingsKey(NamedTuple):
 
 def standings_key(league: League) -> StandingsKey:
     """What the standings of ``league`` depend on, in two aggregate queries. Results are
-    appended, never changed (an admin edit shows within STANDINGS_TTL): their count and latest
+    appended, never changed (an admin edit shows within STANDINGS_CACHE_TTL): their count and latest
     id say when one was added."""
     results = MatchResult.objects.filter(league=league).order_by().aggregate(count=Count("pk"), latest=Max("pk"))
     players = (
@@ -122,9 +123,9 @@ def standings_key(league: League) -> StandingsKey:
 
 # Standings per league and process. When the key changed only by results added since, those
 # results are added to the cached table; anything else (players changed, a result deleted) reads
-# every result again, and so does the first call STANDINGS_TTL seconds after the last full read:
-# that bounds how long a result or display name edited by hand in the admin takes to show.
-STANDINGS_TTL = 5.0
+# every result again, and so does the first call STANDINGS_CACHE_TTL seconds (a setting) after the
+# last full read: that bounds how long a result or display name edited by hand in the admin takes
+# to show.
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,7 @@ def standings(league: League) -> list[dict[str, Any]]:
     key = standings_key(league)
     now = time.monotonic()
     cached = _cache.get(league.pk)
-    if cached is not None and now - cached.read_at < STANDINGS_TTL:
+    if cached is not None and now - cached.read_at < settings.STANDINGS_CACHE_TTL:
         if cached.key == key:
             return [dict(row) for row in cached.rows]
         if _only_results_added(cached.key, key):

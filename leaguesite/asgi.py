@@ -5,7 +5,7 @@ import os
 
 from django.core.asgi import get_asgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "leaguesite.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "leaguesite.settings.production")
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
@@ -16,24 +16,8 @@ from django.urls import path, re_path  # noqa: E402
 from league.relay.endpoint import RelayHttpConsumer  # noqa: E402
 from league.relay.routing import websocket_urlpatterns as relay_urlpatterns  # noqa: E402
 from league.routing import websocket_urlpatterns  # noqa: E402
-from leagueproto.serve import tune_gc  # noqa: E402
-from leaguesite.limits import RequestLimits, guard_daphne  # noqa: E402
-
-guard_daphne()  # under daphne (runserver): refuse oversized and slow requests before they are buffered
-
-
-async def lifespan(scope, receive, send) -> None:
-    """The server's start and stop (uvicorn sends them; daphne does not): once started, the
-    site is a long-running process like the agents, and tunes its garbage collector the same way."""
-    while True:
-        event = await receive()
-        if event["type"] == "lifespan.startup":
-            tune_gc()
-            await send({"type": "lifespan.startup.complete"})
-        elif event["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-
+from leaguesite.limits import RequestLimits  # noqa: E402
+from leaguesite.static import static_files, static_prefix  # noqa: E402
 
 dashboard_sockets = AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
 # Agents are programs, not browsers: they send no Origin and authenticate with their token.
@@ -50,18 +34,25 @@ async def websockets(scope, receive, send) -> None:
 # of CPU (a thread per request, a hand-off to it for each sync middleware hook and signal)
 # against ~0.45 ms for the consumer (docs/benchmarks.md, "The relay"). The consumer refuses what
 # Django would (Host, method, size) and sends its security headers (league/relay/endpoint.py).
-http = URLRouter(
+routes = URLRouter(
     [
         path("relay/<league_id>/<player_id>/mcp", RelayHttpConsumer.as_asgi()),
         re_path(r"", django_asgi_app),
     ]
 )
+static = static_files()  # WhiteNoise (leaguesite/static.py)
+STATIC_PREFIX = static_prefix()
+
+
+async def http(scope, receive, send) -> None:
+    app = static if scope["path"].startswith(STATIC_PREFIX) else routes
+    await app(scope, receive, send)
+
 
 application = ProtocolTypeRouter(
     {
-        # Body size and read deadline first (leaguesite/limits.py), then the relay or Django.
+        # Body size and read deadline first (leaguesite/limits.py), then static files, the relay or Django.
         "http": RequestLimits(http),
         "websocket": websockets,
-        "lifespan": lifespan,
     }
 )

@@ -63,9 +63,6 @@ REPORTS_KEPT = 2 * FINISHED_KEPT
 # An LM with a smaller limit answers a batch 413: the referee then halves its cap (_send_reports).
 REPORT_BATCH = 50
 REPORT_BATCH_BYTES = 960 * 1024
-# A report waits at most this long for others of matches still in play at this referee, to go in
-# the same batch: a 100-player league's reports then reach the LM in about half as many POSTs.
-REPORT_LINGER = 0.02
 
 # A report waiting for the sender: its message, its timeout, the future its delivery task awaits.
 Outgoing = tuple[dict[str, Any], float, asyncio.Future[CallResult]]
@@ -117,6 +114,9 @@ class RefereeConfig:
     key: str | None = field(default_factory=lambda: os.environ.get("REFEREE_KEY") or None)
     follow: bool = True  # without league_id: register with every league the LM lists, as they open
     follow_interval: float = 3.0  # seconds between list_leagues polls
+    # A report waits at most this long for others of matches still in play at this referee, to go
+    # in the same batch: a 100-player league's reports then reach the LM in about half as many POSTs.
+    report_linger: float = 0.02
 
     @property
     def contact_endpoint(self) -> str:
@@ -935,7 +935,7 @@ class Referee:
     async def _send_reports(self, outbox: asyncio.Queue[Outgoing]) -> None:
         """The one sender to the LM: takes all that is queued, sends it, answers each waiter.
         Those queued while a POST is in flight go together in the next one. A report found alone
-        waits up to ``REPORT_LINGER`` for others while matches are still in play here (matches
+        waits up to ``config.report_linger`` for others while matches are still in play here (matches
         started together end together); with none in play it goes at once, so a round's last
         report is never held."""
         loop = asyncio.get_running_loop()
@@ -946,7 +946,7 @@ class Referee:
                 held = (item, len(dumps(item[0])))
             waiting, size, held = [held], held[1], None
             cap = self._report_batch_bytes()
-            linger_until = loop.time() + REPORT_LINGER
+            linger_until = loop.time() + self.config.report_linger
             while len(waiting) < REPORT_BATCH:
                 if outbox.empty():
                     left = linger_until - loop.time()

@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
 from league import actions
@@ -27,7 +28,6 @@ from league.bench.processes import (
     free_port_run,
     machine_cpu_times,
 )
-from league.conductor.worker import POLL
 from league.models import AgentStatus, Event, League, Match, MatchResult
 from league.standings import result_rows
 
@@ -65,7 +65,7 @@ class LeagueBench:
     lm_workers: int = 1
     mix: tuple[str, ...] = INSTANT_MIX
     connect: bool = False  # every player connects out to the LM's relay (league/relay/)
-    poll: float = POLL
+    poll: float = field(default_factory=lambda: settings.CONDUCTOR_POLL)
     timeout: float = 900.0
     log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="league-bench-")))
     out: Any = None

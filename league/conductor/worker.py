@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import close_old_connections, connection, connections, transaction
 
 from league.conductor.common import DB_OUTAGE, EMBEDDED_CAPACITY, WORKING
@@ -50,12 +51,6 @@ from league.models import League, Round
 from leagueproto.client import AgentClient
 
 log = logging.getLogger("league.conductor")
-
-# Seconds between ticks. A round ends when its last result is recorded, and the conductor sees it
-# at its next tick: with 99 round boundaries in a 100-player league, half a poll each is that much
-# more wall time (0.05 s cost the league ~2.5 s). A tick is two small reads (the leagues in
-# progress and the round's progress), so polling often costs little.
-POLL = 0.01
 
 
 def database_writable() -> None:
@@ -87,7 +82,7 @@ class Conductor(Supervision):
     """
 
     league_id: str | None = None
-    poll: float = POLL  # seconds between ticks
+    poll: float = field(default_factory=lambda: settings.CONDUCTOR_POLL)  # seconds between ticks
     health_interval: float | None = None  # seconds between referee pings (None: league default)
     client: AgentClient | None = None
     supervise_every: float = 0.25

@@ -1,8 +1,6 @@
-"""Public pages of the dashboard, and the static files the pages need."""
+"""Public pages of the dashboard (their static files: leaguesite/static.py)."""
 
-from django.conf import settings
-from django.contrib.staticfiles.views import serve
-from django.urls import path, re_path
+from django.urls import path
 
 from league.pages import check, views
 
@@ -17,9 +15,3 @@ urlpatterns = [
     path("leagues/<str:league_id>/players/<str:player_id>/", views.player_detail, name="player-detail"),
     path("leagues/<str:league_id>/referees/<str:referee_id>/", views.referee_detail, name="referee-detail"),
 ]
-
-if getattr(settings, "SERVE_STATIC", True):
-    # The LM runs as one ASGI process with no web server in front by default (make demo):
-    # serve /static/ from the finders. Behind nginx, set SERVE_STATIC=0 and collectstatic.
-    prefix = settings.STATIC_URL.strip("/")
-    urlpatterns.append(re_path(rf"^{prefix}/(?P<path>.*)$", serve, {"insecure": True}))

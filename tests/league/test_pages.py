@@ -73,12 +73,6 @@ def test_it_shows_player_and_referee_pages(client):
     assert client.get("/leagues/spring_cup/players/P99/").status_code == 404
 
 
-def test_it_serves_its_static_files(client):
-    response = client.get("/static/league/league.js")
-    assert response.status_code == 200
-    assert client.get("/static/vendor/chart.umd.min.js").status_code == 200
-
-
 ODD_NAMES = ["<script>alert(1)</script>", "", "日本語リーグ", "x" * 100, "Ω & \"quotes\" 'too'", "🙂"]
 ODD_IDS = ["bad id!", "a/b", "ünï", "with space", "x" * 64, "dots.in.it", "%41", "-"]
 

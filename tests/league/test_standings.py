@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from django.conf import settings
 
 from league import export, queries, standings
 from league.api import readmodel
@@ -159,12 +160,12 @@ def test_new_results_are_added_to_the_cached_table_and_anything_else_reads_every
     assert "P07" in step(full=True)
 
     # An admin's edit of a counted result changes no key: it shows with the first call
-    # STANDINGS_TTL after the last full read, however many results were added in between.
+    # STANDINGS_CACHE_TTL after the last full read, however many results were added in between.
     MatchResult.objects.filter(match__match_id="R1M2", league=league).update(outcome="WIN_A", points_a=3, points_b=0)
-    clock[0] = standings.STANDINGS_TTL - 1
+    clock[0] = settings.STANDINGS_CACHE_TTL - 1
     play(match(league, "R3M1"), "odd", "odd", 1)
     assert read(league, full_reads)[1] is False
-    clock[0] = standings.STANDINGS_TTL + 1
+    clock[0] = settings.STANDINGS_CACHE_TTL + 1
     play(match(league, "R3M2"), "odd", "even", 1)
     step(full=True)
     assert next(row for row in standings.standings(league) if row["player_id"] == "P02")["wins"] == 1  # R1M2

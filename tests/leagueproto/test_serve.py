@@ -1,9 +1,8 @@
-"""Long-running processes tune their garbage collector once started (leagueproto.serve.tune_gc):
-the agents' commands, the conductor and the LM site (through the ASGI lifespan)."""
+"""Long-running agent processes tune their garbage collector once started (leagueproto.serve.tune_gc):
+the agents' commands and the conductor."""
 
 from __future__ import annotations
 
-import asyncio
 import gc
 from collections.abc import Iterator
 
@@ -26,25 +25,6 @@ def test_tuning_freezes_start_up_objects_and_spaces_out_collections(restore_gc):
     tune_gc()
     assert gc.get_threshold() == GC_THRESHOLDS
     assert gc.get_freeze_count() > 0
-
-
-def test_the_lm_site_tunes_its_collector_when_the_server_starts_it(restore_gc):
-    from leaguesite.asgi import application
-
-    gc.set_threshold(700, 10, 10)
-    events = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
-    sent: list[dict] = []
-
-    async def receive() -> dict:
-        return next(events)
-
-    async def send(message: dict) -> None:
-        sent.append(message)
-
-    asyncio.run(application({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send))
-
-    assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
-    assert gc.get_threshold() == GC_THRESHOLDS
 
 
 def test_a_stopped_threaded_server_has_closed_its_event_loop():

@@ -322,8 +322,8 @@ def test_reports_waiting_while_one_is_in_flight_go_together_in_one_post(
 
 def test_a_report_waits_for_those_of_matches_still_in_play_then_goes_with_them(referee, lm, players, monkeypatch):
     """While another match is in play here, a finished match's report waits for its report (up
-    to REPORT_LINGER, here long enough not to matter) and both go in one POST."""
-    monkeypatch.setattr(agent, "REPORT_LINGER", 60.0)
+    to its report_linger, here long enough not to matter) and both go in one POST."""
+    monkeypatch.setattr(referee.referee.config, "report_linger", 60.0)
     scripted_lm, _ = lm
     gate = threading.Event()
     _, url_slow = players(ScriptedPlayer("P03", join_gate=gate))

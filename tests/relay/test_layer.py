@@ -24,7 +24,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from league.models import Player as PlayerRow
 from league.relay import hub
-from leaguesite.settings import redis_channel_layer
+from leaguesite.settings.base import redis_channel_layer
 from players.connect import connect_url
 from tests.league.lm_support import make_league, player_meta, register_player
 from tests.support.servers import REDIS_URL, redis_up
@@ -38,7 +38,14 @@ def layer(request: pytest.FixtureRequest, settings: Any, monkeypatch: pytest.Mon
     if request.param == "redis":
         if not redis_up():
             pytest.skip("no Redis at 127.0.0.1:6379")
-        settings.CHANNEL_LAYERS = {"default": redis_channel_layer(REDIS_URL, f"rr-test:{time.time_ns()}:asgi")}
+        settings.CHANNEL_LAYERS = {
+            "default": redis_channel_layer(
+                REDIS_URL,
+                f"rr-test:{time.time_ns()}:asgi",
+                settings.RELAY_AGENTS_PER_PROCESS,
+                settings.RELAY_MAX_IN_FLIGHT,
+            )
+        }
     monkeypatch.setattr(hub, "local_consumer", lambda channel: None)
     return get_channel_layer()
 

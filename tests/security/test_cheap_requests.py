@@ -1,7 +1,7 @@
 """Every anonymous request to the LM's /mcp is cheap: a batch has a maximum number of items, the
 rate limits count items, an anonymous read writes nothing to the Event log, a reply has a size
 bound, and a body that is not JSON gets a JSON-RPC parse error. Real HTTP against a running LM
-(in this process, and a ``manage.py runserver`` process for its memory)."""
+(in this process, and the production command's process for its memory)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from league import actions
+from league.bench.server import production_script
 from league.models import Event, Player
 from leagueproto.jsonutil import dumps
 from leagueproto.server import DEFAULT_MAX_BATCH_ITEMS
@@ -100,11 +101,12 @@ def test_a_body_that_is_not_json_gets_a_json_rpc_parse_error(lm_server):
 def test_the_12000_item_batch_is_refused_at_once_and_the_lms_memory_stays_flat(agent_env, manage_py, tmp_path):
     """The attack of issue 31: one ~1 MB POST of 12,000 get_standings items against a 200-player
     league took the LM from 271 MB to 1,273 MB and wrote 20,002 Event rows. Now it is one -32600.
-    The same runserver (daphne) answers a body that is not JSON with -32700, whatever its type."""
+    The same LM, run by the production command of docs/operations.md, answers a body that is not
+    JSON with -32700, whatever its type."""
     league_id = make_league("L200", players=200, max_players=200)
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
-    command = [*manage_py, "runserver", f"127.0.0.1:{port}", "--noreload", "--skip-checks"]
+    command = ["bash", "-c", production_script("127.0.0.1", port)]
     server = Process(command, agent_env, str(tmp_path / "lm.log"))
     try:
         wait_for_port(port)

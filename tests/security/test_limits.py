@@ -1,22 +1,24 @@
 """Limits on what one client may cost the LM, each through real HTTP against a running LM:
 registration floods, spellings of one endpoint, the endpoint policy (here and when connecting),
-request bodies and slow requests (uvicorn and daphne), and the pages' Content-Security-Policy."""
+request bodies and slow requests, the production server under slow and idle sockets, runserver kept
+to loopback, and the pages' Content-Security-Policy."""
 
 from __future__ import annotations
 
 import select
 import socket
-import threading
-from pathlib import Path
+import subprocess
 
 import httpx
 import pytest
 from asgiref.sync import async_to_sync
 
+from league.bench.server import OVER_LIMIT, ServerBench, production_script
 from league.endpoints import ConnectPolicy, canonical_endpoint
 from league.models import League, Player
 from leagueproto.client import AgentClient, CallFailed
 from leagueproto.errors import ErrorCode
+from leaguesite.management.commands.runserver import requested_host
 from tests.league.lm_support import make_league, message, player_meta, post
 from tests.support.servers import Process, free_port, wait_for_port
 
@@ -195,79 +197,96 @@ def chunked_too_large(port: int, path: str, total: int = 20 * MB) -> int:
         return _status(_response(sock))
 
 
-def trickled(port: int, path: str, *, headers_done: bool) -> int:
-    """A request that stops arriving: in its body, or in its headers. The server must answer."""
+def trickled(port: int, path: str) -> int:
+    """A request whose body stops arriving after its headers. The server must answer."""
     with _connect(port) as sock:
-        if headers_done:
-            sock.sendall(_head(path, Content_Length="1000") + b'{"jsonrpc"')
-        else:
-            sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode())
+        sock.sendall(_head(path, Content_Length="1000") + b'{"jsonrpc"')
         return _status(_response(sock))
 
 
-def test_uvicorn_refuses_large_bodies_before_reading_them_and_slow_ones(lm_server, settings):
+def test_large_bodies_are_refused_before_they_are_read_and_slow_ones_time_out(lm_server, settings):
     settings.SITE_MAX_BODY_BYTES = 100_000
     settings.REQUEST_READ_TIMEOUT = 1
     port = int(lm_server.split(":")[2].split("/")[0])
     for path in ("/mcp", "/admin/login/", "/api/leagues/"):
         assert declared_too_large(port, path) == 413, path
         assert chunked_too_large(port, path) == 413, path
-    assert trickled(port, "/admin/login/", headers_done=True) == 408
-    assert trickled(port, "/mcp", headers_done=True) == 408
+    assert trickled(port, "/admin/login/") == 408
+    assert trickled(port, "/mcp") == 408
+    # A client sending a body a little over the limit, as a whole, reads its 413 (not a reset).
+    over = httpx.post(lm_server, content=b"[" + b"1," * (settings.MCP_MAX_BODY_BYTES // 2) + b"1]", timeout=30)
+    assert over.status_code == 413 and over.json()["error"]["code"] == -32600
     # Within the limits all is as before.
     assert httpx.get(lm_server.replace("/mcp", "/admin/login/")).status_code == 200
 
 
-def _rss_peak_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmHWM")
+# -- the production server (docs/operations.md, "The server") ------------------------------------
+def test_the_production_command_refuses_big_bodies_unread_and_answers_beside_slow_and_idle_sockets(agent_env):
+    """The command docs/operations.md gives organisers, read from that page and run: with sockets
+    that never finish their headers and sockets that send nothing held open, other clients get
+    their answers; a /mcp POST announcing 1 GiB gets 413, and one sending its body blindly is cut
+    off long before the body is out (``bench server`` does the same with 2,000 + 3,000 sockets)."""
+    report = ServerBench(slow=60, idle=90, probes=10, env=agent_env).run()
+
+    assert report["held_by_the_lm"]["sockets"] >= 150
+    assert report["under_load"]["statuses"] == {"200": 10}
+    big, blind = report["over_limit_post"], report["over_limit_post_sent_blindly"]
+    assert big["status"] == 413
+    assert big["body_bytes_sent"] < OVER_LIMIT // 10
+    assert blind["body_bytes_sent"] < OVER_LIMIT // 10
+    assert report["valid"] is True
 
 
-def _flood(port: int, size: int) -> None:
-    """One client posting ``size`` bytes to /mcp, as fast as the server takes them."""
-    block = b"x" * MB
-    with _connect(port) as sock:
-        try:
-            sock.sendall(_head("/mcp", Content_Length=str(size)))
-            for _ in range(size // MB):
-                sock.sendall(block)
-        except OSError:
-            pass  # refused early: the server closed the connection
-        _response(sock)
+def test_the_production_command_is_the_documented_one():
+    script = production_script("127.0.0.1", 8123)
+    assert "uvicorn leaguesite.asgi:application --host 127.0.0.1 --port 8123" in script
+    # What the server's settings are chosen for (docs/operations.md says why).
+    assert "--h11-max-incomplete-event-size 16384" in script and "--limit-concurrency" not in script
 
 
-@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the LM's memory from /proc")
-def test_runserver_daphne_refuses_large_and_slow_requests_without_buffering(agent_env, manage_py, tmp_path):
-    """``manage.py runserver`` (daphne), as README tells organisers to run the LM."""
+def test_headers_without_end_are_refused_by_the_production_command(agent_env, tmp_path):
+    """A header that never ends holds at most the server's 16 KiB before 400 and a close."""
     port = free_port()
-    env = {**agent_env, "REQUEST_READ_TIMEOUT": "2"}
-    server = Process(
-        [*manage_py, "runserver", f"127.0.0.1:{port}", "--noreload", "--skip-checks"], env, str(tmp_path / "lm.log")
-    )
+    server = Process(["bash", "-c", production_script("127.0.0.1", port)], agent_env, str(tmp_path / "lm.log"))
     try:
         wait_for_port(port)
-        assert httpx.get(f"http://127.0.0.1:{port}/admin/login/", timeout=10).status_code == 200
-        before = _rss_peak_kb(server.proc.pid)
-        floods = [threading.Thread(target=_flood, args=(port, 50 * MB)) for _ in range(8)]
-        for flood in floods:
-            flood.start()
-        for flood in floods:
-            flood.join()
-        grown_mb = (_rss_peak_kb(server.proc.pid) - before) / 1024
-        # Eight 50 MB bodies buffered would be 400 MB; refused on their length, nearly nothing.
-        assert grown_mb < 40, f"the LM grew by {grown_mb:.0f} MB"
-        assert declared_too_large(port, "/mcp") == 413
-        assert declared_too_large(port, "/admin/login/") == 413
-        assert chunked_too_large(port, "/mcp") == 413
-        assert trickled(port, "/mcp", headers_done=True) == 408
-        assert trickled(port, "/mcp", headers_done=False) == 408
-        # And it still serves.
-        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}}
-        assert httpx.post(f"http://127.0.0.1:{port}/mcp", json=ping, timeout=10).json()["result"] == {}
+        with _connect(port) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Long: ")
+            try:
+                for _ in range(64):
+                    sock.sendall(b"a" * 4096)
+            except OSError:
+                pass  # closed once over the limit
+            assert _status(_response(sock)) == 400
     finally:
         server.terminate()
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0:8000", "192.168.1.10:8000", "[::]:8000", "league.lan:8000"])
+def test_runserver_refuses_an_address_other_than_loopback(manage_py, address):
+    done = subprocess.run(
+        [*manage_py, "runserver", address, "--noreload", "--skip-checks"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "serves this machine only" in done.stderr and "uvicorn leaguesite.asgi:application" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("addrport", "ipv6", "host"),
+    [
+        (None, False, "127.0.0.1"),
+        ("8001", False, "127.0.0.1"),
+        ("8001", True, "::1"),
+        ("[::1]:8001", False, "::1"),
+        ("localhost:8001", False, "localhost"),
+        ("0.0.0.0", False, "0.0.0.0"),
+    ],
+)
+def test_runserver_reads_the_address_it_would_bind(addrport, ipv6, host):
+    assert requested_host(addrport, ipv6) == host
 
 
 # -- Content-Security-Policy ---------------------------------------------------------------------

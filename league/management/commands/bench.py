@@ -6,6 +6,7 @@
 - ``bench scale``: matches/s by league size (and a chart), plus a burst of registrations.
 - ``bench soak``: consecutive leagues with fault players; leaks and lost results.
 - ``bench chaos``: leagues while processes are killed and the database is cut; every league checked.
+- ``bench server``: the production server (docs/operations.md) under slow-header and idle sockets.
 
 Every figure is measured, never asserted; each command checks its own results and exits
 non-zero when they do not add up.
@@ -17,17 +18,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from league.bench.database import configured_database, scratch_database
 from league.bench.machine import machine_info
-from league.conductor.worker import POLL
 from leagueproto.envelope import GAME_TYPES
 
 
 class Command(BaseCommand):
-    help = "Benchmarks: ceiling, league, api, scale, soak, chaos."
+    help = "Benchmarks: ceiling, league, api, scale, soak, chaos, server."
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="what", required=True)
@@ -50,7 +51,9 @@ class Command(BaseCommand):
         )
         league.add_argument("--lm-server", default="uvicorn", choices=("uvicorn", "daphne"))
         league.add_argument("--lm-workers", type=int, default=1, help="uvicorn worker processes for the LM")
-        league.add_argument("--poll", type=float, default=POLL, help="the conductor's poll interval")
+        league.add_argument(
+            "--poll", type=float, default=None, help="the conductor's poll interval (default: CONDUCTOR_POLL)"
+        )
         league.add_argument("--timeout", type=float, default=900.0)
         league.add_argument("--with-ceiling", action="store_true", help="also run the ceiling with the same calls")
         league.add_argument(
@@ -105,7 +108,13 @@ class Command(BaseCommand):
         chaos.add_argument("--max-leagues", type=int, default=1000)
         chaos.add_argument("--seed", type=int, default=None, help="for the choice of victims and times")
         chaos.add_argument("--json", dest="json_path")
-        for played in (league, api, scale, soak, chaos):
+        server = sub.add_parser("server", help="the production server under slow-header and idle sockets")
+        server.add_argument("--slow", type=int, default=2000, help="connections that never finish their headers")
+        server.add_argument("--idle", type=int, default=3000, help="connections that send nothing")
+        server.add_argument("--probes", type=int, default=200, help="ordinary requests made while they are open")
+        server.add_argument("--quick", action="store_true", help="small numbers, for the suite")
+        server.add_argument("--json", dest="json_path")
+        for played in (league, api, scale, soak, chaos, server):
             played.add_argument(
                 "--keep-db",
                 action="store_true",
@@ -168,6 +177,16 @@ class Command(BaseCommand):
                 out=self.stderr,
             )
             report = bench.run()
+        elif what == "server":
+            from league.bench.server import ServerBench
+
+            quick = options["quick"]
+            report = ServerBench(
+                slow=50 if quick else options["slow"],
+                idle=50 if quick else options["idle"],
+                probes=10 if quick else options["probes"],
+                out=self.stderr,
+            ).run()
         elif what == "chaos":
             from league.bench.chaos import ChaosBench
 
@@ -209,7 +228,7 @@ class Command(BaseCommand):
                 player_hosts=options["player_hosts"],
                 lm_server=options["lm_server"],
                 lm_workers=options["lm_workers"],
-                poll=options["poll"],
+                poll=settings.CONDUCTOR_POLL if options["poll"] is None else options["poll"],
                 timeout=120.0 if options["quick"] else options["timeout"],
                 out=self.stderr,
                 connect=connect,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
 from league import actions
 from league.actions import FINAL, cancel_league, delete_league
@@ -261,6 +261,25 @@ class Demo:
         self.cluster.stop()
 
 
+class WholeWrites:
+    """The command's stdout as the stream rich draws on: rich writes partial lines (the progress
+    bar redraws one), and Django's ``OutputWrapper`` ends every write with a newline unless told
+    ``ending=""``."""
+
+    def __init__(self, wrapper: OutputWrapper) -> None:
+        self.wrapper = wrapper
+
+    def write(self, text: str) -> int:
+        self.wrapper.write(text, ending="")
+        return len(text)
+
+    def flush(self) -> None:
+        self.wrapper.flush()
+
+    def isatty(self) -> bool:
+        return self.wrapper.isatty()
+
+
 class Command(BaseCommand):
     help = "Play a whole league live: LM site, conductor, referees and players as real processes."
 
@@ -297,7 +316,7 @@ class Command(BaseCommand):
             fast=opts["fast"],
             round_pause=opts["round_pause"] if opts["round_pause"] is not None else (0.0 if opts["exit"] else 3.0),
             timeout=opts["timeout"],
-            out=self.stdout._out,
+            out=WholeWrites(self.stdout),
         )
         demo.check_ports()  # before anything is created: a busy port leaves nothing behind
         league = None

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 
 import uvloop
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from league.conductor import Conductor
-from league.conductor.worker import POLL
 from leagueproto.serve import tune_gc
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -27,14 +27,14 @@ class Command(BaseCommand):
         parser.add_argument(
             "--poll",
             type=float,
-            default=POLL,
-            help=f"Seconds between passes (default {POLL}): how soon a round's end is seen.",
+            default=None,
+            help="Seconds between passes (default: the CONDUCTOR_POLL setting): how soon a round's end is seen.",
         )
 
-    def handle(self, *args, league_id=None, once=False, until_done=False, poll=POLL, **options) -> None:
+    def handle(self, *args, league_id=None, once=False, until_done=False, poll=None, **options) -> None:
         level = logging.DEBUG if options["verbosity"] > 1 else logging.INFO
         logging.basicConfig(level=level, format=LOG_FORMAT)
-        # The site's LOGGING (leaguesite/settings.py) gives the root logger a handler at WARNING,
+        # The site's LOGGING (leaguesite/settings/base.py) gives the root logger a handler at WARNING,
         # which leaves basicConfig nothing to do: the conductor's own lines (it started, each
         # league's state changes, a league with no live referee, a database outage) get a
         # handler of their own, at INFO.
@@ -44,7 +44,7 @@ class Command(BaseCommand):
         conductor_log.handlers = [handler]
         conductor_log.setLevel(level)
         conductor_log.propagate = False
-        conductor = Conductor(league_id=league_id, poll=poll)
+        conductor = Conductor(league_id=league_id, poll=settings.CONDUCTOR_POLL if poll is None else poll)
         try:
             # Everything loaded so far (Django, the apps, the libraries) lives as long as the
             # process: out of the collector's way, a full collection no longer walks it (measured:

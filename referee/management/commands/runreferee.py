@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from leagueproto.serve import bind_sockets, make_server, tune_gc
@@ -67,6 +68,7 @@ class Command(BaseCommand):
             allowed_hosts=split_hosts(opts["allowed_hosts"]),
             max_reply_bytes=max(1024, opts["max_reply_bytes"]),
             key=opts["key"],
+            report_linger=settings.REFEREE_REPORT_LINGER,
         )
         sockets = bind_sockets(config.host, [config.port])
         config.port = sockets[0].getsockname()[1]  # --port 0 picks a free port

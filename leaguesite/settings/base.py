@@ -1,4 +1,5 @@
-"""Settings for the League Manager site, read from environment variables.
+"""Settings every League Manager process shares, read from environment variables
+(leaguesite/settings/production.py and test.py build on them; docs/operations.md lists them).
 
 Embedded default: SQLite file + in-memory channel layer, so a fresh checkout just runs.
 ``DATABASE_URL`` and ``REDIS_URL`` switch to PostgreSQL and Redis.
@@ -15,7 +16,7 @@ from django.utils.csp import CSP
 
 from leaguesite.env import env_bool, env_int, env_list, env_str
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 DEBUG = env_bool("DEBUG", False)
 
@@ -35,10 +36,11 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
+    "leaguesite",  # first: its runserver (loopback only) wraps daphne's
     "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
@@ -89,36 +91,43 @@ ASGI_APPLICATION = "leaguesite.asgi.application"
 DATABASE_URL = env_str("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
 # CONN_MAX_AGE stays 0: under ASGI each request runs its sync code in a thread of its own, whose
 # connection would otherwise outlive it.
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True)}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Several processes (LM, conductor) share the file: WAL lets readers run beside the
-    # writer, IMMEDIATE transactions take the write lock up front so none deadlocks on upgrade.
-    # How long a writer waits for the file's lock before "database is locked" (an outage the LM
-    # and the conductor ride out); tests of those outages shorten it.
-    SQLITE_BUSY_TIMEOUT = env_int("SQLITE_BUSY_TIMEOUT", 30)
-    DATABASES["default"]["OPTIONS"] = {
+# How long a SQLite writer waits for the file's lock before "database is locked" (an outage the LM
+# and the conductor ride out), in seconds.
+SQLITE_BUSY_TIMEOUT = 30
+
+
+def sqlite_options(busy_timeout: int) -> dict[str, object]:
+    """Several processes (LM, conductor) share the file: WAL lets readers run beside the writer,
+    IMMEDIATE transactions take the write lock up front so none deadlocks on upgrade."""
+    return {
         "init_command": (
-            f"PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT * 1000};"
+            f"PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout={busy_timeout * 1000};"
         ),
         "transaction_mode": "IMMEDIATE",
-        "timeout": SQLITE_BUSY_TIMEOUT,
+        "timeout": busy_timeout,
     }
-    # A file, not memory, so that agent processes started by tests share the test database.
-    DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_SQLITE_PATH", str(BASE_DIR / ".test-db.sqlite3"))}
+
+
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = sqlite_options(SQLITE_BUSY_TIMEOUT)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # -- channels -----------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
 # What this site keeps in Redis (channel layer, rate limits) is under REDIS_PREFIX, so that several
-# sites can share one server. The test suite's parallel workers each have their own (pytest-xdist
-# names each in PYTEST_XDIST_WORKER, which the agents a test starts inherit).
-_TEST_WORKER = env_str("PYTEST_XDIST_WORKER")
-REDIS_PREFIX = env_str("REDIS_PREFIX", f"{_TEST_WORKER}:" if _TEST_WORKER else "")
+# sites can share one server.
+REDIS_PREFIX = env_str("REDIS_PREFIX", "")
+# Calls in flight to one relay agent at once; one more is answered 503 without reaching the agent.
+RELAY_MAX_IN_FLIGHT = env_int("RELAY_MAX_IN_FLIGHT", 32)
+# Agents whose relayed calls one LM process has room for in Redis (redis_channel_layer).
+RELAY_AGENTS_PER_PROCESS = env_int("RELAY_AGENTS_PER_PROCESS", 250)
 
 
-def redis_channel_layer(url: str, prefix: str) -> dict[str, object]:
-    """The channel layer on the Redis server at ``url``, its keys under ``prefix``."""
+def redis_channel_layer(url: str, prefix: str, agents: int, in_flight: int) -> dict[str, object]:
+    """The channel layer on the Redis server at ``url``, its keys under ``prefix``, with room for
+    ``agents`` relay agents' ``in_flight`` calls each."""
     return {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
@@ -133,17 +142,22 @@ def redis_channel_layer(url: str, prefix: str) -> dict[str, object]:
             # relay's reply channels), and a send beyond `capacity` of them fails
             # (ChannelFull). For the relay each is a call for a socket the process holds or the
             # reply to a call it forwarded: one per call in flight, and an agent has at most
-            # RELAY_MAX_IN_FLIGHT (32) of those. Room for 250 agents' calls: a league of the
-            # default max_players (200) with every socket on one process.
-            "capacity": 250 * 32,
+            # `in_flight` of those. The default room (250 agents) holds a league of the default
+            # max_players (200) with every socket on one process.
+            "capacity": agents * in_flight,
         },
     }
 
 
-if REDIS_URL:
-    CHANNEL_LAYERS = {"default": redis_channel_layer(REDIS_URL, f"{REDIS_PREFIX}asgi")}
-else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+def channel_layers(redis_url: str | None, prefix: str) -> dict[str, object]:
+    if redis_url:
+        return {
+            "default": redis_channel_layer(redis_url, f"{prefix}asgi", RELAY_AGENTS_PER_PROCESS, RELAY_MAX_IN_FLIGHT)
+        }
+    return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+CHANNEL_LAYERS = channel_layers(REDIS_URL, REDIS_PREFIX)
 
 # -- auth, i18n, static ---------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
@@ -159,23 +173,13 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
-# The LM serves /static/ itself unless a web server in front does (then SERVE_STATIC=0).
-SERVE_STATIC = env_bool("SERVE_STATIC", True)
+# The site serves /static/ itself (leaguesite/static.py: WhiteNoise, from the apps' and
+# STATICFILES_DIRS' files; no collectstatic step before `make demo` or a class).
 LOGIN_URL = "admin:login"
 
 # -- security (see `manage.py check --deploy` and docs/operations.md) -----------------------------
-# Production: DEBUG=0, SECRET_KEY, ALLOWED_HOSTS, SECURE_SSL_REDIRECT=1, SESSION_COOKIE_SECURE=1,
-# CSRF_COOKIE_SECURE=1, SECURE_HSTS_SECONDS=31536000 (docs/operations.md has the checklist).
-SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
-CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+# The deployment switches (TLS redirect, secure cookies, HSTS) are in production.py.
 SESSION_COOKIE_HTTPONLY = True
-SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
-# Behind a TLS-terminating proxy that sets X-Forwarded-Proto (only then: the header is trusted).
-if env_bool("SECURE_PROXY_SSL_HEADER", False):
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", SECURE_HSTS_SECONDS > 0)
-SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", SECURE_HSTS_SECONDS > 0)
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
@@ -196,9 +200,9 @@ SECURE_CSP = {
 }
 # Large enough for admin forms; /mcp enforces its own, smaller limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440)
-# Every request, whichever server runs the LM (leaguesite/limits.py): a body over the limit gets 413
-# before it is read (MCP_MAX_BODY_BYTES on /mcp, this elsewhere), and a request not whole within
-# REQUEST_READ_TIMEOUT seconds gets 408 (under daphne from its first line, else from its headers).
+# Every request (leaguesite/limits.py): a body over the limit gets 413 before it is read
+# (MCP_MAX_BODY_BYTES on /mcp, this elsewhere), and a body not whole within REQUEST_READ_TIMEOUT
+# seconds of the end of its headers gets 408.
 SITE_MAX_BODY_BYTES = env_int("SITE_MAX_BODY_BYTES", DATA_UPLOAD_MAX_MEMORY_SIZE)
 REQUEST_READ_TIMEOUT = env_int("REQUEST_READ_TIMEOUT", 30)
 
@@ -291,8 +295,6 @@ LOGGING = {
 LM_BASE_URL = env_str("LM_BASE_URL", "").rstrip("/")
 # The largest message either way (a relayed call's body, an agent's reply frame), in bytes.
 RELAY_MAX_MESSAGE_BYTES = env_int("RELAY_MAX_MESSAGE_BYTES", 256 * 1024)
-# Calls in flight to one agent at once; one more is answered 503 without reaching the agent.
-RELAY_MAX_IN_FLIGHT = env_int("RELAY_MAX_IN_FLIGHT", 32)
 # Frames an agent may send per minute (a burst of a tenth of that), and socket opens per
 # address per minute; over either, the socket is closed (4429).
 RELAY_FRAMES_PER_MINUTE = env_int("RELAY_FRAMES_PER_MINUTE", 6000)
@@ -304,3 +306,16 @@ RELAY_CALL_TIMEOUT = env_int("RELAY_CALL_TIMEOUT", 30)
 RELAY_RECONNECT_WAIT = env_int("RELAY_RECONNECT_WAIT", 30)
 # Seconds an agent has to send its token after opening the socket.
 RELAY_HELLO_TIMEOUT = env_int("RELAY_HELLO_TIMEOUT", 10)
+
+# -- operational tunables (docs/operations.md, "Tunables") -------------------------------------
+# Seconds between the conductor's passes (`runleague --poll`): how soon a round's end is seen.
+CONDUCTOR_POLL = 0.01
+# Seconds the standings of a league are served from memory before one full read of its results
+# (league/standings.py): results are appended, never changed, so only an admin edit waits this.
+STANDINGS_CACHE_TTL = 5.0
+# Seconds a league's rate_limit_per_minute is kept in memory (league/ratelimit.py) before it is
+# read again: an admin's change applies within this.
+LEAGUE_RATE_LIMIT_CACHE_TTL = 5.0
+# Seconds a referee started by `runreferee` holds a finished match's report for those of matches
+# still in play, to send them in one batch (referee/agent.py, RefereeConfig.report_linger).
+REFEREE_REPORT_LINGER = 0.02

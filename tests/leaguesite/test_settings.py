@@ -1,0 +1,84 @@
+"""The settings package (leaguesite/settings/): production without the suite's concerns, the test
+settings reaching the processes a test starts, and the Redis room following the relay's limit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+SHOW = (
+    "import json, django; django.setup(); from django.conf import settings as s; "
+    "layer = s.CHANNEL_LAYERS['default']; "
+    "print(json.dumps({'module': s.SETTINGS_MODULE, 'prefix': s.REDIS_PREFIX, "
+    "'test_db': s.DATABASES['default'].get('TEST', {}).get('NAME'), 'busy': s.SQLITE_BUSY_TIMEOUT, "
+    "'capacity': layer.get('CONFIG', {}).get('capacity')}))"
+)
+
+
+def _settings(module: str, tmp_path, **env: str) -> dict:
+    base = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "SECRET_KEY_FILE": str(tmp_path / "secret")}
+    base["DJANGO_SETTINGS_MODULE"] = module
+    done = subprocess.run(
+        [sys.executable, "-c", SHOW],
+        env={**base, **env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+SUITE_ENV = {"PYTEST_XDIST_WORKER": "gw3", "TEST_SQLITE_PATH": "/tmp/elsewhere.sqlite3", "SQLITE_BUSY_TIMEOUT": "1"}
+
+
+def test_production_settings_ignore_the_suites_variables(tmp_path):
+    shown = _settings("leaguesite.settings.production", tmp_path, **SUITE_ENV)
+    assert shown["prefix"] == "" and shown["test_db"] is None and shown["busy"] == 30
+
+
+def test_the_test_settings_take_them(tmp_path):
+    shown = _settings("leaguesite.settings.test", tmp_path, **SUITE_ENV)
+    assert shown["prefix"] == "gw3:" and shown["test_db"] == "/tmp/elsewhere.sqlite3" and shown["busy"] == 1
+
+
+def _module_of_manage_py(manage_py: list[str], env: dict[str, str]) -> str:
+    done = subprocess.run(
+        [
+            *manage_py,
+            "shell",
+            "--no-imports",
+            "-c",
+            "from django.conf import settings; print(settings.SETTINGS_MODULE)",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_processes_a_test_starts_read_the_test_settings(agent_env, manage_py):
+    assert os.environ["DJANGO_SETTINGS_MODULE"] == "leaguesite.settings.test"  # exported by pytest-django
+    assert _module_of_manage_py(manage_py, agent_env) == "leaguesite.settings.test"
+
+
+def test_manage_py_defaults_to_the_production_settings(manage_py, tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "SECRET_KEY_FILE": str(tmp_path / "secret")}
+    assert _module_of_manage_py(manage_py, env) == "leaguesite.settings.production"
+
+
+def test_the_redis_room_follows_the_relays_in_flight_limit(tmp_path):
+    shown = _settings("leaguesite.settings.production", tmp_path, REDIS_URL="redis://127.0.0.1:1/0")
+    assert shown["capacity"] == 250 * 32
+    shown = _settings(
+        "leaguesite.settings.production", tmp_path, REDIS_URL="redis://127.0.0.1:1/0", RELAY_MAX_IN_FLIGHT="8"
+    )
+    assert shown["capacity"] == 250 * 8
