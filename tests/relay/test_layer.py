@@ -27,6 +27,7 @@ from league.relay import hub
 from leaguesite.settings import redis_channel_layer
 from players.connect import connect_url
 from tests.league.lm_support import make_league, player_meta, register_player
+from tests.relay.support import lm_headers
 from tests.support.servers import REDIS_URL, redis_up
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -71,7 +72,8 @@ def endpoint_and_socket(lm_server: str, player: tuple[str, str]) -> Iterator[tup
 
 def _call(endpoint: str, rid: Any, timeout: float = 10) -> httpx.Response:
     request = {"jsonrpc": "2.0", "id": rid, "method": "ping"}
-    return httpx.post(endpoint, json=request, headers={"X-Relay-Timeout": f"{timeout:g}"}, timeout=timeout + 5)
+    headers = {"X-Relay-Timeout": f"{timeout:g}", **lm_headers(endpoint)}
+    return httpx.post(endpoint, json=request, headers=headers, timeout=timeout + 5)
 
 
 def _answer(agent: ClientConnection, result: Any = None) -> None:
