@@ -38,6 +38,7 @@ METADATA_ADDRESSES = frozenset(
     ipaddress.ip_address(a) for a in ("169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254")
 )
 LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
+ANYWHERE = [ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("::/0")]
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # Ports other services listen on: an endpoint there aims the LM's requests at a database, a broker
 # or a mail server rather than at an agent. The name goes into the refusal. None is in 8000-9999,
@@ -354,7 +355,9 @@ class ConnectPolicy:
             self._relay = await sync_to_async(self._relay_targets)()
             self._loaded_at = time.monotonic()
         if (host.lower(), port) in self._relay:
-            return None
+            # Outside the leagues' networks the LM's own relay address passes; a metadata or
+            # link-local address never does, whatever named it.
+            return address_problem(parsed, ANYWHERE)
         return address_problem(parsed, self._allowed)
 
 
