@@ -190,7 +190,11 @@ class RelayConsumer(AsyncWebsocketConsumer):
     async def read_calls(self, layer: BaseChannelLayer) -> None:
         """Calls from other LM processes (and the news that this socket was replaced), read from
         the consumer's channel until it closes; a failed read is tried again (receive_patiently)."""
-        handlers = {"relay.call": self.relay_call, "relay.replaced": self.relay_replaced}
+        handlers = {
+            "relay.call": self.relay_call,
+            "relay.replaced": self.relay_replaced,
+            "relay.cancel": self.relay_cancel,
+        }
         while True:
             message = await receive_patiently(layer, self.socket_channel)
             handler = handlers.get(message.get("type"))
@@ -314,6 +318,14 @@ class RelayConsumer(AsyncWebsocketConsumer):
         and its id stays known a while, for the agent's late answer."""
         if answered.cancelled() and self.pending.pop(socket_id, None) is not None:
             self.late[socket_id] = time.time() + LATE_GRACE
+
+    async def relay_cancel(self, event: dict[str, Any]) -> None:
+        """The caller of a call from another process hung up: its place is free (its id stays
+        known a while, for the agent's late answer)."""
+        for socket_id, entry in list(self.pending.items()):
+            if entry[0] == event["reply_to"]:
+                del self.pending[socket_id]
+                self.late[socket_id] = time.time() + LATE_GRACE
 
     async def relay_replaced(self, event: dict[str, Any]) -> None:
         await self._refuse(REPLACED, "the same player connected again")

@@ -191,7 +191,16 @@ async def _through_layer(channel: str, event: dict[str, Any]) -> dict[str, Any] 
         return None
     except LAYER_DOWN as exc:
         return {"status": 503, "body": f"the relay could not reach the agent's socket: {exc!r}".encode()}
-    return await receive_patiently(layer, reply_to)
+    try:
+        return await receive_patiently(layer, reply_to)
+    except asyncio.CancelledError:
+        # The caller hung up: the consumer gives the call's place back (best effort: a layer that
+        # fails now leaves it taken until the call's deadline, within its caller's share).
+        try:
+            await layer.send(channel, {"type": "relay.cancel", "reply_to": reply_to})
+        except (ChannelFull, *LAYER_DOWN):
+            pass
+        raise
 
 
 _target = database_sync_to_async(state.target)
