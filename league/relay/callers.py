@@ -10,17 +10,21 @@ No credential is new: a call proves who sends it with the token the protocol alr
   ``FINISHED_GRACE`` seconds (``league.conductor.common.match_token``: an HMAC of SECRET_KEY, the
   league, the match and its attempt), which its referee puts in every message of the match.
 
-Anything else is refused before it reaches the player's socket. What is accepted is kept a few
-seconds (``TRUST_LIFE``), so that a match's calls cost no query each.
+Anything else is refused before it reaches the player's socket. The tokens of a whole league are
+read in one query and kept ``TRUST_LIFE`` seconds (``Book``): a round's calls cost a query or two,
+not one each. A token not found is looked for again in a read that began after the call came (the
+match may have been assigned a moment ago), one read at a time per league however many calls wait.
 """
 
 from __future__ import annotations
 
-import hmac
-from dataclasses import dataclass
+import asyncio
+import time
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from channels.db import database_sync_to_async
 from django.db.models import Q
 from django.utils import timezone
 
@@ -31,20 +35,18 @@ from league.models import AgentStatus, Match, Player
 LEAGUE_MANAGER = "league_manager"
 # A referee's last calls of a match (GAME_OVER) may come just after it reported the result.
 FINISHED_GRACE = 120.0
-# How long a token once accepted is taken without asking the database again.
+# How long a league's tokens, once read, are taken without reading them again.
 TRUST_LIFE = 5.0
-# At most this many (player, token) pairs kept; all are forgotten when it fills (they come back).
-TRUSTED_MAX = 20_000
-
-_trusted: dict[tuple[str, str, str], tuple[str, float]] = {}
+# At most this many leagues' books are kept; all are forgotten when it fills (they are read again).
+BOOKS_MAX = 1000
 
 
 @dataclass(frozen=True)
 class Credentials:
-    """The tokens that may call a relay player now, each with the name of who holds it."""
+    """The relay players of a league, and the tokens that may call each: token → [(player, who)]."""
 
-    exists: bool
-    tokens: dict[str, str]
+    players: frozenset[str]
+    tokens: dict[str, list[tuple[str, str]]]
 
 
 def presented_token(request: dict[str, Any], bearer: str | None) -> str | None:
@@ -57,43 +59,79 @@ def presented_token(request: dict[str, Any], bearer: str | None) -> str | None:
     return bearer or None
 
 
-def credentials(league_id: str, player_id: str) -> Credentials:
-    """The tokens that may call the relay player ``player_id`` of ``league_id`` now (none, and
-    ``exists`` False, when there is no such relay player)."""
-    row = (
-        Player.objects.filter(league__league_id=league_id, player_id=player_id, connection=Player.Connection.RELAY)
+def credentials(league_id: str) -> Credentials:
+    """The relay players of ``league_id`` (not removed) and the tokens that may call them now."""
+    rows = (
+        Player.objects.filter(league__league_id=league_id, connection=Player.Connection.RELAY)
         .exclude(status=AgentStatus.REMOVED)
-        .values_list("pk", "token_hash")
-        .first()
+        .values_list("pk", "player_id", "token_hash")
     )
-    if row is None:
-        return Credentials(False, {})
-    pk, token_hash = row
-    tokens = {lm_token(league_id, player_id, token_hash): LEAGUE_MANAGER}
-    live = Q(status__in=(Match.Status.ASSIGNED, Match.Status.RUNNING))
-    recent = Q(status=Match.Status.FINISHED, finished_at__gte=timezone.now() - timedelta(seconds=FINISHED_GRACE))
-    matches = Match.objects.filter(Q(player_a_id=pk) | Q(player_b_id=pk)).filter(live | recent)
-    for match_id, attempt in matches.values_list("match_id", "attempt"):
-        tokens[match_token(league_id, match_id, attempt)] = f"referee:{match_id}"
-    return Credentials(True, tokens)
+    players = {pk: (player_id, token_hash) for pk, player_id, token_hash in rows}
+    tokens: dict[str, list[tuple[str, str]]] = {}
+    for player_id, token_hash in players.values():
+        tokens.setdefault(lm_token(league_id, player_id, token_hash), []).append((player_id, LEAGUE_MANAGER))
+    if players:
+        live = Q(status__in=(Match.Status.ASSIGNED, Match.Status.RUNNING))
+        recent = Q(status=Match.Status.FINISHED, finished_at__gte=timezone.now() - timedelta(seconds=FINISHED_GRACE))
+        theirs = Q(player_a_id__in=players) | Q(player_b_id__in=players)
+        matches = Match.objects.filter(league__league_id=league_id).filter(theirs).filter(live | recent)
+        for match_id, attempt, a, b in matches.values_list("match_id", "attempt", "player_a_id", "player_b_id"):
+            held = tokens.setdefault(match_token(league_id, match_id, attempt), [])
+            held.extend((players[pk][0], f"referee:{match_id}") for pk in (a, b) if pk in players)
+    return Credentials(frozenset(p for p, _ in players.values()), tokens)
 
 
-def trusted(league_id: str, player_id: str, token: str, now: float) -> str | None:
-    """Who holds ``token`` for this player, when it was accepted less than TRUST_LIFE ago."""
-    held = _trusted.get((league_id, player_id, token))
-    return held[0] if held is not None and held[1] > now else None
+@dataclass
+class Book:
+    """A league's credentials as last read, and when that read began."""
+
+    found: Credentials = field(default_factory=lambda: Credentials(frozenset(), {}))
+    read_at: float = float("-inf")
+    reading: asyncio.Future[None] | None = None
+
+    def holder(self, player_id: str, token: str) -> str | None:
+        """Who holds ``token`` for ``player_id``, or None. (A lookup by the token's keyed hash, as
+        league/auth.py looks tokens up: the time it takes tells nothing of a token's characters.)"""
+        held = self.found.tokens.get(token, ())
+        return next((who for player, who in held if player == player_id), None)
 
 
-def holder(found: Credentials, league_id: str, player_id: str, token: str, now: float) -> str | None:
-    """Who holds ``token`` among ``found`` (compared in constant time), remembered a while; None: nobody."""
-    name = next((n for t, n in found.tokens.items() if hmac.compare_digest(t, token)), None)
-    if name is not None:
-        if len(_trusted) >= TRUSTED_MAX:
-            _trusted.clear()
-        _trusted[(league_id, player_id, token)] = (name, now + TRUST_LIFE)
-    return name
+_books: dict[str, Book] = {}
+_credentials = database_sync_to_async(credentials)
+
+
+async def _read(league_id: str, book: Book) -> None:
+    began = time.monotonic()
+    book.found = await _credentials(league_id)
+    book.read_at = began
+
+
+async def _fresh(league_id: str, book: Book, since: float) -> None:
+    """Until ``book`` holds a read that began at ``since`` or later: one read at a time."""
+    while book.read_at < since:
+        if book.reading is None or book.reading.done():
+            book.reading = asyncio.ensure_future(_read(league_id, book))
+        # Shielded: a caller that hangs up does not cancel the read the others wait for.
+        await asyncio.shield(book.reading)
+
+
+async def caller_of(league_id: str, player_id: str, token: str | None) -> str | None:
+    """Who calls the relay player ``player_id`` of ``league_id`` with ``token``: "" when the token
+    is not one that may call it; None when there is no such relay player."""
+    if len(_books) >= BOOKS_MAX and league_id not in _books:
+        _books.clear()
+    book = _books.setdefault(league_id, Book())
+    arrived = time.monotonic()
+    if arrived - book.read_at < TRUST_LIFE:
+        who = book.holder(player_id, token) if token else None
+        if who is not None:
+            return who
+    await _fresh(league_id, book, arrived)
+    if player_id not in book.found.players:
+        return None
+    return (book.holder(player_id, token) if token else None) or ""
 
 
 def forget() -> None:
-    """Forget every token accepted (tests; a new league)."""
-    _trusted.clear()
+    """Forget every league's credentials (they are read again at the next call)."""
+    _books.clear()

@@ -97,23 +97,6 @@ def request_problem(call: Any) -> str | None:
     return None
 
 
-_credentials = database_sync_to_async(callers.credentials)
-
-
-async def caller_of(league_id: str, player_id: str, token: str | None) -> str | None:
-    """Who calls (callers.py), "" when the token is not one that may call this player; None when
-    there is no such relay player."""
-    now = time.monotonic()
-    if token:
-        known = callers.trusted(league_id, player_id, token, now)
-        if known is not None:
-            return known
-    found = await _credentials(league_id, player_id)
-    if not found.exists:
-        return None
-    return (callers.holder(found, league_id, player_id, token, now) if token else None) or ""
-
-
 async def relayed(league_id: str, player_id: str, body: bytes, request: HttpRequest) -> Answer:
     """One call to a relay endpoint, its body read: checked (shape, caller), then forwarded."""
     try:
@@ -125,7 +108,7 @@ async def relayed(league_id: str, player_id: str, body: bytes, request: HttpRequ
         return rpc_error(400, jsonrpc.INVALID_REQUEST, problem)
     scheme, _, bearer = request.headers.get("Authorization", "").partition(" ")
     token = callers.presented_token(call, bearer.strip() if scheme.lower() == "bearer" else None)
-    caller = await caller_of(league_id, player_id, token)
+    caller = await callers.caller_of(league_id, player_id, token)
     if caller is None:
         return Answer(404, f"no relay player {player_id} in league {league_id}".encode())
     if not caller:
