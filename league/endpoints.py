@@ -51,6 +51,9 @@ from leagueproto.endpoint_policy import (
 from leagueproto.endpoint_policy import SERVICE_PORTS as SERVICE_PORTS  # league/bench reads it here
 from leagueproto.endpoint_policy import port_problem as service_port_problem
 
+# Every address: on the relay address only the metadata and link-local rules apply.
+ANYWHERE = networks("0.0.0.0/0,::/0")
+
 
 # -- where the LM itself serves ------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -231,7 +234,9 @@ class ConnectPolicy:
             self._relay = await sync_to_async(self._relay_targets)()
             self._loaded_at = time.monotonic()
         if (host.lower(), port) in self._relay:
-            return None
+            # Outside the leagues' networks the LM's own relay address passes; a metadata or
+            # link-local address never does, whatever named it.
+            return address_problem(parsed, ANYWHERE)
         return address_problem(parsed, self._allowed)
 
 

@@ -11,17 +11,14 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from django.urls import path, re_path  # noqa: E402
+from django.urls import re_path  # noqa: E402
 
-from league.relay.endpoint import RelayHttpConsumer  # noqa: E402
-from league.relay.routing import websocket_urlpatterns as relay_urlpatterns  # noqa: E402
+from league.relay.routing import agent_sockets, http_urlpatterns  # noqa: E402
 from league.routing import websocket_urlpatterns  # noqa: E402
 from leaguesite.limits import RequestLimits  # noqa: E402
 from leaguesite.static import static_files, static_prefix  # noqa: E402
 
 dashboard_sockets = AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
-# Agents are programs, not browsers: they send no Origin and authenticate with their token.
-agent_sockets = URLRouter(relay_urlpatterns)
 
 
 async def websockets(scope, receive, send) -> None:
@@ -32,14 +29,9 @@ async def websockets(scope, receive, send) -> None:
 # A relayed call is served by a Channels HTTP consumer, not a Django view: a 100-player league
 # relayed makes ~59,500 calls to this one process, and as a Django view each cost the LM ~4.8 ms
 # of CPU (a thread per request, a hand-off to it for each sync middleware hook and signal)
-# against ~0.45 ms for the consumer (docs/benchmarks.md, "The relay"). The consumer refuses what
-# Django would (Host, method, size) and sends its security headers (league/relay/endpoint.py).
-routes = URLRouter(
-    [
-        path("relay/<league_id>/<player_id>/mcp", RelayHttpConsumer.as_asgi()),
-        re_path(r"", django_asgi_app),
-    ]
-)
+# against well under 1 ms for the consumer (docs/benchmarks.md, "The relay"). The consumer has
+# Django judge the Host and add its security middleware's headers (league/relay/checks.py).
+routes = URLRouter([*http_urlpatterns, re_path(r"", django_asgi_app)])
 static = static_files()  # WhiteNoise (leaguesite/static.py)
 STATIC_PREFIX = static_prefix()
 

@@ -21,7 +21,7 @@ from league.auth import find_by_token, lm_token, new_token
 from league.endpoints import canonical_endpoint, endpoint_problem, endpoint_taken
 from league.events import broadcast, record_event
 from league.models import AgentStatus, League, Player, Referee, hash_token
-from league.relay import CONNECT, is_relay_endpoint, relay_endpoint
+from league.relayaddress import CONNECT, is_relay_endpoint, relay_endpoint
 from leagueproto.envelope import check_agent_protocol_version
 from leagueproto.errors import MISSING, ErrorCode, LeagueError, refusal, see
 

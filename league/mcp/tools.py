@@ -30,7 +30,7 @@ from league.mcp.messages import (
 from league.mcp.reports import REPORT_ROLE, PendingReport, ReportQueue
 from league.mcp.toolset import ToolCall, toolset
 from league.models import League
-from league.relay import lm_base_url
+from league.relayaddress import lm_base_url
 from leagueproto.errors import MISSING, ErrorCode, LeagueError, refusal, see
 from leagueproto.messages import LeagueList, LeagueMessage
 from leagueproto.tools import Tool
@@ -47,7 +47,7 @@ from leagueproto.tools import Tool
 )
 async def register_player(msg: RegisterPlayerRequest, call: ToolCall) -> dict[str, Any]:
     # The LM's own address, for a player that answers over the relay (contact_endpoint "connect").
-    relay_base = lm_base_url(call.headers)
+    relay_base = lm_base_url(call.headers, call.local_port)
     return await database_job(register_logged, call.tool, call.arguments, msg, call.bearer_token, relay_base)
 
 

@@ -12,28 +12,35 @@ directly in this process, through the channel layer from another.
 A socket that sends what it was not asked for (a request, a reply to an id it was not sent,
 something not JSON), too much or too fast is closed; a newer socket of the same player replaces
 an older one. When the socket drops, the calls waiting on it are answered 502 at once.
+
+A socket holds at most ``RELAY_MAX_IN_FLIGHT`` calls at once, and one caller (a token from one
+address, endpoint.py) at most its share of them (``caller_share``): one caller cannot take all
+the player's places from the others. A call whose caller hangs up gives its place back at once.
+
+Calls from another LM process come over the channel layer, to a channel the consumer reads
+itself (``read_calls``), so that a read that fails while Redis restarts is tried again instead
+of ending the consumer and the agent's socket with it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.exceptions import ChannelFull
 from channels.generic.websocket import AsyncWebsocketConsumer
-from channels.layers import BaseChannelLayer
+from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 from redis.exceptions import RedisError
 
 from league.ratelimit import Bucket, LocalBuckets
 from league.relay import hub, registration, state
+from league.relay.checks import django_request, host_refused
+from leagueproto import jsonrpc
 from leagueproto.jsonutil import dumps, loads
 
 # Where a call's answer goes: a reply channel (another process), or a future of this process.
@@ -45,6 +52,8 @@ UNAUTHORIZED = 4401  # no token in time, or a token the LM refuses
 REPLACED = 4409  # the same player connected again elsewhere
 TOO_FAST = 4429  # over the frame or connection rate
 TOO_BIG = 1009  # the WebSocket code for a message too big
+# One caller's share of a socket's calls in flight: this fraction of RELAY_MAX_IN_FLIGHT.
+CALLER_SHARE = 4
 # A reply that comes after its caller gave up is dropped quietly for this long, not an error.
 LATE_GRACE = 60.0
 # What the channel layer may raise when Redis times out or restarts, and when a send finds its
@@ -61,17 +70,9 @@ _buckets = LocalBuckets()
 _socket_numbers = itertools.count(1)
 
 
-class WithoutConnectionHop:
-    """A consumer mixin: dispatch each message to its handler without Channels' hop to a worker
-    thread (and back) to close stale database connections first, a hop for every relayed call
-    and every reply. The relay's messages mostly touch no database; the few that do go through
-    database_sync_to_async, which closes them itself."""
-
-    async def dispatch(self, message: dict[str, Any]) -> None:
-        handler = getattr(self, get_handler_name(message), None)
-        if handler is None:
-            raise ValueError(f"No handler for message type {message['type']}")
-        await handler(message)
+def caller_share() -> int:
+    """How many of a socket's calls in flight one caller may hold."""
+    return max(1, settings.RELAY_MAX_IN_FLIGHT // CALLER_SHARE)
 
 
 async def receive_patiently(layer: BaseChannelLayer, channel: str) -> dict[str, Any]:
@@ -88,33 +89,36 @@ async def receive_patiently(layer: BaseChannelLayer, channel: str) -> dict[str, 
             pause = min(pause * 2, RETRY_MAX)
 
 
-class RelayConsumer(WithoutConnectionHop, AsyncWebsocketConsumer):
+class RelayConsumer(AsyncWebsocketConsumer):
     holder: state.Holder | None = None
     closing = False  # once the LM closes the socket, nothing more is sent or read on it
-
-    # Channels' AsyncConsumer sets ``channel_receive`` to the layer's receive of the consumer's
-    # channel and reads it until the consumer stops: an exception there would end the consumer and
-    # close the agent's socket. The consumer reads it through receive_patiently instead.
-    @property
-    def channel_receive(self) -> Callable[[], Awaitable[dict[str, Any]]]:
-        return self._channel_receive
-
-    @channel_receive.setter
-    def channel_receive(self, _receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
-        self._channel_receive = functools.partial(receive_patiently, self.channel_layer, self.channel_name)
+    # The consumer reads its channel-layer channel itself (read_calls), not through Channels: an
+    # alias with no layer configured makes Channels give it none.
+    channel_layer_alias = None
+    layer: BaseChannelLayer | None = None
+    reader: asyncio.Future[None] | None = None
+    hello_timer: asyncio.TimerHandle | None = None
 
     async def connect(self) -> None:
         # socket id → (where the reply goes: a channel, or a future of this process; the caller's
-        # id; when the caller stops waiting)
-        self.pending: dict[int, tuple[ReplyTo, Any, float]] = {}
+        # id; when the caller stops waiting; who calls)
+        self.pending: dict[int, tuple[ReplyTo, Any, float, str]] = {}
         self.late: dict[int, float] = {}  # ids whose caller gave up → when to forget them
         self.ids = itertools.count(1)
         self.frames = Bucket(f"relay:f:{next(_socket_numbers)}", settings.RELAY_FRAMES_PER_MINUTE, "frames")
-        self.hello_timer: asyncio.TimerHandle | None = None
+        problem = host_refused(django_request(self.scope))
+        if problem:  # a Host Django refuses is refused here too (the handshake's answer is 403)
+            logging.getLogger("django.security.DisallowedHost").error(problem)
+            await self.close()
+            return
         address = (self.scope.get("client") or ("?",))[0]
         if _buckets.take([Bucket(f"relay:c:{address}", settings.RELAY_CONNECTS_PER_MINUTE, "address")]):
             await self.close(code=TOO_FAST)
             return
+        self.layer = get_channel_layer()
+        self.socket_channel = await self.layer.new_channel() if self.layer is not None else f"local.{id(self)}"
+        if self.layer is not None:
+            self.reader = asyncio.ensure_future(self.read_calls(self.layer))
         await self.accept()
         token = _bearer(self.scope.get("headers") or [])
         if token:
@@ -143,13 +147,17 @@ class RelayConsumer(WithoutConnectionHop, AsyncWebsocketConsumer):
             await self._refuse(UNAUTHORIZED, found)
             return
         self.holder = found
-        previous = await database_sync_to_async(state.connected)(found, self.channel_name)
+        previous = await database_sync_to_async(state.connected)(found, self.socket_channel)
         if previous:
+            older = hub.local_consumer(previous)
             try:
-                await self.channel_layer.send(previous, {"type": "relay.replaced"})
+                if older is not None:
+                    await older.relay_replaced({"type": "relay.replaced"})
+                elif self.layer is not None:
+                    await self.layer.send(previous, {"type": "relay.replaced"})
             except LAYER_ERRORS as exc:  # the older socket stays until it drops: calls come here now
                 logger.warning("relay: could not tell %s it was replaced (%r)", previous, exc)
-        hub.attach(found.league_id, found.player_id, self.channel_name, self)
+        hub.attach(found.league_id, found.player_id, self.socket_channel, self)
         welcome = {"type": "welcome", "league_id": found.league_id, "player_id": found.player_id}
         await self.send(text_data=dumps({**welcome, "endpoint": found.endpoint}).decode())
 
@@ -160,7 +168,8 @@ class RelayConsumer(WithoutConnectionHop, AsyncWebsocketConsumer):
             self.hello_timer.cancel()
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in self.scope.get("headers") or []}
         client = (self.scope.get("client") or (None,))[0]
-        registered = await registration.register(request, headers, client)
+        port = (self.scope.get("server") or (None, None))[1]
+        registered = await registration.register(request, headers, client, port)
         await self.send(text_data=registered.response.decode())
         if registered.auth_token is None:
             await self._refuse(UNAUTHORIZED, "registration refused: see the reply")
@@ -170,16 +179,37 @@ class RelayConsumer(WithoutConnectionHop, AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if self.hello_timer is not None:
             self.hello_timer.cancel()
+        if self.reader is not None:
+            self.reader.cancel()
         if self.holder is None:
             return
-        hub.detach(self.holder.league_id, self.holder.player_id, self.channel_name)
+        hub.detach(self.holder.league_id, self.holder.player_id, self.socket_channel)
         await self._fail_pending()
-        await database_sync_to_async(state.disconnected)(self.holder, self.channel_name)
+        await database_sync_to_async(state.disconnected)(self.holder, self.socket_channel)
+
+    async def read_calls(self, layer: BaseChannelLayer) -> None:
+        """Calls from other LM processes (and the news that this socket was replaced), read from
+        the consumer's channel until it closes; a failed read is tried again (receive_patiently)."""
+        handlers = {
+            "relay.call": self.relay_call,
+            "relay.replaced": self.relay_replaced,
+            "relay.cancel": self.relay_cancel,
+        }
+        while True:
+            message = await receive_patiently(layer, self.socket_channel)
+            handler = handlers.get(message.get("type"))
+            if handler is None:
+                logger.warning("relay: %s got a message of no known type: %r", self.socket_channel, message.get("type"))
+                continue
+            try:
+                await handler(message)
+            except Exception:  # one message's bug: the socket goes on with the next
+                logger.exception("relay: handling %s on %s failed", message.get("type"), self.socket_channel)
 
     async def _fail_pending(self) -> None:
         """The calls waiting on this socket get their answer now: the agent is gone."""
         pending, self.pending = self.pending, {}
-        for reply_to, _, _ in pending.values():
+        for reply_to, _, _, _ in pending.values():
             await self._answer(reply_to, 502, "the agent's connection to the relay closed")
 
     # -- from the agent -----------------------------------------------------------------------
@@ -219,6 +249,11 @@ class RelayConsumer(WithoutConnectionHop, AsyncWebsocketConsumer):
         is_response = (
             isinstance(message, dict) and "method" not in message and ("result" in message or "error" in message)
         )
+        if is_response and socket_id is None and "error" in message:
+            # A JSON-RPC server answers id null to what it could not read: no call of ours to
+            # answer, and no reason to drop the agent's socket (and every call on it) for it.
+            logger.info("relay: %s answered an error with no id: %r", self.holder, message.get("error"))
+            return
         if not is_response or isinstance(socket_id, bool) or not isinstance(socket_id, int):
             await self._refuse(BAD_MESSAGE, "expected a JSON-RPC response to a call sent on this socket")
             return
@@ -228,42 +263,69 @@ class RelayConsumer(WithoutConnectionHop, AsyncWebsocketConsumer):
                 return  # its caller gave up: a late answer, not an unsolicited one
             await self._refuse(BAD_MESSAGE, f"no call with id {socket_id} is waiting for a reply")
             return
-        reply_to, caller_id, expires = entry
+        reply_to, caller_id, expires, _ = entry
         if expires < time.time():  # nobody waits for it any more
             return
         message["id"] = caller_id
-        await self._answer(reply_to, 200, dumps(message))
+        await self._answer(reply_to, 200, dumps(message), json=True)
 
     # -- from the relay endpoint (endpoint.py) ---------------------------------------------------
     async def relay_call(self, event: dict[str, Any]) -> None:
         """A call for the agent: {"body": JSON-RPC request (bytes), "reply_to": channel or future,
-        "expires": epoch s}. From the channel layer, or called directly by the endpoint in this
-        process (``endpoint.forward``), which gives the request already parsed ("request") instead
-        of "body"."""
+        "expires": epoch s, "caller": who calls}. From the channel layer, or called directly by
+        the endpoint in this process (``endpoint.forward``), which gives the request already
+        parsed ("request") instead of "body". The endpoint checked its shape and its caller."""
+        reply_to = event["reply_to"]
         if self.holder is None or self.closing:
-            await self._answer(event["reply_to"], 502, "the agent's socket is closing")
+            await self._answer(reply_to, 502, "the agent's socket is closing")
             return
         self._forget_expired()
         if len(self.pending) >= settings.RELAY_MAX_IN_FLIGHT:
-            await self._answer(event["reply_to"], 503, f"{settings.RELAY_MAX_IN_FLIGHT} calls already in flight")
+            await self._answer(reply_to, 503, f"{settings.RELAY_MAX_IN_FLIGHT} calls already in flight")
+            return
+        caller = str(event.get("caller", ""))
+        share = caller_share()
+        if sum(1 for entry in self.pending.values() if entry[3] == caller) >= share:
+            await self._answer(reply_to, 503, f"this caller already has {share} calls in flight to this player")
             return
         request = dict(event["request"]) if "request" in event else loads(event["body"])
-        if "id" not in request:  # a notification: delivered, nothing to wait for
-            try:
-                await self.send(text_data=dumps(request).decode())
-            except OSError:
-                await self._answer(event["reply_to"], 502, "the agent's connection to the relay closed")
-                return
-            await self._answer(event["reply_to"], 202, b"")
-            return
+        notification = "id" not in request
         socket_id = next(self.ids)
-        self.pending[socket_id] = (event["reply_to"], request["id"], float(event["expires"]))
-        request["id"] = socket_id
+        caller_id = request.get("id")
+        if not notification:
+            request["id"] = socket_id
         try:
-            await self.send(text_data=dumps(request).decode())
+            text = dumps(request).decode()
+        except TypeError as exc:  # e.g. nested deeper than the encoder goes: not sent, no place held
+            error = jsonrpc.error_response(caller_id, jsonrpc.INVALID_REQUEST, f"Invalid Request: {exc}")
+            await self._answer(reply_to, 400, dumps(error), json=True)
+            return
+        if not notification:
+            self.pending[socket_id] = (reply_to, caller_id, float(event["expires"]), caller)
+            if isinstance(reply_to, asyncio.Future):
+                reply_to.add_done_callback(lambda answered: self._given_up(socket_id, answered))
+        try:
+            await self.send(text_data=text)
         except OSError:  # the socket went away under us (uvicorn's ClientDisconnected)
-            if self.pending.pop(socket_id, None) is not None:
-                await self._answer(event["reply_to"], 502, "the agent's connection to the relay closed")
+            if notification or self.pending.pop(socket_id, None) is not None:
+                await self._answer(reply_to, 502, "the agent's connection to the relay closed")
+            return
+        if notification:  # delivered, nothing to wait for
+            await self._answer(reply_to, 202, b"")
+
+    def _given_up(self, socket_id: int, answered: asyncio.Future) -> None:
+        """The caller of a call in this process stopped waiting (it hung up): its place is free,
+        and its id stays known a while, for the agent's late answer."""
+        if answered.cancelled() and self.pending.pop(socket_id, None) is not None:
+            self.late[socket_id] = time.time() + LATE_GRACE
+
+    async def relay_cancel(self, event: dict[str, Any]) -> None:
+        """The caller of a call from another process hung up: its place is free (its id stays
+        known a while, for the agent's late answer)."""
+        for socket_id, entry in list(self.pending.items()):
+            if entry[0] == event["reply_to"]:
+                del self.pending[socket_id]
+                self.late[socket_id] = time.time() + LATE_GRACE
 
     async def relay_replaced(self, event: dict[str, Any]) -> None:
         await self._refuse(REPLACED, "the same player connected again")
@@ -271,20 +333,23 @@ class RelayConsumer(WithoutConnectionHop, AsyncWebsocketConsumer):
     def _forget_expired(self) -> None:
         """Calls whose callers have given up: their ids stay known a while, for late answers."""
         now = time.time()
-        for socket_id in [k for k, (_, _, expires) in self.pending.items() if expires < now]:
+        for socket_id in [k for k, entry in self.pending.items() if entry[2] < now]:
             del self.pending[socket_id]
             self.late[socket_id] = now + LATE_GRACE
         for socket_id in [k for k, until in self.late.items() if until < now]:
             del self.late[socket_id]
 
-    async def _answer(self, reply_to: ReplyTo, status: int, body: bytes | str) -> None:
+    async def _answer(self, reply_to: ReplyTo, status: int, body: bytes | str, *, json: bool = False) -> None:
         body = body.encode() if isinstance(body, str) else body
+        reply = {"status": status, "body": body, "json": json}
         if isinstance(reply_to, asyncio.Future):
             if not reply_to.done():  # (a caller that hung up cancelled it)
-                reply_to.set_result({"status": status, "body": body})
+                reply_to.set_result(reply)
             return
         try:
-            await self.channel_layer.send(reply_to, {"type": "relay.reply", "status": status, "body": body})
+            if self.layer is None:
+                raise ChannelFull()  # (no layer: no other process could have sent the call)
+            await self.layer.send(reply_to, {"type": "relay.reply", **reply})
         except LAYER_ERRORS as exc:
             # That one call fails: its caller waits to its deadline, as for an agent that does not
             # answer. The socket and the other calls on it go on.

@@ -1,15 +1,20 @@
 """``POST /relay/<league_id>/<player_id>/mcp``: the endpoint the LM assigns to a relay player.
 
-Referees and the conductor call it like any player's endpoint. A Channels HTTP consumer
-(``RelayHttpConsumer``, routed in leaguesite/asgi.py beside Django; the route says why it is not
-a Django view). It refuses what Django would: a Host not in ALLOWED_HOSTS (400), a method other
-than POST (405), a body over ``RELAY_MAX_MESSAGE_BYTES`` (413), and answers with the security
-headers Django's middleware adds (``security_headers``).
+Referees and the conductor call it like any player's endpoint. A Channels consumer with one
+handler per ASGI event (``http.request``, ``http.disconnect``), routed in leaguesite/asgi.py
+beside Django (the route says why it is not a Django view). Django judges what Django would
+(checks.py): a Host it refuses is 400, and every answer carries the headers of Django's security
+middleware. Besides: a browser's Origin not of this site is 403, a method other than POST 405,
+a body over ``RELAY_MAX_MESSAGE_BYTES`` 413, all before the body is read.
 
-The call goes to the consumer holding the player's socket (straight to it in this process, or,
-with Redis, through the channel layer to any LM process) and its reply comes back the same way.
+Then the call: what is not one JSON-RPC 2.0 request object is answered a JSON-RPC error; a call
+without the League Manager's or the match's token for that player (callers.py) is 403. Neither
+reaches the player's socket. The rest goes to the consumer holding the socket (straight to it in
+this process, or, with Redis, through the channel layer to any LM process) and its reply comes
+back the same way.
+
 The caller's deadline holds: the endpoint waits at most ``X-Relay-Timeout`` seconds (else
-``RELAY_CALL_TIMEOUT``), and stops waiting when the caller hangs up.
+``RELAY_CALL_TIMEOUT``), and stops waiting, freeing the call's place, when the caller hangs up.
 A call to an agent that is not connected waits for it to reconnect (``RELAY_RECONNECT_WAIT``, by
 default the whole call: to its caller the agent is as a host that does not answer, so the
 caller's own timeout, retries, technical losses and unreachable marking apply); one whose socket
@@ -22,18 +27,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from channels.consumer import AsyncConsumer
 from channels.db import database_sync_to_async
 from channels.exceptions import ChannelFull, StopConsumer
-from channels.generic.http import AsyncHttpConsumer
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
+from django.http import HttpRequest, HttpResponse
 
-from league.relay import host_allowed, hub, state
-from league.relay.consumer import LAYER_DOWN, WithoutConnectionHop, receive_patiently
+from league.relay import callers, hub, state
+from league.relay.checks import asgi_headers, django_request, host_refused, origin_refused, with_site_headers
+from league.relay.consumer import LAYER_DOWN, receive_patiently
+from leagueproto import jsonrpc
 from leagueproto.jsonutil import dumps, loads
 
 # The status a consumer answers a call with when its socket closes before the reply.
@@ -46,22 +53,22 @@ RECONNECT_POLL = 0.1
 # up afresh at once.
 REMOTE_CHANNEL_LIFE = 1.0
 
-TEXT = b"text/plain; charset=utf-8"
-JSON = b"application/json"
+TEXT = "text/plain; charset=utf-8"
+JSON = "application/json"
 
-logger = logging.getLogger("django.security.DisallowedHost")
+logger = logging.getLogger("league.relay")
+security_logger = logging.getLogger("django.security.DisallowedHost")
 
 
 @dataclass(frozen=True)
 class Answer:
     status: int
     body: bytes
-    content_type: bytes = TEXT
+    content_type: str = TEXT
 
 
-def _rpc_error(code: int, message: str) -> Answer:
-    body = dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
-    return Answer(400, body, JSON)
+def rpc_error(status: int, code: int, message: str, rid: Any = None) -> Answer:
+    return Answer(status, dumps(jsonrpc.error_response(rid, code, message)), JSON)
 
 
 def call_timeout(value: str | None) -> float:
@@ -73,36 +80,49 @@ def call_timeout(value: str | None) -> float:
     return min(seconds, 600.0) if seconds > 0 else float(settings.RELAY_CALL_TIMEOUT)
 
 
-def security_headers() -> list[tuple[bytes, bytes]]:
-    """The headers Django's SecurityMiddleware and XFrameOptionsMiddleware put on every response
-    of the site, from the same settings: the relay endpoint is served beside Django, not through
-    it, and must not answer with less. (Django's Content-Security-Policy and HSTS are left out:
-    they govern what a browser loads into a page and over which scheme it comes back, and this
-    endpoint answers programs with JSON or a line of text.)"""
-    headers = []
-    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
-        headers.append((b"x-content-type-options", b"nosniff"))
-    if settings.X_FRAME_OPTIONS:
-        headers.append((b"x-frame-options", settings.X_FRAME_OPTIONS.upper().encode()))
-    policy = settings.SECURE_REFERRER_POLICY
-    if policy:
-        value = policy if isinstance(policy, str) else ",".join(policy)
-        headers.append((b"referrer-policy", value.encode()))
-    if settings.SECURE_CROSS_ORIGIN_OPENER_POLICY:
-        headers.append((b"cross-origin-opener-policy", settings.SECURE_CROSS_ORIGIN_OPENER_POLICY.encode()))
-    return headers
+def request_problem(call: Any) -> str | None:
+    """Why ``call`` is not one JSON-RPC 2.0 request the relay passes on, or None."""
+    if not isinstance(call, dict):
+        return "Invalid Request: one JSON-RPC request object (batches are not relayed)"
+    if call.get("jsonrpc") != "2.0":
+        return 'Invalid Request: "jsonrpc" must be "2.0"'
+    method = call.get("method")
+    if not isinstance(method, str) or not method:
+        return 'Invalid Request: "method" must be a non-empty string'
+    rid = call.get("id")
+    if isinstance(rid, bool) or not isinstance(rid, str | int | None):
+        return 'Invalid Request: "id" must be a string, an integer or null'
+    if "params" in call and not isinstance(call["params"], dict | list):
+        return 'Invalid Request: "params" must be an object or an array'
+    return None
 
 
-async def forward(league_id: str, player_id: str, body: bytes, timeout: float) -> Answer:
-    """Relay one JSON-RPC request to the player's socket; its reply, or why there is none."""
-    if len(body) > settings.RELAY_MAX_MESSAGE_BYTES:
-        return Answer(413, f"request body larger than {settings.RELAY_MAX_MESSAGE_BYTES} bytes".encode())
+async def relayed(league_id: str, player_id: str, body: bytes, request: HttpRequest) -> Answer:
+    """One call to a relay endpoint, its body read: checked (shape, caller), then forwarded."""
     try:
-        request = loads(body)
+        call = loads(body)
     except ValueError:
-        return _rpc_error(-32700, "Parse error: the body is not JSON")
-    if not isinstance(request, dict) or not isinstance(request.get("method"), str):
-        return _rpc_error(-32600, "Invalid Request: one JSON-RPC request object (batches are not relayed)")
+        return rpc_error(400, jsonrpc.PARSE_ERROR, "Parse error: the body is not JSON")
+    problem = request_problem(call)
+    if problem:
+        return rpc_error(400, jsonrpc.INVALID_REQUEST, problem)
+    scheme, _, bearer = request.headers.get("Authorization", "").partition(" ")
+    token = callers.presented_token(call, bearer.strip() if scheme.lower() == "bearer" else None)
+    caller = await callers.caller_of(league_id, player_id, token)
+    if caller is None:
+        return Answer(404, f"no relay player {player_id} in league {league_id}".encode())
+    if not caller:
+        refusal = "the relay passes on calls of the League Manager and of the player's referees only (auth_token)"
+        return rpc_error(403, jsonrpc.INVALID_REQUEST, refusal, call.get("id"))
+    # A caller's share of the player's calls in flight is counted per token and address.
+    who = f"{caller}@{request.META.get('REMOTE_ADDR', '')}"
+    return await forward(league_id, player_id, call, body, call_timeout(request.headers.get("X-Relay-Timeout")), who)
+
+
+async def forward(
+    league_id: str, player_id: str, call: dict[str, Any], body: bytes, timeout: float, caller: str
+) -> Answer:
+    """Relay one checked JSON-RPC request to the player's socket; its reply, or why there is none."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
@@ -114,16 +134,17 @@ async def forward(league_id: str, player_id: str, body: bytes, timeout: float) -
             return Answer(502, f"player {player_id} is not connected to the relay".encode())
         expires = time.time() + (deadline - loop.time())
         consumer = hub.local_consumer(channel)
+        event = {"type": "relay.call", "expires": expires, "caller": caller}
         try:
             async with asyncio.timeout_at(deadline):
                 if consumer is not None:
                     # The socket is this process's: straight to its consumer with the request as
                     # parsed here, no channel-layer trip and no second parse.
                     answered = loop.create_future()
-                    await consumer.relay_call({"request": request, "reply_to": answered, "expires": expires})
+                    await consumer.relay_call({**event, "request": call, "reply_to": answered})
                     reply = await answered
                 else:
-                    reply = await _through_layer(channel, body, expires)
+                    reply = await _through_layer(channel, {**event, "body": body})
         except TimeoutError:
             hub.forget_remote(league_id, player_id)
             return Answer(504, f"player {player_id} did not answer within {timeout:g} s".encode())
@@ -135,12 +156,10 @@ async def forward(league_id: str, player_id: str, body: bytes, timeout: float) -
         await asyncio.sleep(RECONNECT_POLL)
     if reply is None:
         return Answer(503, f"player {player_id} has too many calls waiting".encode())
-    if reply["status"] == 200:
-        return Answer(200, reply["body"], JSON)
-    return Answer(reply["status"], reply["body"])
+    return Answer(reply["status"], reply["body"], JSON if reply.get("json") else TEXT)
 
 
-async def _through_layer(channel: str, body: bytes, expires: float) -> dict[str, Any] | None:
+async def _through_layer(channel: str, event: dict[str, Any]) -> dict[str, Any] | None:
     """Send the call to the consumer of ``channel`` (any LM process) and wait for its reply; None
     when the consumer's queue is full (it is that far behind: as busy as too many calls)."""
     layer = get_channel_layer()
@@ -150,12 +169,21 @@ async def _through_layer(channel: str, body: bytes, expires: float) -> dict[str,
     # (until the next call for them), and a call for its sockets while it waits for a reply.
     reply_to = await layer.new_channel()
     try:
-        await layer.send(channel, {"type": "relay.call", "body": body, "reply_to": reply_to, "expires": expires})
+        await layer.send(channel, {**event, "reply_to": reply_to})
     except ChannelFull:
         return None
     except LAYER_DOWN as exc:
         return {"status": 503, "body": f"the relay could not reach the agent's socket: {exc!r}".encode()}
-    return await receive_patiently(layer, reply_to)
+    try:
+        return await receive_patiently(layer, reply_to)
+    except asyncio.CancelledError:
+        # The caller hung up: the consumer gives the call's place back (best effort: a layer that
+        # fails now leaves it taken until the call's deadline, within its caller's share).
+        try:
+            await layer.send(channel, {"type": "relay.cancel", "reply_to": reply_to})
+        except (ChannelFull, *LAYER_DOWN):
+            pass
+        raise
 
 
 _target = database_sync_to_async(state.target)
@@ -190,75 +218,82 @@ async def _socket_of(league_id: str, player_id: str, wait_until: float) -> str |
         await asyncio.sleep(RECONNECT_POLL)
 
 
-class RelayHttpConsumer(WithoutConnectionHop, AsyncHttpConsumer):
-    """One call to a relay endpoint: refused as Django would refuse it, else forwarded (above)."""
+def refusal(request: HttpRequest) -> Answer | None:
+    """What is refused from the request's head alone, before its body is read."""
+    problem = host_refused(request)
+    if problem:
+        security_logger.error(problem)
+        return Answer(400, b"Bad Request (400)")
+    problem = origin_refused(request)
+    if problem:
+        return rpc_error(403, jsonrpc.INVALID_REQUEST, problem)
+    if request.method != "POST":
+        return Answer(405, b"the relay endpoint takes POST (JSON-RPC)")
+    declared = request.META.get("CONTENT_LENGTH", "")
+    if declared.isdigit() and int(declared) > settings.RELAY_MAX_MESSAGE_BYTES:
+        return too_large()
+    return None
 
-    # No channel-layer channel of its own: AsyncConsumer would make one and a task reading it for
-    # every request (0.64-0.69 against 0.76-0.85 ms of LM CPU a call, measured on a shared, loaded
-    # machine). A call to another process's socket uses get_channel_layer() (_through_layer).
+
+def too_large() -> Answer:
+    return Answer(413, f"request body larger than {settings.RELAY_MAX_MESSAGE_BYTES} bytes".encode())
+
+
+class RelayHttpConsumer(AsyncConsumer):
+    """One call to a relay endpoint: its head checked on its first ``http.request`` event, its
+    body relayed in a task of its own once whole, so that the ``http.disconnect`` of a caller
+    that hangs up is read meanwhile and stops it."""
+
+    # No channel-layer channel of its own (an alias with no layer configured: Channels then makes
+    # none): AsyncConsumer would make one and a task reading it for every request. A call to
+    # another process's socket makes its reply channel itself (_through_layer).
     channel_layer_alias = None
 
-    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[Any]], send: Any) -> None:
-        # Channels reads the next client event only once a handler returns; while ``handle``
-        # waits for the agent, it reads it itself to learn that the caller hung up.
-        self.client_events = receive
-        await super().__call__(scope, receive, send)
+    def __init__(self) -> None:
+        self.request: HttpRequest | None = None
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.call: asyncio.Task[None] | None = None
 
     async def http_request(self, message: dict[str, Any]) -> None:
-        if not self.body:  # the request's head: refused before its body is read, as Django would
-            refused = self.refusal()
+        if self.request is None:
+            self.request = django_request(self.scope)
+            refused = refusal(self.request)
             if refused is not None:
                 await self.reply(refused)
                 raise StopConsumer()
-        await super().http_request(message)
+        chunk = message.get("body", b"")
+        self.size += len(chunk)
+        if self.size > settings.RELAY_MAX_MESSAGE_BYTES:
+            await self.reply(too_large())
+            raise StopConsumer()
+        self.chunks.append(chunk)
+        if not message.get("more_body"):
+            self.call = asyncio.ensure_future(self.answer(b"".join(self.chunks)))
 
-    def header(self, name: bytes) -> str | None:
-        for key, value in self.scope["headers"]:
-            if key == name:  # (ASGI gives header names in lower case)
-                return value.decode("latin-1")
-        return None
-
-    def host(self) -> str | None:
-        """The request's host as Django's ``HttpRequest.get_host`` reads it (before checking it)."""
-        forwarded = self.header(b"x-forwarded-host") if settings.USE_X_FORWARDED_HOST else None
-        if forwarded is not None:
-            return forwarded
-        host = self.header(b"host")
-        if host is None and self.scope.get("server"):  # no Host header: the server's name and port
-            name, port = self.scope["server"]
-            default = 443 if self.scope.get("scheme") == "https" else 80
-            host = name if port == default else f"{name}:{port}"
-        return host
-
-    def refusal(self) -> Answer | None:
-        host = self.host()
-        if not host_allowed(host):
-            logger.error("Invalid HTTP_HOST header: %r. You may need to add it to ALLOWED_HOSTS.", host)
-            return Answer(400, b"Bad Request (400)")
-        if self.scope["method"] != "POST":
-            return Answer(405, b"the relay endpoint takes POST (JSON-RPC)")
-        declared = self.header(b"content-length") or ""
-        if declared.isdigit() and int(declared) > settings.RELAY_MAX_MESSAGE_BYTES:
-            return Answer(413, f"request body larger than {settings.RELAY_MAX_MESSAGE_BYTES} bytes".encode())
-        return None
-
-    async def handle(self, body: bytes) -> None:
+    async def answer(self, body: bytes) -> None:
         route = self.scope["url_route"]["kwargs"]
-        timeout = call_timeout(self.header(b"x-relay-timeout"))
-        call = asyncio.ensure_future(forward(route["league_id"], route["player_id"], body, timeout))
-        hangup = asyncio.ensure_future(self.client_events())  # http.disconnect: the caller is gone
+        assert self.request is not None
         try:
-            await asyncio.wait((call, hangup), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            hangup.cancel()
-            hung_up = not call.done()
-            if hung_up:
-                call.cancel()  # its call waits for the agent no more
-        if not hung_up:
-            await self.reply(call.result())
+            answer = await relayed(route["league_id"], route["player_id"], body, self.request)
+        except Exception:  # a bug: the caller gets a 500 at once rather than waiting to its deadline
+            logger.exception("relay: the call to %s/%s failed", route["league_id"], route["player_id"])
+            answer = rpc_error(500, jsonrpc.INTERNAL_ERROR, "Internal error")
+        await self.reply(answer)
+
+    async def http_disconnect(self, message: dict[str, Any]) -> None:
+        if self.call is not None and not self.call.done():
+            self.call.cancel()  # the caller hung up: its call waits for the agent no more
+        raise StopConsumer()
 
     async def reply(self, answer: Answer) -> None:
-        headers = [(b"content-type", answer.content_type), (b"content-length", b"%d" % len(answer.body))]
+        response = HttpResponse(answer.body, status=answer.status, content_type=answer.content_type)
+        response["Content-Length"] = str(len(answer.body))
         if answer.status == 405:
-            headers.append((b"allow", b"POST"))
-        await self.send_response(answer.status, answer.body, headers=headers + security_headers())
+            response["Allow"] = "POST"
+        if self.request is not None:
+            response = with_site_headers(self.request, response)
+        await self.send(
+            {"type": "http.response.start", "status": response.status_code, "headers": asgi_headers(response)}
+        )
+        await self.send({"type": "http.response.body", "body": response.content})

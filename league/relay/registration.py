@@ -15,7 +15,7 @@ from typing import Any
 from channels.db import aclose_old_connections
 
 from league.mcp.view import get_server
-from league.relay import CONNECT, host_allowed
+from league.relayaddress import CONNECT
 from leagueproto import jsonrpc
 from leagueproto.jsonutil import dumps
 
@@ -35,8 +35,12 @@ def is_registration(message: Any) -> bool:
     return isinstance(message, dict) and message.get("method") == METHOD and "jsonrpc" in message
 
 
-async def register(request: dict[str, Any], headers: dict[str, str], client_host: str | None) -> Registered:
-    """Run one ``register_player`` request from a socket (``headers``: the socket's, lower-case)."""
+async def register(
+    request: dict[str, Any], headers: dict[str, str], client_host: str | None, server_port: int | None
+) -> Registered:
+    """Run one ``register_player`` request from a socket (``headers``: the socket's, lower-case;
+    its Host was checked when it opened; ``server_port``: the port the LM serves on, which the
+    relay endpoint is given when LM_BASE_URL is not set: league/relayaddress.py)."""
     rid = request.get("id")
     if rid is None:
         return _refused(
@@ -50,10 +54,9 @@ async def register(request: dict[str, Any], headers: dict[str, str], client_host
             return _refused(
                 rid, jsonrpc.INVALID_PARAMS, f"over the socket, contact_endpoint is '{CONNECT}' (or leave it out)"
             )
-    # The relay endpoint is built on the socket's Host: it must pass as an HTTP request's does.
-    if not host_allowed(headers.get("host")):
-        return _refused(rid, jsonrpc.INVALID_REQUEST, f"Host {headers.get('host')!r} is not one of the LM's")
-    reply = await get_server().handle_http("POST", dumps(request), headers, client_host=client_host)
+    reply = await get_server().handle_http(
+        "POST", dumps(request), headers, client_host=client_host, local_port=server_port
+    )
     # Outside a request, Django's request-finished signal does not close the connection it used.
     await aclose_old_connections()
     answer = reply.json if reply.body else None

@@ -1,5 +1,6 @@
 """The relay endpoint refuses the Hosts Django refuses and sends the security headers Django's
-middleware sends, for the same settings: compared with Django's own answers."""
+middleware sends, for the same settings: compared with Django's own answers (league/relay/checks.py
+has Django judge them)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest
 from django.test import Client
 
-from league.relay import host_allowed
-from league.relay.endpoint import RelayHttpConsumer, security_headers
+from league.relay.checks import django_request, host_refused
+from league.relay.endpoint import RelayHttpConsumer
 
 SECURITY = ("x-content-type-options", "x-frame-options", "referrer-policy", "cross-origin-opener-policy")
 
@@ -37,7 +38,8 @@ def test_it_allows_exactly_the_hosts_django_allows(settings, allowed, debug):
     settings.ALLOWED_HOSTS = allowed
     settings.DEBUG = debug
     for host in [*HOSTS, "api.example.org", "example.org:443"]:
-        assert host_allowed(host) == django_allows(host), host
+        scope = {"headers": [(b"host", host.encode())], "server": ("127.0.0.1", 8000)}
+        assert (host_refused(django_request(scope)) is None) == django_allows(host), host
 
 
 @pytest.mark.parametrize(
@@ -55,14 +57,20 @@ def test_its_security_headers_are_those_djangos_middleware_sends(settings, overr
         setattr(settings, name, value)
     answer = Client().get("/mcp")  # Django's own view: 405, through the site's middleware
     expected = {name: answer.headers[name] for name in SECURITY if name in answer.headers}
-    assert {k.decode(): v.decode() for k, v in security_headers()} == expected
+    relayed = async_to_sync(_answer)([(b"host", b"localhost")])  # the relay's 405
+    assert relayed["status"] == 405
+    assert {k.decode(): v.decode() for k, v in relayed["headers"] if k.decode() in SECURITY} == expected
+
+
+async def _answer(headers: list[tuple[bytes, bytes]], method: str = "GET", **scope: Any) -> dict[str, Any]:
+    """What the relay endpoint answers a bodiless request, served without a server."""
+    communicator = HttpCommunicator(RelayHttpConsumer.as_asgi(), method, "/relay/x/P01/mcp", headers=headers)
+    communicator.scope.update(scope)
+    return await communicator.get_response()
 
 
 async def _refused(headers: list[tuple[bytes, bytes]], method: str = "GET", **scope: Any) -> int:
-    """The status the relay endpoint answers a bodiless request with, served without a server."""
-    communicator = HttpCommunicator(RelayHttpConsumer.as_asgi(), method, "/relay/x/P01/mcp", headers=headers)
-    communicator.scope.update(scope)
-    return (await communicator.get_response())["status"]
+    return (await _answer(headers, method, **scope))["status"]
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ from league.relay import hub
 from leaguesite.settings.base import redis_channel_layer
 from players.connect import connect_url
 from tests.league.lm_support import make_league, player_meta, register_player
+from tests.relay.support import lm_headers
 from tests.support.servers import REDIS_URL, redis_up
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -78,7 +79,8 @@ def endpoint_and_socket(lm_server: str, player: tuple[str, str]) -> Iterator[tup
 
 def _call(endpoint: str, rid: Any, timeout: float = 10) -> httpx.Response:
     request = {"jsonrpc": "2.0", "id": rid, "method": "ping"}
-    return httpx.post(endpoint, json=request, headers={"X-Relay-Timeout": f"{timeout:g}"}, timeout=timeout + 5)
+    headers = {"X-Relay-Timeout": f"{timeout:g}", **lm_headers(endpoint)}
+    return httpx.post(endpoint, json=request, headers=headers, timeout=timeout + 5)
 
 
 def _answer(agent: ClientConnection, result: Any = None) -> None:
@@ -154,3 +156,17 @@ def test_a_socket_idle_past_the_layers_blocking_read_still_gets_calls(endpoint_a
         answered = pool.submit(_call, endpoint, 1)
         _answer(agent)
         assert answered.result(10).status_code == 200
+
+
+def test_a_caller_that_hangs_up_gives_its_place_back_across_processes(endpoint_and_socket, settings):
+    settings.RELAY_MAX_IN_FLIGHT = 1  # a place the call kept would refuse the next call 503
+    endpoint, agent = endpoint_and_socket
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(
+            endpoint, json={"jsonrpc": "2.0", "id": "gone", "method": "ping"}, headers=lm_headers(endpoint), timeout=1
+        )
+    assert json.loads(agent.recv(5))["method"] == "ping"  # it reached the agent, which never answers
+    with ThreadPoolExecutor(1) as pool:
+        answered = pool.submit(_call, endpoint, "next")
+        _answer(agent, {"pong": True})
+        assert answered.result(10).json() == {"jsonrpc": "2.0", "id": "next", "result": {"pong": True}}

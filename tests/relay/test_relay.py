@@ -12,13 +12,14 @@ from typing import Any
 import httpx
 import pytest
 from asgiref.sync import async_to_sync
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from league.endpoints import ConnectPolicy
 from league.models import Player as PlayerRow
 from players.connect import connect_url
 from tests.league.lm_support import make_league, message, player_meta, register_player
+from tests.relay.support import lm_headers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -78,7 +79,8 @@ def _closed_with(socket: ClientConnection) -> tuple[int | None, list[Any]]:
 
 
 def _call(endpoint: str, request: dict[str, Any], timeout: float = 10) -> httpx.Response:
-    return httpx.post(endpoint, json=request, timeout=timeout)
+    """A call as the League Manager makes it (its token for the player)."""
+    return httpx.post(endpoint, json=request, headers=lm_headers(endpoint), timeout=timeout)
 
 
 @pytest.fixture
@@ -185,14 +187,24 @@ def test_a_socket_over_the_frame_rate_is_closed(lm_server, league, settings):
     assert statuses[:2] == [200, 200] and statuses[-1] == 502  # answered, then dropped with the socket
 
 
+def _call_from(address: str, endpoint: str, request: dict[str, Any]) -> httpx.Response:
+    """A call as the League Manager makes it, from another local address (another caller)."""
+    with httpx.Client(transport=httpx.HTTPTransport(local_address=address)) as client:
+        return client.post(endpoint, json=request, headers=lm_headers(endpoint), timeout=10)
+
+
 def test_calls_beyond_the_per_agent_concurrency_are_refused_503(lm_server, league, settings, pool):
-    settings.RELAY_MAX_IN_FLIGHT = 2
+    settings.RELAY_MAX_IN_FLIGHT = 2  # one caller's share: 1; two callers fill the socket
     reply = _relay_player(lm_server)
     endpoint = PlayerRow.objects.get(player_id=reply["player_id"], league=league).endpoint
     with _welcomed(lm_server, reply["auth_token"]) as socket:
-        held = [pool.submit(_call, endpoint, {"jsonrpc": "2.0", "id": n, "method": "ping"}) for n in (1, 2)]
+        held = [
+            pool.submit(_call_from, address, endpoint, {"jsonrpc": "2.0", "id": n, "method": "ping"})
+            for n, address in ((1, "127.0.0.2"), (2, "127.0.0.3"))
+        ]
         requests = [json.loads(socket.recv(5)) for _ in held]  # both in flight, unanswered
-        assert _call(endpoint, {"jsonrpc": "2.0", "id": 3, "method": "ping"}).status_code == 503
+        third = _call_from("127.0.0.4", endpoint, {"jsonrpc": "2.0", "id": 3, "method": "ping"})
+        assert third.status_code == 503 and "2 calls already in flight" in third.text
         for request in requests:
             socket.send(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {}}))
         assert [c.result(10).status_code for c in held] == [200, 200]
@@ -315,13 +327,11 @@ def test_a_registration_on_the_socket_with_an_endpoint_of_its_own_is_refused(lm_
     assert not PlayerRow.objects.filter(league=league).exists()
 
 
-def test_a_registration_on_the_socket_needs_a_host_of_the_lm(lm_server, league):
-    """The relay endpoint is built on the socket's Host, so that Host passes ALLOWED_HOSTS as on /mcp."""
-    socket = _open(lm_server, None, additional_headers={"Host": "evil.example"})
-    socket.send(json.dumps(_registration()))
-    reply = json.loads(socket.recv(5))
-    assert reply["error"]["code"] == -32600 and "evil.example" in reply["error"]["message"]
-    assert not PlayerRow.objects.filter(league=league).exists()
+def test_a_socket_needs_a_host_of_the_lm(lm_server, league):
+    """The socket's Host passes ALLOWED_HOSTS as on /mcp, or the socket is refused as it opens."""
+    with pytest.raises(InvalidStatus) as refused:
+        _open(lm_server, None, additional_headers={"Host": "evil.example"})
+    assert refused.value.response.status_code == 403
 
 
 # -- the relay endpoint answers as Django would (it is served beside it: leaguesite/asgi.py) ------
