@@ -15,9 +15,11 @@ requests on someone's behalf. The policy (``endpoint_problem``) refuses, with on
 ``connect_problem`` re-checks the address a connection actually goes to (the name may resolve
 elsewhere by then: DNS rebinding); leagueproto's client calls it for every address it connects to.
 
-``canonical_endpoint`` is the form registrations compare: one agent cannot hold several seats
-with spellings of one URL (host case, ``localhost`` / ``127.0.0.1`` / ``[::1]``, the default
-port, a trailing slash, a query or fragment).
+``seat_endpoint`` is the form registrations compare (``canonical_endpoint`` of leagueproto, and a
+host name of this machine as 127.0.0.1), stored once per agent and looked up by index: one agent
+cannot hold several seats with spellings of one URL (host case, ``localhost`` / ``127.0.0.1`` /
+``[::1]``, the default port, ``/mcp/``, ``//mcp``, ``/%6dcp``, ``/x/../mcp``, ``/mcp;x``, a query
+or fragment).
 """
 
 from __future__ import annotations
@@ -33,12 +35,20 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from leagueproto.endpoints import (
+    DEFAULT_PORTS,
+    THIS_MACHINE,
+    canonical_endpoint,
+    host_address,
+    is_this_machine,
+    legacy_ipv4,
+)
+
 # Cloud metadata services: never an agent, whatever network they sit in.
 METADATA_ADDRESSES = frozenset(
     ipaddress.ip_address(a) for a in ("169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254")
 )
 LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
-DEFAULT_PORTS = {"http": 80, "https": 443}
 # Ports other services listen on: an endpoint there aims the LM's requests at a database, a broker
 # or a mail server rather than at an agent. The name goes into the refusal. None is in 8000-9999,
 # where agents listen (runplayer, runreferee and the docs' examples use 8001-8199, tests 9101-…).
@@ -118,70 +128,27 @@ def serving_from_scope(scope: dict[str, Any]) -> Serving:
 
 
 # -- spelling ------------------------------------------------------------------------------------
-def _legacy_ipv4(host: str) -> ipaddress.IPv4Address | None:
-    """The address ``host`` means in the BSD ``inet_aton`` notations (``127.1``, ``0x7f.1``,
-    ``0177.0.0.1``, ``2130706433``), or None when it is not one of them."""
-    parts = host.split(".")
-    if not 1 <= len(parts) <= 4:
-        return None
-    values = []
-    for part in parts:
-        try:
-            if part.lower().startswith("0x"):
-                values.append(int(part[2:], 16))
-            elif len(part) > 1 and part.startswith("0"):
-                values.append(int(part, 8))
-            elif part.isdigit():
-                values.append(int(part))
-            else:
-                return None
-        except ValueError:
-            return None
-    *head, last = values
-    if any(v > 255 for v in head) or last >= 256 ** (4 - len(head)):
-        return None
-    number = last
-    for index, value in enumerate(head):
-        number += value << (8 * (3 - index))
-    return ipaddress.IPv4Address(number)
-
-
-def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """The address a host literal names in any spelling (IPv4-mapped IPv6 as IPv4), else None."""
+def seat_endpoint(endpoint: str) -> str:
+    """The form a seat is held in (``Agent.canonical_endpoint``): ``canonical_endpoint``, and a
+    host name that resolves only to addresses of this machine written as ``127.0.0.1`` (a name
+    for the loopback is one more spelling of it). Other names stay names: two agents behind one
+    address may be told apart by name (virtual hosts)."""
+    canonical = canonical_endpoint(endpoint)
     try:
-        address = ipaddress.ip_address(host.split("%")[0])
+        parts = urlsplit(canonical)
+        host, port = parts.hostname or "", parts.port
     except ValueError:
-        return _legacy_ipv4(host)
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    return address
-
-
-def _this_machine(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    return address.is_loopback or address.is_unspecified
-
-
-def canonical_endpoint(endpoint: str) -> str:
-    """The form two endpoints are compared in: ``scheme://host:port/path``, with the scheme and
-    host in lower case, every address of this machine (``localhost``, ``127.0.0.0/8``, ``::1``,
-    ``0.0.0.0``) as ``127.0.0.1``, addresses in their standard spelling, the port explicit, and
-    no trailing slash, query, fragment or credentials. An unparsable URL is returned as is."""
+        return canonical
+    if not host or host == THIS_MACHINE or host_address(host) is not None:
+        return canonical
     try:
-        parts = urlsplit(endpoint.strip())
-        port = parts.port
-    except ValueError:
-        return endpoint
-    scheme = parts.scheme.lower()
-    host = (parts.hostname or "").rstrip(".")
-    address = _address(host)
-    if host == "localhost" or host.endswith(".localhost") or (address is not None and _this_machine(address)):
-        host = "127.0.0.1"
-    elif isinstance(address, ipaddress.IPv6Address):
-        host = f"[{address.compressed}]"
-    elif address is not None:
-        host = str(address)
-    port = port or DEFAULT_PORTS.get(scheme, 0)
-    return f"{scheme}://{host}:{port}{parts.path.rstrip('/')}"
+        infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return canonical
+    addresses = {host_address(info[4][0]) for info in infos}
+    if addresses and all(a is not None and is_this_machine(a) for a in addresses):
+        return canonical.replace(f"://{host}:", f"://{THIS_MACHINE}:", 1)
+    return canonical
 
 
 # -- the policy ----------------------------------------------------------------------------------
@@ -202,7 +169,7 @@ def is_local_address(address: str) -> bool:
     """Whether ``address`` belongs to this machine: it can be bound to (no list of interfaces to
     read, and it covers every address the kernel would answer on)."""
     parsed = ipaddress.ip_address(address)
-    if _this_machine(parsed):
+    if is_this_machine(parsed):
         return True
     family = socket.AF_INET6 if parsed.version == 6 else socket.AF_INET
     try:
@@ -248,7 +215,7 @@ def endpoint_problem(endpoint: str, allowed_networks: str) -> str | None:
     if "@" in parts.netloc:
         return "Endpoint may not carry credentials (user:password@): agents authenticate with their token"
     host = parts.hostname
-    legacy = _legacy_ipv4(host)
+    legacy = legacy_ipv4(host)
     if legacy is not None and str(legacy) != host:
         return f"Endpoint host {host} is a legacy spelling of {legacy}: write {legacy}"
     effective_port = port or DEFAULT_PORTS[parts.scheme]
@@ -275,13 +242,13 @@ def endpoint_problem(endpoint: str, allowed_networks: str) -> str | None:
     return None
 
 
-def endpoint_taken(model: Any, league_pk: int, endpoint: str) -> bool:
-    """Whether an agent of ``model`` in the league, not removed, has a spelling of ``endpoint``."""
+def endpoint_holder(model: Any, league_pk: int, seat: str) -> Any:
+    """The agent of ``model`` in the league, not removed, that holds the seat ``seat`` (a
+    ``seat_endpoint``), or None: one indexed lookup, whatever the league's size."""
     from league.models import AgentStatus
 
-    wanted = canonical_endpoint(endpoint)
-    others = model.objects.filter(league_id=league_pk).exclude(status=AgentStatus.REMOVED)
-    return any(canonical_endpoint(e) == wanted for e in others.values_list("endpoint", flat=True).iterator())
+    holders = model.objects.filter(league_id=league_pk, canonical_endpoint=seat).exclude(status=AgentStatus.REMOVED)
+    return holders.order_by().first()
 
 
 # -- at connection time --------------------------------------------------------------------------
@@ -291,7 +258,7 @@ def _port_and_address(port: int, address: str) -> tuple[ipaddress.IPv4Address | 
     problem = port_problem(port)
     if problem:
         return None, problem
-    parsed = _address(address)
+    parsed = host_address(address)
     if parsed is None:
         return None, f"Endpoint address {address} is not an IP address"
     return parsed, ""
@@ -378,3 +345,45 @@ class NetworksPolicy:
         if here is not None and port in here.ports and is_local_address(str(parsed)):
             return "Endpoint is the League Manager's own address: give your agent's URL"
         return None
+
+
+# -- where a registration comes from -------------------------------------------------------------
+def network_of(client_host: str | None) -> str:
+    """The network a client address belongs to for seat counting and registration buckets: its
+    /24 (IPv4) or /64 (IPv6), as ``10.1.2.0/24``; "" when there is no address or it is no IP.
+    Rotating addresses inside one network (IPv6 hands a host a whole /64) stays one network."""
+    if not client_host:
+        return ""
+    address = host_address(client_host)
+    if address is None:
+        return ""
+    prefix = 24 if address.version == 4 else 64
+    return str(ipaddress.ip_network(f"{address}/{prefix}", strict=False))
+
+
+def same_host(client_host: str | None, seat: str) -> bool:
+    """Whether a request from ``client_host`` comes from the machine that serves the seat
+    ``seat`` (a ``seat_endpoint``): the client's address is one the endpoint's host resolves to,
+    or both are addresses of the LM's own machine. What a registration without a token must show
+    to get back the identity of its endpoint (docs/protocol.md, "Registering again")."""
+    client = host_address(client_host) if client_host else None
+    if client is None:
+        return False
+    try:
+        parts = urlsplit(seat)
+        host, port = parts.hostname or "", parts.port
+    except ValueError:
+        return False
+    literal = host_address(host)
+    if literal is not None:
+        addresses = {literal}
+    else:
+        try:
+            infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+        except (OSError, UnicodeError):
+            return False
+        addresses = {a for a in (host_address(info[4][0]) for info in infos) if a is not None}
+    if client in addresses:
+        return True
+    local = is_this_machine(client) or is_local_address(str(client))
+    return local and any(is_this_machine(a) or is_local_address(str(a)) for a in addresses)
