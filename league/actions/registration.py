@@ -110,12 +110,18 @@ class Registration:
     league_pk: int | None = None  # the league's key, so the caller can log the call without a query
 
 
-def registration_league(league_id: str | None, *, for_referee: bool = False) -> League:
-    """The league a registration goes to: the named one, or the one league open for registration."""
+def registration_league(league_id: str | None, *, for_referee: bool = False, seat: str = "") -> League:
+    """The league a registration goes to: the named one, or the one league open for registration,
+    or (none open) the one in progress where ``seat`` is held: an agent registering again after
+    its league closed registration, naming no league as the course's message does."""
     if league_id:
         return queries.get_league(league_id)
     now = timezone.now()
     candidates = [x for x in League.objects.filter(status=League.Status.REGISTERING) if x.registration_open(now)]
+    if not candidates and seat:
+        model = Referee if for_referee else Player
+        held = model.objects.filter(canonical_endpoint=seat).exclude(status=AgentStatus.REMOVED)
+        candidates = list(League.objects.in_progress().filter(pk__in=held.values("league_id")))
     if not candidates and for_referee:
         # Referees may join a league that is already under way, to add capacity.
         candidates = list(
@@ -266,7 +272,7 @@ def _register(
     # Resolved before the league's row is locked: a slow name server holds up no one else.
     seat = "" if relay else seat_endpoint(endpoint)
     with transaction.atomic():
-        league = registration_league(league_id, for_referee=kind == "referee")
+        league = registration_league(league_id, for_referee=kind == "referee", seat=seat)
         # Serialise registrations per league: ids and the capacity check stay exact.
         league = League.objects.select_for_update().get(pk=league.pk)
         if kind == "referee":
