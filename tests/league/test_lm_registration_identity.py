@@ -99,3 +99,15 @@ def test_an_agent_marked_unreachable_is_back_in_play_when_it_registers_again():
     assert actions.register_player(None, _meta(21060), None, client_host=HERE).status == "ACCEPTED"
     player = Player.objects.get()
     assert (player.unreachable_since, player.failures) == (None, 0)
+
+
+def test_the_players_page_shows_the_id_it_calls_itself_and_the_sender_it_takes(client):
+    make_league()
+    actions.register_player(None, _meta(21070), None, sender_id="P02")
+    actions.register_player(None, _meta(21071), None, sender_id="P02")
+    Player.objects.filter(player_id="P03").update(lm_sender="league_manager:LM01")
+    page = client.get("/leagues/test_league/players/P03/").content.decode()
+    assert 'id="identity-note"' in page
+    assert "Calls itself <strong>P02</strong>" in page and "its id in this league is P03" in page
+    assert "<code>league_manager:LM01</code>" in page
+    assert 'id="identity-note"' not in client.get("/leagues/test_league/players/P02/").content.decode()
