@@ -248,7 +248,9 @@ def endpoint_holder(model: Any, league_pk: int, seat: str) -> Any:
     from league.models import AgentStatus
 
     holders = model.objects.filter(league_id=league_pk, canonical_endpoint=seat).exclude(status=AgentStatus.REMOVED)
-    return holders.order_by().first()
+    # Most registrations find none: ask for the key only, and read the row when there is one.
+    pk = holders.order_by().values_list("pk", flat=True).first()
+    return None if pk is None else model.objects.get(pk=pk)
 
 
 # -- at connection time --------------------------------------------------------------------------

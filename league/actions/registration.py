@@ -272,9 +272,12 @@ def _register(
     # Resolved before the league's row is locked: a slow name server holds up no one else.
     seat = "" if relay else seat_endpoint(endpoint)
     with transaction.atomic():
-        league = registration_league(league_id, for_referee=kind == "referee", seat=seat)
-        # Serialise registrations per league: ids and the capacity check stay exact.
-        league = League.objects.select_for_update().get(pk=league.pk)
+        # Serialise registrations per league (its row locked): ids and the capacity check stay exact.
+        named = League.objects.select_for_update().filter(league_id=league_id).order_by().first() if league_id else None
+        if named is None:  # none named (or no such league: registration_league says so)
+            league = registration_league(league_id, for_referee=kind == "referee", seat=seat)
+            named = League.objects.select_for_update().get(pk=league.pk)
+        league = named
         if kind == "referee":
             check_referee_key(league, referee_key)
 
