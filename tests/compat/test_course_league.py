@@ -29,6 +29,7 @@ class ReplyDropper:
 
     def __init__(self, target_port: int, port: int, drop: int) -> None:
         self.target_port, self.port, self.drop, self.dropped = target_port, port, drop, 0
+        self.lost: list[bytes] = []  # the replies dropped
         self._loop = asyncio.new_event_loop()
         threading.Thread(target=self._loop.run_forever, daemon=True).start()
         asyncio.run_coroutine_threadsafe(self._listen(), self._loop).result(10)
@@ -44,6 +45,7 @@ class ReplyDropper:
                 while data := await src.read(65536):
                     if replies and self.dropped < self.drop:
                         self.dropped += 1  # the LM did the work; the agent never hears of it
+                        self.lost.append(data)
                         break
                     dst.write(data)
                     await dst.drain()
@@ -52,8 +54,15 @@ class ReplyDropper:
 
         await asyncio.gather(pipe(reader, up_writer, False), pipe(up_reader, writer, True))
 
+    async def _close(self) -> None:
+        self._server.close()
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+
     def close(self) -> None:
-        self._loop.call_soon_threadsafe(self._server.close)
+        asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
 
 
@@ -118,14 +127,16 @@ def test_course_players_with_fixed_ids_a_strict_sender_and_a_lost_reply_play_a_w
     by_port = {int(p.endpoint.rsplit(":", 1)[1].split("/")[0]): p for p in Player.objects.filter(league=league)}
     assert len(by_port) == 5
     given = [by_port[ports[n]].player_id for n in range(5)]
-    first_p02 = next(n for n, (fixed_id, _) in enumerate(players) if fixed_id == "P02")
-    for n, (fixed_id, _) in enumerate(players):
-        assert given[n] == (fixed_id if fixed_id != "P02" or n == first_p02 else "P05"), (players, given)
+    expected: list[str] = []  # the rule: the id asked for when free, else the one after the highest
+    for fixed_id, _ in players:
+        free = fixed_id not in expected
+        expected.append(fixed_id if free else f"P{max(int(e[1:]) for e in expected) + 1:02d}")
+    assert given == expected, players
     # The lost reply: the LM registered it, the agent sent the same message again and got the same id.
-    assert dropper.dropped == 1
+    assert dropper.dropped == 1 and b"LEAGUE_REGISTER_RESPONSE" in dropper.lost[0]
     lost = next(n for n, (_, flags) in enumerate(players) if "lost" in flags)
     registrations = [e["registration"] for e in _log(tmp_path / f"player{lost}.jsonl") if "registration" in e]
-    assert registrations[0] == "no reply" and registrations[-1]["player_id"] == "P04"
+    assert registrations[0] == "no reply" and registrations[-1]["player_id"] == expected[lost]
     # No technical loss anywhere: every match played on its merits.
     results = MatchResult.objects.filter(league=league)
     assert results.count() == 10
@@ -141,3 +152,44 @@ def test_course_players_with_fixed_ids_a_strict_sender_and_a_lost_reply_play_a_w
     # Every player heard the league end.
     for n in range(5):
         assert any(e.get("method") == "notify_league_completed" for e in _log(tmp_path / f"player{n}.jsonl")), n
+
+
+def test_a_referee_whose_registration_reply_is_lost_keeps_its_id_and_its_reports_count(agent_env, manage_py, tmp_path):
+    league = actions.open_registration(actions.create_league(name="Lost", league_id="lost_reply", **FAST), 120)
+    procs: list[Process] = []
+
+    def spawn(name: str, args: list[str]) -> Process:
+        proc = Process(args, agent_env, str(tmp_path / f"{name}.log"))
+        procs.append(proc)
+        return proc
+
+    lm_port = free_ports(2)
+    lm_url = f"http://127.0.0.1:{lm_port}/mcp"
+    dropper = ReplyDropper(lm_port, lm_port + 1, drop=1)
+    try:
+        spawn("lm", [sys.executable, "-m", "uvicorn", "leaguesite.asgi:application", "--port", str(lm_port)])
+        wait_for_port(lm_port)
+        via_proxy = ["--league-url", f"http://127.0.0.1:{lm_port + 1}/mcp", "--league-id", league.league_id]
+        spawn("ref", [*manage_py, "runreferee", "--port", str(free_ports(1)), *via_proxy])
+        common = ["--league-url", lm_url, "--league-id", league.league_id]
+        spawn("players", [*manage_py, "runplayer", "--port", str(free_ports(3)), "--count", "3", *common])
+        deadline = time.monotonic() + 120
+        while league.players.count() < 3 or dropper.dropped < 1 or not league.referees.exists():
+            assert time.monotonic() < deadline, "agents did not register"
+            time.sleep(0.1)
+        actions.start_league(league)
+        spawn("conductor", [*manage_py, "runleague", "--league", league.league_id, "--poll", "0.05"])
+        deadline = time.monotonic() + 180
+        while league.status != League.Status.COMPLETED:
+            assert time.monotonic() < deadline, f"league is {league.status}"
+            time.sleep(0.2)
+            league.refresh_from_db()
+    finally:
+        dropper.close()
+        for proc in reversed(procs):
+            proc.terminate(5)
+    assert b"REFEREE_REGISTER_RESPONSE" in dropper.lost[0] and b"REF01" in dropper.lost[0]
+    (referee,) = league.referees.all()
+    assert referee.referee_id == "REF01"
+    results = MatchResult.objects.filter(league=league)
+    assert results.count() == 3 and set(results.values_list("referee__referee_id", flat=True)) == {"REF01"}
