@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
+from league.endpoints import seat_endpoint
 from leagueproto.endpoints import canonical_endpoint as canonical_form
 
 DEFAULT_ALLOWED_NETWORKS = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16"
@@ -210,12 +211,15 @@ class Agent(models.Model):
         abstract = True
 
     def save(self, *args, **kwargs):
-        # An agent made without registering (the admin, fixtures) holds its seat too: registration
-        # stores the resolved form (league.endpoints.seat_endpoint), anything else the spelling's.
-        if not self.canonical_endpoint and self.endpoint:
-            self.canonical_endpoint = canonical_form(self.endpoint)
-            if kwargs.get("update_fields") is not None:
-                kwargs["update_fields"] = {*kwargs["update_fields"], "canonical_endpoint"}
+        # The seat follows the endpoint, however it was set (registration, the admin, fixtures).
+        # Registration has stored the seat already; only a host name can make the two differ
+        # (a name of this machine is 127.0.0.1's seat), and then it is resolved once more.
+        update_fields = kwargs.get("update_fields")
+        endpoint_set = update_fields is None or "endpoint" in update_fields
+        if self.endpoint and endpoint_set and self.canonical_endpoint != canonical_form(self.endpoint):
+            self.canonical_endpoint = seat_endpoint(self.endpoint)
+            if update_fields is not None:
+                kwargs["update_fields"] = {*update_fields, "canonical_endpoint"}
         super().save(*args, **kwargs)
 
     def check_token(self, token: str) -> bool:

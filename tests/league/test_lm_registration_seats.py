@@ -117,3 +117,14 @@ def test_rotating_addresses_of_one_network_share_its_registration_bucket(setting
 def test_a_teacher_sets_the_cap_in_the_admin(admin_client):
     page = admin_client.get(reverse("admin:league_league_add")).content.decode()
     assert 'name="max_seats_per_network"' in page
+
+
+def test_an_endpoint_changed_in_the_admin_moves_its_seat(admin_client):
+    league = make_league()
+    player = Player.objects.create(
+        league=league, player_id="P01", display_name="a", endpoint="http://LOCALHOST:20900//mcp"
+    )
+    assert player.canonical_endpoint == "http://127.0.0.1:20900/mcp"
+    player.endpoint = "http://127.0.0.1:20901/mcp/"
+    player.save(update_fields=["endpoint"])
+    assert Player.objects.get().canonical_endpoint == "http://127.0.0.1:20901/mcp"
