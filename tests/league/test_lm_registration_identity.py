@@ -9,7 +9,10 @@ import pytest
 
 from league import actions
 from league.auth import authenticate
+from league.mcp.messages import RegisterPlayerRequest, RegisterRefereeRequest
+from league.mcp.tools import registration
 from league.models import Event, League, Player, Referee, hash_token
+from leagueproto.errors import LeagueError
 from tests.league.lm_support import make_league, message, player_meta, referee_meta
 
 pytestmark = pytest.mark.django_db
@@ -57,7 +60,7 @@ def test_the_token_before_a_rotation_whose_reply_was_lost_still_registers_again(
     query = message("LEAGUE_QUERY", "player:P01", auth_token=again.auth_token, query_type="GET_STANDINGS")
     assert authenticate("agent", query, None).agent_id == "P01"
     assert Player.objects.get().previous_token_hash == ""
-    with pytest.raises(Exception, match="E012|auth_token"):
+    with pytest.raises(LeagueError, match="E012"):
         actions.register_player(None, _meta(21020), first.auth_token)
 
 
@@ -66,7 +69,7 @@ def test_the_previous_token_is_good_only_for_registering_again():
     first = actions.register_player(None, _meta(21030), None)
     actions.register_player(None, _meta(21030), first.auth_token)
     query = message("LEAGUE_QUERY", "player:P01", auth_token=first.auth_token, query_type="GET_STANDINGS")
-    with pytest.raises(Exception, match="E012|not valid"):
+    with pytest.raises(LeagueError, match="E012"):
         authenticate("agent", query, None)
 
 
@@ -111,3 +114,24 @@ def test_the_players_page_shows_the_id_it_calls_itself_and_the_sender_it_takes(c
     assert "Calls itself <strong>P02</strong>" in page and "its id in this league is P03" in page
     assert "<code>league_manager:LM01</code>" in page
     assert 'id="identity-note"' not in client.get("/leagues/test_league/players/P02/").content.decode()
+
+
+@pytest.mark.parametrize(
+    ("tool", "meta_key", "message_type"),
+    [
+        ("register_player", "player_meta", "CHOOSE_PARITY_CALL"),
+        ("register_referee", "referee_meta", "LEAGUE_REGISTER_REQUEST"),
+        ("register_player", "player_meta", "REFEREE_REGISTER_REQUEST"),
+    ],
+)
+def test_a_registration_tool_takes_only_its_own_message_type(tool, meta_key, message_type, referee_key):
+    make_league()
+    kind = "player" if tool == "register_player" else "referee"
+    meta = _meta(21080) if kind == "player" else referee_meta("http://127.0.0.1:21081/mcp")
+    fields = {meta_key: meta, "referee_key": referee_key} if kind == "referee" else {meta_key: meta}
+    model = RegisterPlayerRequest if kind == "player" else RegisterRefereeRequest
+    msg = model.model_validate(message(message_type, f"{kind}:x", **fields))
+    with pytest.raises(LeagueError) as caught:
+        registration(tool, msg, None)
+    assert caught.value.code.value == "E002" and caught.value.context["field"] == "message_type"
+    assert not Player.objects.exists() and not Referee.objects.exists()
