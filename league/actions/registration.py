@@ -1,7 +1,10 @@
-"""Registration of players and referees (docs/protocol.md, "Registering"): a new agent gets an
-id and a token; a known one presenting its token gets its endpoint updated and its token
-rotated. Registrations of one league are serialised by locking the league's row, so ids and
-the capacity check stay exact. Referees also need the operator's referee key."""
+"""Registration of players and referees (docs/protocol.md, "Registering", "Who an agent is",
+"Registering again"). An agent is its endpoint's seat (``seat_endpoint``, stored once and found by
+index) plus the token we issued: a new agent gets an id (the one its sender asks for, when free)
+and a token; the agent of a seat registering again gets its identity back with a new token once it
+shows its token (or the one before it) or comes from the endpoint's machine; anyone else is told
+whose seat it is and what to do. Registrations of one league are serialised by locking the
+league's row, so ids and the capacity check stay exact. Referees also need the operator's key."""
 
 from __future__ import annotations
 
