@@ -42,11 +42,11 @@ class ReplyDropper:
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, replies: bool) -> None:
             with contextlib.suppress(OSError):
+                if replies and self.dropped < self.drop:
+                    self.dropped += 1  # the LM does the work; the agent never hears of it
+                    self.lost.append(await src.read())  # the whole reply (the LM closes after it)
+                    data = b""
                 while data := await src.read(65536):
-                    if replies and self.dropped < self.drop:
-                        self.dropped += 1  # the LM did the work; the agent never hears of it
-                        self.lost.append(data)
-                        break
                     dst.write(data)
                     await dst.drain()
             writer.transport.abort()
