@@ -228,7 +228,18 @@ class LeagueAdmin(admin.ModelAdmin):
                 )
             },
         ),
-        ("Agents", {"fields": ("embedded_referee", "allowed_networks", "rate_limit_per_minute", "referee_key")}),
+        (
+            "Agents",
+            {
+                "fields": (
+                    "embedded_referee",
+                    "allowed_networks",
+                    "max_seats_per_network",
+                    "rate_limit_per_minute",
+                    "referee_key",
+                )
+            },
+        ),
         ("History", {"fields": ("created_at", "started_at", "completed_at")}),
     )
 

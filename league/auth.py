@@ -77,12 +77,19 @@ def presented_token(message: dict[str, Any], bearer: str | None) -> str | None:
     return bearer or None
 
 
-def find_by_token(token: str, kind: str) -> Player | Referee | None:
-    """The agent of ``kind`` whose token this is (hash lookup + constant-time confirmation)."""
+def find_by_token(token: str, kind: str, *, previous: bool = False) -> Player | Referee | None:
+    """The agent of ``kind`` whose token this is (hash lookup + constant-time confirmation).
+    ``previous``: whose token before its latest rotation this is (good only for registering
+    again: the reply carrying the new one may have been lost)."""
     digest = hash_token(token)
     model = Player if kind == "player" else Referee
-    agent = model.objects.holding([digest]).first()
-    if agent is None or not hmac.compare_digest(agent.token_hash, digest):
+    if previous:
+        agent = model.objects.select_related("league").filter(previous_token_hash=digest).order_by().first()
+        held = agent.previous_token_hash if agent is not None else ""
+    else:
+        agent = model.objects.holding([digest]).first()
+        held = agent.token_hash if agent is not None else ""
+    if agent is None or not hmac.compare_digest(held, digest):
         return None
     return agent
 
@@ -139,6 +146,9 @@ def authenticate_many(role: str, calls: list[tuple[dict[str, Any], str | None]])
                     ):
                         raise _impersonation(kind, own_id, message)
                     outcomes[n] = _checked(kind, own_id, agent, message)
+                    if agent.previous_token_hash:
+                        # The new token is in use, so its reply arrived: the one before it retires.
+                        model.objects.filter(pk=agent.pk).update(previous_token_hash="")
                 except LeagueError as err:
                     outcomes[n] = err
             else:

@@ -19,9 +19,11 @@ The address and port rules themselves live in leagueproto/endpoint_policy.py, sh
 referees, which apply them when they connect to players; this module adds the LM's settings,
 its own address and its leagues' networks.
 
-``canonical_endpoint`` is the form registrations compare: one agent cannot hold several seats
-with spellings of one URL (host case, ``localhost`` / ``127.0.0.1`` / ``[::1]``, the default
-port, a trailing slash, a query or fragment).
+``seat_endpoint`` is the form registrations compare (``canonical_endpoint`` of leagueproto, and a
+host name of this machine as 127.0.0.1), stored once per agent and looked up by index: one agent
+cannot hold several seats with spellings of one URL (host case, ``localhost`` / ``127.0.0.1`` /
+``[::1]``, the default port, ``/mcp/``, ``//mcp``, ``/%6dcp``, ``/x/../mcp``, ``/mcp;x``, a query
+or fragment).
 """
 
 from __future__ import annotations
@@ -91,30 +93,6 @@ def serving_from_scope(scope: dict[str, Any]) -> Serving:
     return Serving(host.rstrip("."), frozenset(ports))
 
 
-# -- spelling ------------------------------------------------------------------------------------
-def canonical_endpoint(endpoint: str) -> str:
-    """The form two endpoints are compared in: ``scheme://host:port/path``, with the scheme and
-    host in lower case, every address of this machine (``localhost``, ``127.0.0.0/8``, ``::1``,
-    ``0.0.0.0``) as ``127.0.0.1``, addresses in their standard spelling, the port explicit, and
-    no trailing slash, query, fragment or credentials. An unparsable URL is returned as is."""
-    try:
-        parts = urlsplit(endpoint.strip())
-        port = parts.port
-    except ValueError:
-        return endpoint
-    scheme = parts.scheme.lower()
-    host = (parts.hostname or "").rstrip(".")
-    address = ip_of(host)
-    if host == "localhost" or host.endswith(".localhost") or (address is not None and this_machine(address)):
-        host = "127.0.0.1"
-    elif isinstance(address, ipaddress.IPv6Address):
-        host = f"[{address.compressed}]"
-    elif address is not None:
-        host = str(address)
-    port = port or DEFAULT_PORTS.get(scheme, 0)
-    return f"{scheme}://{host}:{port}{parts.path.rstrip('/')}"
-
-
 # -- the policy ----------------------------------------------------------------------------------
 def port_problem(port: int) -> str | None:
     """The service-port rule with this site's ``ENDPOINT_ALLOW_SERVICE_PORTS``."""
@@ -162,13 +140,15 @@ def endpoint_problem(endpoint: str, allowed_networks: str) -> str | None:
     return None
 
 
-def endpoint_taken(model: Any, league_pk: int, endpoint: str) -> bool:
-    """Whether an agent of ``model`` in the league, not removed, has a spelling of ``endpoint``."""
+def endpoint_holder(model: Any, league_pk: int, seat: str) -> Any:
+    """The agent of ``model`` in the league, not removed, that holds the seat ``seat`` (a
+    ``seat_endpoint``), or None: one indexed lookup, whatever the league's size."""
     from league.models import AgentStatus
 
-    wanted = canonical_endpoint(endpoint)
-    others = model.objects.filter(league_id=league_pk).exclude(status=AgentStatus.REMOVED)
-    return any(canonical_endpoint(e) == wanted for e in others.values_list("endpoint", flat=True).iterator())
+    holders = model.objects.filter(league_id=league_pk, canonical_endpoint=seat).exclude(status=AgentStatus.REMOVED)
+    # Most registrations find none: ask for the key only, and read the row when there is one.
+    pk = holders.order_by().values_list("pk", flat=True).first()
+    return None if pk is None else model.objects.get(pk=pk)
 
 
 # -- at connection time --------------------------------------------------------------------------
@@ -260,3 +240,45 @@ class NetworksPolicy:
         if here is not None and port in here.ports and is_local_address(str(parsed)):
             return "Endpoint is the League Manager's own address: give your agent's URL"
         return None
+
+
+# -- where a registration comes from -------------------------------------------------------------
+def network_of(client_host: str | None) -> str:
+    """The network a client address belongs to for seat counting and registration buckets: its
+    /24 (IPv4) or /64 (IPv6), as ``10.1.2.0/24``; "" when there is no address or it is no IP.
+    Rotating addresses inside one network (IPv6 hands a host a whole /64) stays one network."""
+    if not client_host:
+        return ""
+    address = ip_of(client_host)
+    if address is None:
+        return ""
+    prefix = 24 if address.version == 4 else 64
+    return str(ipaddress.ip_network(f"{address}/{prefix}", strict=False))
+
+
+def same_host(client_host: str | None, seat: str) -> bool:
+    """Whether a request from ``client_host`` comes from the machine that serves the seat
+    ``seat`` (a ``seat_endpoint``): the client's address is one the endpoint's host resolves to,
+    or both are addresses of the LM's own machine. What a registration without a token must show
+    to get back the identity of its endpoint (docs/protocol.md, "Registering again")."""
+    client = ip_of(client_host) if client_host else None
+    if client is None:
+        return False
+    try:
+        parts = urlsplit(seat)
+        host, port = parts.hostname or "", parts.port
+    except ValueError:
+        return False
+    literal = ip_of(host)
+    if literal is not None:
+        addresses = {literal}
+    else:
+        try:
+            infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+        except (OSError, UnicodeError):
+            return False
+        addresses = {a for a in (ip_of(info[4][0]) for info in infos) if a is not None}
+    if client in addresses:
+        return True
+    local = this_machine(client) or is_local_address(str(client))
+    return local and any(this_machine(a) or is_local_address(str(a)) for a in addresses)

@@ -20,8 +20,9 @@ from league.models import Event, League, Match, MatchResult, Player, Referee, Ro
 from leagueproto.scoring import OUTCOME_POINTS, ResultRow, id_sort_key
 
 FORMAT = "league-export/1"
-# Never exported: a token hash is as good as a token against a copy of the code.
-AGENT_FIELDS_HIDDEN = frozenset({"id", "league", "token_hash"})
+# Never exported: a token hash is as good as a token against a copy of the code; the network an
+# agent registered from is its owner's, not the league's.
+AGENT_FIELDS_HIDDEN = frozenset({"id", "league", "token_hash", "previous_token_hash", "registered_from"})
 STANDING_FIELDS = ("rank", "played", "wins", "draws", "losses", "technical_losses", "points")
 
 

@@ -11,7 +11,9 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
+from league.seats import seat_endpoint
 from leagueproto.endpoint_policy import DEFAULT_ALLOWED_NETWORKS  # the referees fall back on it too
+from leagueproto.endpoints import canonical_endpoint as canonical_form
 
 # The one rule for league ids, everywhere one is typed (the ``league`` command, the admin, the API's
 # URLs, the LM's messages): they go into URLs, websocket group names and file names unescaped.
@@ -116,6 +118,11 @@ class League(models.Model):
         help_text="Comma-separated networks agent endpoints may live in (link-local is always refused).",
     )
     rate_limit_per_minute = models.PositiveIntegerField(default=600, help_text="Per token and per client address.")
+    max_seats_per_network = models.PositiveIntegerField(
+        default=0,
+        help_text="At most this many agents may register from one network (a /24 of IPv4, a /64 of "
+        "IPv6); 0: no limit. A class behind one NAT shares one network: leave 0 or set the class's size.",
+    )
     # The league's own referee key, hashed like agent tokens (shown once when generated in the
     # admin); empty: none. A referee registers only with this key or the site's REFEREE_KEY.
     referee_key_hash = models.CharField(max_length=64, blank=True, default="", editable=False)
@@ -170,9 +177,22 @@ class Agent(models.Model):
     display_name = models.CharField(max_length=100)
     version = models.CharField(max_length=32, blank=True, default="")
     endpoint = models.URLField(max_length=500)
+    # The endpoint as registrations compare it (league.seats.seat_endpoint), stored once so
+    # that a seat is found by index (``league``, ``canonical_endpoint``), never by re-reading them all.
+    canonical_endpoint = models.CharField(max_length=600, blank=True, default="")
+    # The network a registration came from (league.endpoints.network_of: a /24 or /64), for the
+    # league's cap on seats per network.
+    registered_from = models.CharField(max_length=64, blank=True, default="")
     game_types = models.JSONField(default=list)
     status = models.CharField(max_length=16, choices=AgentStatus.choices, default=AgentStatus.REGISTERED)
     token_hash = models.CharField(max_length=64, db_index=True)
+    # The hash of the token before the latest rotation: a registration presenting it gets the
+    # agent back (the reply that carried the new token may have been lost). Cleared once the
+    # new token has been used.
+    previous_token_hash = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    # What the agent calls itself when that differs from its id (a fixed id of its own in its
+    # replies' player_id or sender): shown on its page; the endpoint and token decide who it is.
+    self_named = models.CharField(max_length=64, blank=True, default="")
     failures = models.PositiveIntegerField(default=0, help_text="Consecutive failures seen by the LM.")
     registered_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(null=True, blank=True)
@@ -188,6 +208,18 @@ class Agent(models.Model):
     class Meta:
         abstract = True
 
+    def save(self, *args, **kwargs):
+        # The seat follows the endpoint, however it was set (registration, the admin, fixtures).
+        # Registration has stored the seat already; only a host name can make the two differ
+        # (a name of this machine is 127.0.0.1's seat), and then it is resolved once more.
+        update_fields = kwargs.get("update_fields")
+        endpoint_set = update_fields is None or "endpoint" in update_fields
+        if self.endpoint and endpoint_set and self.canonical_endpoint != canonical_form(self.endpoint):
+            self.canonical_endpoint = seat_endpoint(self.endpoint)
+            if update_fields is not None:
+                kwargs["update_fields"] = {*update_fields, "canonical_endpoint"}
+        super().save(*args, **kwargs)
+
     def check_token(self, token: str) -> bool:
         return bool(token) and token_matches(token, self.token_hash)
 
@@ -200,6 +232,10 @@ class Referee(Agent):
     class Meta:
         ordering = ["league", "id"]
         constraints = [models.UniqueConstraint(fields=["league", "referee_id"], name="unique_referee_id")]
+        indexes = [
+            models.Index(fields=["league", "canonical_endpoint"], name="referee_seat"),
+            models.Index(fields=["league", "registered_from"], name="referee_network"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.referee_id} {self.display_name}"
@@ -226,9 +262,17 @@ class Player(Agent):
     relay_channel = models.CharField(max_length=200, blank=True, default="")
     relay_changed_at = models.DateTimeField(null=True, blank=True)
 
+    # The sender the LM writes in its notices to this player: "" is the course's bare
+    # ``league_manager``; an agent that refused it once gets ``league_manager:LM01`` from then on.
+    lm_sender = models.CharField(max_length=32, blank=True, default="")
+
     class Meta:
         ordering = ["league", "id"]
         constraints = [models.UniqueConstraint(fields=["league", "player_id"], name="unique_player_id")]
+        indexes = [
+            models.Index(fields=["league", "canonical_endpoint"], name="player_seat"),
+            models.Index(fields=["league", "registered_from"], name="player_network"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.player_id} {self.display_name}"

@@ -13,13 +13,15 @@ in league/mcp/toolset.py) one from those of its bearer token and its address:
 * when the message names no league, the address's site-wide bucket, refilled at
   ``MCP_RATE_LIMIT_PER_ADDRESS`` per minute.
 
-Registrations (``register_player``, ``register_referee``) also draw from two buckets of their own,
+Registrations (``register_player``, ``register_referee``) also draw from buckets of their own,
 so that one machine cannot fill a league with agents: the client address's, holding
 ``REGISTRATION_RATE_PER_ADDRESS`` registrations refilled over ``REGISTRATION_RATE_PER_ADDRESS_WINDOW``
-seconds, and the league's (named, or the one open when none is named), ``REGISTRATION_RATE_PER_LEAGUE``
+seconds; its network's (its /24 or /64: rotating addresses in one network is one sender),
+``REGISTRATION_RATE_PER_NETWORK`` over the same window; and the league's (named, or the one
+open when none is named), ``REGISTRATION_RATE_PER_LEAGUE``
 over ``REGISTRATION_RATE_PER_LEAGUE_WINDOW`` seconds. Addresses in
 ``REGISTRATION_RATE_EXEMPT_NETWORKS`` (loopback by default: the LM's own machine, where the demo,
-the benchmarks and the organiser's referees run) skip both.
+the benchmarks and the organiser's referees run) skip them all.
 
 A bucket holds at most one window's worth (a minute for calls), so a burst is fine and a steady
 overload is not.
@@ -46,6 +48,7 @@ from typing import Any
 
 from django.conf import settings
 
+from league.endpoints import network_of
 from leagueproto.errors import ErrorCode, LeagueError
 
 log = logging.getLogger(__name__)
@@ -153,6 +156,19 @@ def registration_buckets(message: Any, client_host: str | None) -> list[Bucket]:
                 "registrations",
             )
         )
+        # Its network's too (a /24, a /64): rotating addresses inside one network (IPv6 gives a
+        # host a whole /64) is still one sender.
+        network = network_of(client_host)
+        if network:
+            found.append(
+                Bucket(
+                    f"{prefix}rn:{network}",
+                    settings.REGISTRATION_RATE_PER_NETWORK,
+                    "network",
+                    float(settings.REGISTRATION_RATE_PER_ADDRESS_WINDOW),
+                    "registrations",
+                )
+            )
     return [b for b in found if b.per_minute > 0 and b.window > 0]
 
 

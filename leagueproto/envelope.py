@@ -37,6 +37,38 @@ _SENDER_RE = re.compile(r"^(league_manager(:[A-Za-z0-9_.\-]{1,64})?|(player|refe
 _TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(?P<zone>Z|z|[+-]\d{2}:?\d{2})?$")
 
 
+# Characters that show as nothing (or nearly) but make a string another string: text copied from
+# the course's PDF carries soft hyphens (U+00AD) where a line could break, inside timestamps and
+# ids. Removed from the envelope and the ids of every message received (``validate_envelope``).
+INVISIBLE = {
+    "\u00ad": "SOFT HYPHEN",
+    "\u200b": "ZERO WIDTH SPACE",
+    "\u200c": "ZERO WIDTH NON-JOINER",
+    "\u200d": "ZERO WIDTH JOINER",
+    "\u200e": "LEFT-TO-RIGHT MARK",
+    "\u200f": "RIGHT-TO-LEFT MARK",
+    "\u2060": "WORD JOINER",
+    "\ufeff": "ZERO WIDTH NO-BREAK SPACE",
+}
+_INVISIBLE_RE = re.compile(f"[{''.join(INVISIBLE)}]")
+# The fields cleaned: the envelope's, and the ids a message names.
+CLEANED_FIELDS = (*ENVELOPE_FIELDS, "auth_token", "league_id", "round_id", "match_id", "player_id")
+
+
+def strip_invisible(value: Any) -> Any:
+    """``value`` without the characters of ``INVISIBLE`` when it is a string; else as it is."""
+    if isinstance(value, str) and _INVISIBLE_RE.search(value):
+        return _INVISIBLE_RE.sub("", value)
+    return value
+
+
+def invisible_in(value: Any) -> list[str]:
+    """The names of the invisible characters in ``value`` (U+00AD SOFT HYPHEN …), for a hint."""
+    if not isinstance(value, str):
+        return []
+    return [f"U+{ord(c):04X} {INVISIBLE[c]}" for c in dict.fromkeys(_INVISIBLE_RE.findall(value))]
+
+
 def utc_now() -> str:
     """Now as the spec writes it: whole seconds, UTC, ending in ``Z``."""
     return _format_epoch_second(int(time.time()))
@@ -111,7 +143,11 @@ def parse_timestamp(value: Any) -> datetime:
             return known
     match = _TS_RE.match(value) if isinstance(value, str) else None
     if not match:
-        raise refusal(ErrorCode.INVALID_TIMESTAMP, "timestamp", EXPECTED_TIMESTAMP, value, SEE_ENVELOPE)
+        hidden = invisible_in(value)
+        problem = f"timestamp holds invisible characters ({', '.join(hidden)}): type it again" if hidden else None
+        raise refusal(
+            ErrorCode.INVALID_TIMESTAMP, "timestamp", EXPECTED_TIMESTAMP, value, SEE_ENVELOPE, problem=problem
+        )
     zone = match.group("zone")
     if zone is None or zone.upper() != "Z" and zone.replace(":", "") not in ("+0000", "-0000"):
         raise refusal(
@@ -184,8 +220,9 @@ def check_agent_protocol_version(version: Any) -> None:
 def validate_envelope(message: Any) -> dict[str, Any]:
     """Check the league.v2 envelope of a received message (E003, E018, E021, E002).
 
-    Returns the message unchanged; the tool's own model validates the rest. A message without
-    ``protocol`` is read as league.v2; one without ``timestamp`` is taken as sent now.
+    Returns the message, with invisible characters (a soft hyphen copied from the course's PDF)
+    removed from its envelope and ids in place; the tool's own model validates the rest. A message
+    without ``protocol`` is read as league.v2; one without ``timestamp`` is taken as sent now.
     """
     if not isinstance(message, dict):
         raise refusal(
@@ -195,6 +232,7 @@ def validate_envelope(message: Any) -> dict[str, Any]:
             message,
             see("wire-format"),
         )
+    _clean(message)
     missing = [f for f in REQUIRED_ENVELOPE_FIELDS if message.get(f) in (None, "")]
     if missing:
         first = missing[0]
@@ -221,6 +259,17 @@ def validate_envelope(message: Any) -> dict[str, Any]:
         parse_timestamp(message["timestamp"])
     parse_sender(message["sender"])
     return message
+
+
+def _clean(message: dict[str, Any]) -> None:
+    """Remove invisible characters (``INVISIBLE``) from the envelope and ids of ``message``, in
+    place: ``2025-01-15T10:\u00ad30:00Z`` copied from a PDF is the time it shows."""
+    for name in CLEANED_FIELDS:
+        value = message.get(name)
+        if isinstance(value, str):
+            cleaned = strip_invisible(value)
+            if cleaned is not value:
+                message[name] = cleaned
 
 
 def league_error_message(err: LeagueError, *, sender: str, conversation_id: str | None = None) -> dict[str, Any]:

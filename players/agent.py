@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 from leagueproto.asgi import make_asgi_app
 from leagueproto.client import AgentClient, CallFailed
+from leagueproto.endpoints import canonical_endpoint  # the one form the LM compares too
 from leagueproto.envelope import (
     AGENT_PROTOCOL_VERSION,
     GAME_TYPES,
@@ -1054,27 +1055,6 @@ def _matches_of(matches: list[dict[str, Any]], player_id: str | None) -> list[di
     ``player_id`` is player A or B. Two comparisons, not a tuple per row and ``in``: a fifth
     cheaper, and what decides is the same equality."""
     return [x for x in matches if x.get("player_A_id") == player_id or x.get("player_B_id") == player_id]
-
-
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "127.1"})
-
-
-def canonical_endpoint(url: str) -> str:
-    """An endpoint URL in one spelling, to compare two: scheme and host in lower case, the
-    default port written out, loopback names as 127.0.0.1, no trailing slash, query or fragment."""
-    try:
-        parts = urlsplit(url.strip())
-        port = parts.port
-    except ValueError:
-        return url
-    scheme = parts.scheme.lower()
-    host = (parts.hostname or "").rstrip(".")
-    if host in _LOOPBACK_NAMES:
-        host = "127.0.0.1"
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{scheme}://{host}:{port or _DEFAULT_PORTS.get(scheme, 0)}{parts.path.rstrip('/')}"
 
 
 def _mcp_hint(url: str) -> str:

@@ -535,8 +535,11 @@ def deferred_answer(player_id: str, request: Request, reply: Mapping[str, Any]) 
 def reply_problem(player_id: str, asked: str, reply: Mapping[str, Any]) -> InvalidMove | None:
     """Why a (non-error) reply to ``asked`` is not an answer from ``player_id``, or None.
 
-    A wrong ``message_type`` is E002; a ``player_id`` or ``sender`` naming another agent is E012.
-    Fields left out are tolerated here (the game's rules judge the move itself).
+    A wrong ``message_type`` is E002. The reply came back from the player's endpoint, so it is the
+    player's (docs/protocol.md, "Who an agent is"): a ``player_id`` or ``sender`` naming another
+    player id (a fixed id from the agent's own configuration) is logged, not refused; only a sender
+    that is no player at all (``referee:…``, ``league_manager``) is E012. Fields left out are
+    tolerated here (the game's rules judge the move itself).
     """
     expected = RESPONSE_TYPES.get(asked)
     got = reply.get("message_type")
@@ -548,15 +551,17 @@ def reply_problem(player_id: str, asked: str, reply: Mapping[str, Any]) -> Inval
         )
     claimed = reply.get("player_id")
     if claimed is not None and claimed != player_id:
-        return _impostor(player_id, "player_id", claimed)
+        log.info("%s answered %s calling itself player_id %r (its endpoint says who it is)", player_id, asked, claimed)
     sender = reply.get("sender")
     if sender is not None:
         try:
             kind, ident = parse_sender(sender)
         except LeagueError:  # not an agent's name at all: nobody is impersonated
             return None
-        if kind != "player" or (ident != player_id and _AGENT_ID.match(ident or "")):
+        if kind != "player":
             return _impostor(player_id, "sender", sender)
+        if ident != player_id and _AGENT_ID.match(ident or ""):
+            log.info("%s answered %s as %r (its endpoint says who it is)", player_id, asked, sender)
     return None
 
 

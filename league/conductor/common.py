@@ -16,11 +16,13 @@ from django.db import InterfaceError, OperationalError
 
 from league.auth import lm_token_for
 from league.models import AgentStatus, League, Match, Player, Referee
+from league.senders import DEFAULT as DEFAULT_SENDER
+from league.senders import sender_for
 from leagueproto.client import RetryPolicy
 from leagueproto.envelope import make_message
 from leagueproto.scoring import id_sort_key
 
-SENDER = "league_manager"
+SENDER = DEFAULT_SENDER  # a player may have learned another spelling (league/senders.py)
 # Consecutive failures before a referee is SUSPENDED. After each failure the referee gets no match
 # for a cooldown that doubles (``referee_cooldown``), so it takes a few seconds of failing to be
 # suspended, not one failed batch; a suspended referee is probed until it answers again.
@@ -95,4 +97,5 @@ def players_of(league: League) -> list[Player]:
 
 
 def message_to(agent: Player | Referee, message_type: str, **fields: Any) -> dict[str, Any]:
-    return make_message(message_type, SENDER, auth_token=lm_token_for(agent), **fields)
+    sender = sender_for(agent.lm_sender) if isinstance(agent, Player) else SENDER  # league/senders.py
+    return make_message(message_type, sender, auth_token=lm_token_for(agent), **fields)

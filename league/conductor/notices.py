@@ -17,6 +17,7 @@ from league.auth import lm_token
 from league.conductor.common import SENDER, Delivery, message_to, players_of
 from league.conductor.dispatch import expected_referees
 from league.models import AgentStatus, League, Match, Player, Referee, Round
+from league.senders import sender_for
 from leagueproto.envelope import make_message, new_conversation_ids
 from leagueproto.jsonutil import dumps
 from leagueproto.scoring import id_sort_key
@@ -30,6 +31,7 @@ class Recipient:
     endpoint: str
     lm_token: str
     reachable: bool = True  # False: marked unreachable, sent nothing until it answers a probe
+    sender: str = SENDER  # how the LM names itself to this player (league/senders.py)
 
 
 def recipients(league: League) -> list[Recipient]:
@@ -38,11 +40,17 @@ def recipients(league: League) -> list[Recipient]:
         Player.objects.filter(league_id=league.pk)
         .exclude(status=AgentStatus.REMOVED)
         .order_by()
-        .values_list("player_id", "endpoint", "token_hash", "unreachable_since")
+        .values_list("player_id", "endpoint", "token_hash", "unreachable_since", "lm_sender")
     )
     found = [
-        Recipient(player_id, endpoint, lm_token(league.league_id, player_id, token_hash), unreachable_since is None)
-        for player_id, endpoint, token_hash, unreachable_since in rows
+        Recipient(
+            player_id,
+            endpoint,
+            lm_token(league.league_id, player_id, token_hash),
+            unreachable_since is None,
+            sender_for(lm_sender),
+        )
+        for player_id, endpoint, token_hash, unreachable_since, lm_sender in rows
     ]
     return sorted(found, key=lambda r: id_sort_key(r.agent_id))
 
@@ -58,7 +66,7 @@ def notices(players: list[Recipient], method: str, message_type: str, **fields: 
             p.agent_id,
             p.endpoint,
             method,
-            make_message(message_type, SENDER, conversation_id=cid, auth_token=p.lm_token, **fields),
+            make_message(message_type, p.sender, conversation_id=cid, auth_token=p.lm_token, **fields),
         )
         for p, cid in zip(players, ids, strict=True)
     ]

@@ -14,11 +14,12 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 
+from league import senders
 from league.conductor.common import DB_OUTAGE, UNREACHABLE_AFTER, Delivery, Outcome, retry_policy
 from league.conductor.delivery_log import record_deliveries
 from league.conductor.reachability import mark_unreachable, unreachable_failure
-from league.models import League
-from leagueproto.client import AgentClient, CallFailed
+from league.models import League, Player
+from leagueproto.client import AgentClient, CallFailed, CallResult, RetryPolicy
 
 log = logging.getLogger("league.conductor")
 T = TypeVar("T")
@@ -96,7 +97,16 @@ class Sending:
             if d.agent_id in gone:
                 return d, "skipped", None  # marked unreachable since this chain began
             try:
-                result = await client.call(d.endpoint, d.method, d.message, timeout=timeout, policy=policy)
+                try:
+                    result = await client.call(d.endpoint, d.method, d.message, timeout=timeout, policy=policy)
+                except CallFailed as exc:
+                    if not (d.message["sender"] == senders.DEFAULT and senders.refuses_sender(None, exc)):
+                        raise
+                    d, result = await self.other_sender(league, d, timeout, policy)
+                else:
+                    refused = result.is_error and senders.refuses_sender(result.reply)
+                    if refused and d.message["sender"] == senders.DEFAULT:
+                        d, result = await self.other_sender(league, d, timeout, policy)
             except CallFailed as exc:
                 log.warning("%s to %s failed: %s", d.message["message_type"], d.agent_id, exc)
                 self.player_failed(league, d, exc)
@@ -122,6 +132,24 @@ class Sending:
             self.background(self.record_late(league, late, len(batches)))
         chains = [t.result() for t in tasks if t in done]
         return [[c[k] for c in chains] for k in range(len(batches))] if chains else []
+
+    async def other_sender(
+        self, league: League, d: Delivery, timeout: float, policy: RetryPolicy
+    ) -> tuple[Delivery, CallResult]:
+        """The agent refused ``d`` for its sender ``league_manager``: the same message once more
+        as ``league_manager:LM01``; the spelling that worked is kept for the agent (league/senders.py)."""
+        assert self.client is not None
+        again = Delivery(d.agent_id, d.endpoint, d.method, {**d.message, "sender": senders.ALTERNATE})
+        learn = sync_to_async(Player.objects.filter(league_id=league.pk, player_id=d.agent_id).update)
+        try:
+            result = await self.client.call(d.endpoint, d.method, again.message, timeout=timeout, policy=policy)
+        except CallFailed:
+            await learn(lm_sender=senders.DEFAULT)  # no better with the other spelling
+            raise
+        learned = senders.DEFAULT if result.is_error else senders.ALTERNATE
+        log.info("league %s: %s takes the sender %s", league.league_id, d.agent_id, learned)
+        await learn(lm_sender=learned)
+        return again, result
 
     async def record_late(self, league: League, late: list[asyncio.Task], count: int) -> None:
         """Record the chains ``send_in_order`` stopped waiting for, once they are over."""

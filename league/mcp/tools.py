@@ -48,7 +48,9 @@ from leagueproto.tools import Tool
 async def register_player(msg: RegisterPlayerRequest, call: ToolCall) -> dict[str, Any]:
     # The LM's own address, for a player that answers over the relay (contact_endpoint "connect").
     relay_base = lm_base_url(call.headers, call.local_port)
-    return await database_job(register_logged, call.tool, call.arguments, msg, call.bearer_token, relay_base)
+    return await database_job(
+        register_logged, call.tool, call.arguments, msg, call.bearer_token, relay_base, call.client_host
+    )
 
 
 @toolset.tool(
@@ -60,17 +62,24 @@ async def register_player(msg: RegisterPlayerRequest, call: ToolCall) -> dict[st
     see=see("registering"),
 )
 async def register_referee(msg: RegisterRefereeRequest, call: ToolCall) -> dict[str, Any]:
-    return await database_job(register_logged, call.tool, call.arguments, msg, call.bearer_token)
+    return await database_job(
+        register_logged, call.tool, call.arguments, msg, call.bearer_token, None, call.client_host
+    )
 
 
 def register_logged(
-    tool: Tool, arguments: dict[str, Any], msg: BaseModel, bearer: str | None, relay_base: str | None = None
+    tool: Tool,
+    arguments: dict[str, Any],
+    msg: BaseModel,
+    bearer: str | None,
+    relay_base: str | None = None,
+    client_host: str | None = None,
 ) -> dict[str, Any]:
     """A registration and the IN/OUT Event rows of its call, in one transaction. A refusal
     writes nothing of the registration: only its exchange is logged."""
     try:
         with transaction.atomic():
-            reply, league_pk = registration(tool.name, msg, bearer, relay_base)
+            reply, league_pk = registration(tool.name, msg, bearer, relay_base, client_host)
             append_events(exchange_rows(tool, arguments, reply, None, league_pk))
         return reply
     except LeagueError as err:
@@ -84,16 +93,28 @@ def registration(
     msg: RegisterPlayerRequest | RegisterRefereeRequest,
     bearer: str | None,
     relay_base: str | None = None,
+    client_host: str | None = None,
 ) -> tuple[dict[str, Any], int | None]:
     """Run a registration (sync, in the caller's transaction): the reply and the league's key.
-    ``relay_base``: the LM's address, for a player that registers with contact_endpoint "connect".
+    ``relay_base``: the LM's address, for a player that registers with contact_endpoint "connect";
+    ``client_host``: the address the request came from.
 
-    Only a player registers as a player and only a referee as a referee (E012 otherwise): the
-    sender's kind is the first thing a registration claims.
+    The message must be a registration (E002 otherwise: a CHOOSE_PARITY_CALL sent to
+    register_player creates no player), and only a player registers as a player and only a
+    referee as a referee (E012 otherwise): the sender's kind is the first thing it claims.
     """
+    wanted = "player" if tool_name == "register_player" else "referee"
+    expected = REGISTRATION_TYPES[tool_name]
+    if msg.message_type.strip().upper() not in (expected, tool_name.upper()):
+        raise refusal(
+            ErrorCode.INVALID_MESSAGE_FORMAT,
+            "message_type",
+            f"'{expected}' ({tool_name} registers a {wanted})",
+            msg.message_type,
+            see("registering"),
+        )
     token = presented_token(msg.model_dump(), bearer)
     kind, _, sender_id = msg.sender.partition(":")
-    wanted = "player" if tool_name == "register_player" else "referee"
     if kind != wanted:
         raise refusal(
             ErrorCode.AUTH_TOKEN_INVALID,
@@ -104,13 +125,22 @@ def registration(
         )
     if isinstance(msg, RegisterPlayerRequest):
         reg = actions.register_player(
-            msg.league_id, msg.player_meta.model_dump(), token, relay_base, sender_id=sender_id
+            msg.league_id, msg.player_meta.model_dump(), token, relay_base, sender_id=sender_id, client_host=client_host
         )
         return _registration_reply(msg, "LEAGUE_REGISTER_RESPONSE", "player_id", reg), reg.league_pk
     reg = actions.register_referee(
-        msg.league_id, msg.referee_meta.model_dump(), token, referee_key=msg.referee_key, sender_id=sender_id
+        msg.league_id,
+        msg.referee_meta.model_dump(),
+        token,
+        referee_key=msg.referee_key,
+        sender_id=sender_id,
+        client_host=client_host,
     )
     return _registration_reply(msg, "REFEREE_REGISTER_RESPONSE", "referee_id", reg), reg.league_pk
+
+
+# The message type each registration tool takes (its own name, as some agents write it, too).
+REGISTRATION_TYPES = {"register_player": "LEAGUE_REGISTER_REQUEST", "register_referee": "REFEREE_REGISTER_REQUEST"}
 
 
 def _registration_reply(msg: LeagueMessage, message_type: str, id_field: str, reg: actions.Registration) -> dict:

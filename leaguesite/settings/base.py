@@ -264,6 +264,9 @@ MCP_RATE_LIMIT_PREFIX = env_str("MCP_RATE_LIMIT_PREFIX", f"{REDIS_PREFIX}league:
 # referees) is exempt; behind a reverse proxy every client shares its address: see docs/operations.md.
 REGISTRATION_RATE_PER_ADDRESS = env_int("REGISTRATION_RATE_PER_ADDRESS", 10)
 REGISTRATION_RATE_PER_ADDRESS_WINDOW = env_int("REGISTRATION_RATE_PER_ADDRESS_WINDOW", 60)
+# Per network (a /24 of IPv4, a /64 of IPv6) over the address's window: a class behind one NAT is
+# one address anyway; this stops one host rotating through its addresses.
+REGISTRATION_RATE_PER_NETWORK = env_int("REGISTRATION_RATE_PER_NETWORK", 30)
 REGISTRATION_RATE_PER_LEAGUE = env_int("REGISTRATION_RATE_PER_LEAGUE", 100)
 REGISTRATION_RATE_PER_LEAGUE_WINDOW = env_int("REGISTRATION_RATE_PER_LEAGUE_WINDOW", 60)
 REGISTRATION_RATE_EXEMPT_NETWORKS = env_list("REGISTRATION_RATE_EXEMPT_NETWORKS", ["127.0.0.0/8", "::1/128"])

@@ -60,3 +60,15 @@ def test_a_call_is_logged_under_the_agent_its_token_proves(lm_server):
     assert httpx.post(lm_server, json=body, timeout=10).json()["result"]["success"] is True
     logged = Event.objects.filter(kind="LEAGUE_QUERY", direction="IN").get()
     assert logged.agent == "player:P01" and logged.payload["sender"] == "player:alpha"
+
+
+def test_the_course_registration_sent_twice_gets_the_same_identity_never_nulls(lm_server):
+    # A course agent that got no reply (or did not accept it) sends the very same message again.
+    agent = league_manager(lm_server, {})
+    request = agent.fill(course_registration())
+    first = httpx.post(lm_server, json=request, timeout=10).json()["result"]
+    again = httpx.post(lm_server, json=request, timeout=10).json()["result"]
+    assert (first["status"], first["player_id"]) == ("ACCEPTED", "P01")
+    assert (again["status"], again["player_id"], again["reason"]) == ("ACCEPTED", "P01", None)
+    assert again["auth_token"] and again["league_manager_token"] and again["league_id"] == LEAGUE_ID
+    assert Player.objects.count() == 1

@@ -242,7 +242,7 @@ BATCH_QUERIES = 8 + ROUND_LOCK  # a whole batch of reports through /mcp: authent
 # savepoint, the league twice (found, then locked), the league's agents (counted, then the highest
 # id), the endpoints of players and of referees (any spelling of a URL is one endpoint), the
 # insert, its event, release.
-REGISTRATION_QUERIES = 10
+REGISTRATION_QUERIES = 9
 # A read through /mcp (league.mcp.tools.read): the caller's token, the answer, the Event log's
 # insert in its transaction (an agent's query; an anonymous get_standings writes nothing). The
 # standings are cached while their key (one aggregate of the results, one of the players) says

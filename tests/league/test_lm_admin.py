@@ -167,6 +167,7 @@ def _add_form() -> dict[str, str]:
         "match_deadline": "300",
         "allowed_networks": "127.0.0.0/8",
         "rate_limit_per_minute": "600",
+        "max_seats_per_network": "0",
         "referees-TOTAL_FORMS": "0",
         "referees-INITIAL_FORMS": "0",
         "players-TOTAL_FORMS": "0",

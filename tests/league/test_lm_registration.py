@@ -80,13 +80,32 @@ def test_it_rejects_a_game_type_the_league_does_not_offer(lm_server):
     _rejected(register_player(lm_server, "alpha"), "Game type not supported")
 
 
-def test_it_rejects_an_endpoint_already_registered(lm_server):
+def test_the_same_registration_again_from_the_endpoints_machine_gets_the_same_identity(lm_server):
+    # The reply was lost (or the agent restarted): the same message again, from the machine its
+    # endpoint is on, gets the same id and a new token; the first token stays good for
+    # registering again until the new one is used.
     make_league()
     meta = player_meta("http://127.0.0.1:9555/mcp")
-    assert register_player(lm_server, "one", player_meta=meta)["status"] == "ACCEPTED"
-    _rejected(
-        register_player(lm_server, "two", player_meta=dict(meta, display_name="two")), "Endpoint already registered"
-    )
+    first = register_player(lm_server, "one", player_meta=meta)
+    again = register_player(lm_server, "one", player_meta=meta)
+    assert (again["status"], again["player_id"], again["reason"]) == ("ACCEPTED", first["player_id"], None)
+    assert again["auth_token"] and again["auth_token"] != first["auth_token"]
+    player = Player.objects.get()
+    assert player.token_hash == hash_token(again["auth_token"])
+    assert player.previous_token_hash == hash_token(first["auth_token"])
+    assert Event.objects.filter(kind="player_registered_again", agent="P01").exists()
+
+
+def test_a_registration_of_a_taken_endpoint_from_elsewhere_says_whose_it_is_and_what_to_do(lm_server):
+    # A classmate who knows the endpoint, on another machine: no token, no seat.
+    make_league()
+    meta = player_meta("http://127.0.0.1:9556/mcp")
+    first = register_player(lm_server, "one", player_meta=meta)
+    reg = actions.register_player(None, dict(meta, display_name="thief"), None, client_host="10.1.2.3")
+    assert (reg.status, reg.agent_id, reg.auth_token) == ("REJECTED", "P01", None)
+    assert reg.reason.startswith("Endpoint already registered: it is player P01's")
+    assert "auth_token" in reg.reason and "docs/protocol.md#registering-again" in reg.reason
+    assert Player.objects.get().token_hash == hash_token(first["auth_token"])
 
 
 def test_a_relay_player_registering_again_without_its_token_is_refused_as_a_known_endpoint_is(lm_server):

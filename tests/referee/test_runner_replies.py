@@ -1,5 +1,6 @@
-"""A reply of the wrong message_type, or one claiming to come from another agent, is an invalid
-answer: refused with GAME_ERROR (E002 / E012), asked again up to max_invalid_moves, then a loss."""
+"""A reply of the wrong message_type, or one claiming to come from an agent that is no player, is an
+invalid answer: refused with GAME_ERROR (E002 / E012), asked again up to max_invalid_moves, then a
+loss. A reply from the player's endpoint that calls the player by another id is the player's."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from tests.referee.scripted import ScriptedPlayer
 from tests.referee.test_runner import play
 
 WRONG_TYPE = {"message_type": "GAME_JOIN_ACK"}
-IMPOSTOR = {"player_id": "P02", "sender": "player:P02"}
+IMPOSTOR = {"sender": "referee:REF01"}
+SELF_NAMED = {"player_id": "P02", "sender": "player:P02"}  # a fixed id from the agent's own configuration
 
 
 @pytest.mark.parametrize(
     ("edit", "code"),
-    [(WRONG_TYPE, "E002"), (IMPOSTOR, "E012"), ({"sender": "referee:REF01"}, "E012")],
-    ids=["wrong-type", "impostor", "claims-to-be-the-referee"],
+    [(WRONG_TYPE, "E002"), (IMPOSTOR, "E012"), ({"sender": "league_manager"}, "E012")],
+    ids=["wrong-type", "claims-to-be-the-referee", "claims-to-be-the-lm"],
 )
 def test_it_gives_a_technical_loss_after_four_refused_choices(referee, lm, players, edit, code):
     a, url_a = players(ScriptedPlayer("P01", choices=["even"], edits={"choose_parity": [edit]}))
@@ -57,14 +59,16 @@ def test_it_refuses_a_join_ack_of_the_wrong_type_and_invites_again(referee, lm, 
     assert error["error_code"] == "E002" and "GAME_JOIN_ACK" in error["action_required"]
 
 
-def test_it_gives_a_technical_loss_to_a_player_joining_as_someone_else(referee, lm, players):
-    a, url_a = players(ScriptedPlayer("P01", edits={"handle_game_invitation": [{"player_id": "P02"}]}))
-    b, url_b = players(ScriptedPlayer("P02"))
+def test_a_player_that_calls_itself_by_another_id_plays_its_match(referee, lm, players):
+    # A course agent with a fixed id P02 in its configuration, registered as P01: every reply it
+    # sends names P02 (its opponent's id here), from its own endpoint. It is P01 and plays as P01.
+    edits = {"handle_game_invitation": [SELF_NAMED], "choose_parity": [SELF_NAMED]}
+    a, url_a = players(ScriptedPlayer("P01", choices=["even"], edits=edits))
+    b, url_b = players(ScriptedPlayer("P02", choices=["even"]))
     result = play(referee, lm, url_a, url_b)["result"]
-    assert (result["status"], result["winner"], result["technical_loss"]) == ("TECHNICAL_LOSS", "P02", ["P01"])
-    assert len(a.received.of("handle_game_invitation")) == 4
-    assert [e["error_code"] for e in a.received.of("notify_game_error")] == ["E012"] * 4
-    assert b.received.of("choose_parity") == []  # the game never started
+    assert (result["status"], result["technical_loss"]) == ("DRAW", [])
+    assert result["details"]["choices"] == {"P01": "even", "P02": "even"}
+    assert a.received.of("notify_game_error") == [] and b.received.of("notify_game_error") == []
 
 
 def test_it_refuses_bo5_moves_of_the_wrong_type(referee, lm, players):
@@ -81,9 +85,10 @@ def test_it_refuses_bo5_moves_of_the_wrong_type(referee, lm, players):
         {"message_type": "CHOOSE_PARITY_RESPONSE", "player_id": "P01", "sender": "player:P01"},
         {"parity_choice": "even"},  # envelope fields left out: the game's rules judge the move
         {"message_type": "CHOOSE_PARITY_RESPONSE", "sender": "player:Alice"},  # the pre-registration name form
+        {"message_type": "CHOOSE_PARITY_RESPONSE", "player_id": "P07", "sender": "player:P07"},  # its own fixed id
     ],
 )
-def test_it_accepts_replies_that_name_the_player_asked(reply):
+def test_it_accepts_replies_from_the_players_endpoint_whatever_id_they_name(reply):
     assert reply_problem("P01", "CHOOSE_PARITY_CALL", reply) is None
 
 
@@ -91,8 +96,7 @@ def test_it_accepts_replies_that_name_the_player_asked(reply):
     ("reply", "code"),
     [
         ({"message_type": "MOVE_RESPONSE"}, "E002"),
-        ({"player_id": "P07"}, "E012"),
-        ({"sender": "player:P07"}, "E012"),
+        ({"sender": "referee:REF01"}, "E012"),
         ({"sender": "league_manager"}, "E012"),
     ],
 )

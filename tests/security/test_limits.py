@@ -13,6 +13,7 @@ import httpx
 import pytest
 from asgiref.sync import async_to_sync
 
+from league import actions
 from league.bench.server import OVER_LIMIT, ServerBench, production_script
 from league.endpoints import ConnectPolicy, canonical_endpoint
 from league.models import League, Player
@@ -72,6 +73,11 @@ SPELLINGS = [
     "http://127.0.0.1:9301/mcp#seat3",
     "http://127.0.0.1:9301/mcp/",
     "http://127.0.0.2:9301/mcp",
+    "http://127.0.0.1:9301/mcp/.",
+    "http://127.0.0.1:9301//mcp",
+    "http://127.0.0.1:9301/%6dcp",
+    "http://127.0.0.1:9301/x/../mcp",
+    "http://127.0.0.1:9301/mcp;x",
 ]
 
 
@@ -79,15 +85,42 @@ def test_spellings_of_one_endpoint_hold_one_seat(lm_server):
     make_league(rate_limit_per_minute=100_000)
     assert _register(lm_server, "http://127.0.0.1:9301/mcp", "first").json()["result"]["status"] == "ACCEPTED"
     for n, spelling in enumerate(SPELLINGS):
+        # From the endpoint's own machine: the same agent again, in the same seat.
         reply = _register(lm_server, spelling, f"copy{n}").json()["result"]
-        assert (reply["status"], reply["reason"]) == ("REJECTED", "Endpoint already registered"), spelling
+        assert (reply["status"], reply["player_id"]) == ("ACCEPTED", "P01"), spelling
+        # From another machine: refused, whatever the spelling.
+        reg = actions.register_player(None, player_meta(spelling, display_name="x"), None, client_host="10.9.9.9")
+        assert (reg.status, reg.agent_id) == ("REJECTED", "P01"), spelling
+        assert reg.reason.startswith("Endpoint already registered"), spelling
     for legacy in ("http://127.1:9301/mcp", "http://0177.0.0.1:9301/mcp", "http://2130706433:9301/mcp"):
         reply = _register(lm_server, legacy, "legacy").json()["result"]
         assert reply["status"] == "REJECTED" and "legacy spelling of 127.0.0.1" in reply["reason"], legacy
     # The default port is the port: :80 and no port are one endpoint.
     assert _register(lm_server, "http://127.0.0.1/mcp", "eighty").json()["result"]["status"] == "ACCEPTED"
-    assert _register(lm_server, "http://127.0.0.1:80/mcp/", "again").json()["result"]["status"] == "REJECTED"
+    assert _register(lm_server, "http://127.0.0.1:80/mcp/", "again").json()["result"]["player_id"] == "P02"
     assert Player.objects.count() == 2
+
+
+def _loopback_name() -> str | None:
+    """A host name of this machine other than localhost (its own name, when it resolves to loopback)."""
+    try:
+        infos = socket.getaddrinfo(socket.gethostname(), 80)
+    except OSError:
+        return None
+    return socket.gethostname() if {i[4][0] for i in infos} <= {"127.0.0.1", "::1"} else None
+
+
+def test_a_host_name_of_this_machine_is_the_seat_of_127_0_0_1(lm_server):
+    name = _loopback_name()
+    if name is None:
+        pytest.skip("this machine's name does not resolve to loopback")
+    make_league(rate_limit_per_minute=100_000)
+    assert _register(lm_server, "http://127.0.0.1:9302/mcp", "first").json()["result"]["player_id"] == "P01"
+    reg = actions.register_player(
+        None, player_meta(f"http://{name}:9302/mcp", display_name="x"), None, client_host="10.9.9.9"
+    )
+    assert (reg.status, reg.agent_id) == ("REJECTED", "P01")
+    assert Player.objects.get().canonical_endpoint == "http://127.0.0.1:9302/mcp"
 
 
 def test_canonical_endpoint_is_one_form_per_endpoint():
