@@ -32,7 +32,7 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError
 
-from league.endpoints import DEFAULT_PORTS, NetworksPolicy, canonical_endpoint
+from league.endpoints import NetworksPolicy
 from league.ratelimit import Bucket, limiter
 from league.standings import standing_dict
 from leagueproto.client import NO_RETRY, AgentClient, CallFailed, CallResult
@@ -530,7 +530,24 @@ def match_steps(log: list[dict[str, Any]], peer: str, game_type: str, timeouts: 
             _invalid_answer(step, str(answer.get("problem", "")), error, game_type, peer)
         elif step.message_type == "GAME_INVITATION" and answer["message"].get("accept", True) in (False, "false"):
             step.judge(FAIL, "declined the invitation", "Answer GAME_JOIN_ACK with accept: true.", SEE_MATCH)
+        else:
+            _other_name(step, peer)
     return steps
+
+
+def _other_name(step: Step, asked_as: str) -> None:
+    """A reply that names the agent by another id: the league takes it (an agent is its endpoint
+    and token, docs/protocol.md "Who an agent is"), so this is advice, not a failure."""
+    named = announced_id(step)
+    if named is not None and named != asked_as:
+        step.judge(
+            WARN,
+            f"answered as {named}, not {asked_as}",
+            f"Answer as the player you were asked as (player_id {asked_as!r}, sender 'player:{asked_as}'): "
+            "the league still takes your reply (your endpoint says who you are), but logs the mismatch "
+            "and shows it on your page; if your agent is registered under another id, give that id to the check.",
+            see("who-an-agent-is"),
+        )
 
 
 @dataclass(frozen=True)
@@ -543,27 +560,20 @@ class Registration:
 
 
 def find_registration(endpoint: str) -> Registration | None:
-    """The seat of the player at ``endpoint`` (compared in ``canonical_endpoint``'s spelling) in a
-    league of this LM not finished, else in the latest finished one; None when it has none, or
-    when this machine has no league database (the command run on a student's own machine).
-    Reads the endpoints of players not removed, only those naming the port when it is not the
-    scheme's default (any spelling of the endpoint then names it): a few rows, once per check."""
+    """The seat of the player at ``endpoint`` (its ``seat_endpoint``, the indexed form every
+    registration is stored in) in a league of this LM not finished, else in the latest finished
+    one; None when it has none, or when this machine has no league database (the command run on
+    a student's own machine)."""
     from league.models import IN_PROGRESS, AgentStatus, League, Player
+    from league.seats import seat_endpoint
 
-    wanted = canonical_endpoint(endpoint)
-    players = Player.objects.exclude(status=AgentStatus.REMOVED).order_by("-registered_at")
-    scheme, _, rest = wanted.partition("://")
-    port = rest.split("/", 1)[0].rpartition(":")[2]
-    if port.isdigit() and int(port) != DEFAULT_PORTS.get(scheme):
-        players = players.filter(endpoint__contains=f":{port}")
+    players = (
+        Player.objects.filter(canonical_endpoint=seat_endpoint(endpoint))
+        .exclude(status=AgentStatus.REMOVED)
+        .order_by("-registered_at")
+    )
     try:
-        seats = [
-            (player_id, league_id, status)
-            for player_id, league_id, status, url in players.values_list(
-                "player_id", "league__league_id", "league__status", "endpoint"
-            ).iterator()
-            if canonical_endpoint(url) == wanted
-        ]
+        seats = list(players.values_list("player_id", "league__league_id", "league__status"))
     except DatabaseError:  # no such table: not run on a League Manager
         return None
     unfinished = IN_PROGRESS + (League.Status.INITIALIZING,)

@@ -223,11 +223,12 @@ def test_an_answer_left_for_later_and_an_answer_under_another_id_are_explained()
     steps = {s.message_type: s for s in report.steps if s.message_type != "CHOOSE_PARITY_CALL"}
     later, impostor = [s for s in report.steps if s.message_type == "CHOOSE_PARITY_CALL"]
     assert later.verdict == FAIL and "in the HTTP reply itself" in later.fix and later.anchor == "how-a-match-runs"
-    assert impostor.verdict == FAIL and "player_id 'P01'" in impostor.fix and "give that id" in impostor.fix
+    # Another id in the reply: the league takes it (the endpoint says who the agent is), with advice.
+    assert impostor.verdict == WARN and "player_id 'P01'" in impostor.fix and "give that id" in impostor.fix
     assert steps["ROUND_ANNOUNCEMENT"].fix.startswith("Serve the tool notify_round")
     assert steps["ROUND_ANNOUNCEMENT"].verdict == WARN  # a notice: advice
     assert steps["GAME_OVER"].verdict == OK  # the match itself ends normally for the check
-    assert report.match_result["technical_loss"] == ["P01"]
+    assert report.match_result["technical_loss"] == []
 
 
 def test_an_agent_called_p02_plays_the_house_bot_as_p01():

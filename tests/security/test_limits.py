@@ -15,9 +15,10 @@ from asgiref.sync import async_to_sync
 
 from league import actions
 from league.bench.server import OVER_LIMIT, ServerBench, production_script
-from league.endpoints import ConnectPolicy, canonical_endpoint
+from league.endpoints import ConnectPolicy
 from league.models import League, Player
 from leagueproto.client import AgentClient, CallFailed
+from leagueproto.endpoints import canonical_endpoint
 from leagueproto.errors import ErrorCode
 from leaguesite.management.commands.runserver import requested_host
 from tests.league.lm_support import make_league, message, player_meta, post
