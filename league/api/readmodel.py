@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db.models import Count, Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from league import standings as standings_service
@@ -89,7 +90,10 @@ def result_rows(results: Iterable[MatchResult]) -> list[ResultRow]:
 
 
 def _results(league: League):
-    return league.results.select_related("match__player_a", "match__player_b", "match__round").order_by("id")
+    # The match logs (the bulk of a result row) are for the match page, never for the tables.
+    return (
+        league.results.select_related("match__player_a", "match__player_b", "match__round").defer("log").order_by("id")
+    )
 
 
 def standings(league: League, results: list[MatchResult] | None = None) -> list[dict[str, Any]]:
@@ -207,15 +211,34 @@ def matches_queryset(league: League):
     )
 
 
+# The columns of a scheduled match (``rounds``): plain rows, since the schedule has every match
+# of the league (4,950 for 100 players) and model instances cost several times the query.
+SCHEDULED_FIELDS = (
+    "round_id",
+    "match_id",
+    "status",
+    "player_a__player_id",
+    "player_a__display_name",
+    "player_b__player_id",
+    "player_b__display_name",
+    "referee__referee_id",
+    "result__points_a",
+    "result__points_b",
+    "result__technical_loss_a",
+    "result__technical_loss_b",
+    "result__details",
+)
+
+
 def rounds(league: League) -> list[dict[str, Any]]:
     """The schedule, round by round, with how far each round got."""
-    matches_by_round: dict[int, list[Match]] = defaultdict(list)
-    for match in matches_queryset(league):
-        matches_by_round[match.round_id].append(match)
+    matches_by_round: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    rows = Match.objects.filter(league=league).order_by("round__number", "id").values_list(*SCHEDULED_FIELDS)
+    for row in rows:
+        matches_by_round[row[0]].append(_scheduled(*row[1:]))
     out = []
     for rnd in Round.objects.filter(league=league).order_by("number"):
         matches = matches_by_round.get(rnd.id, [])
-        finished = sum(1 for m in matches if m.status == Match.Status.FINISHED)
         out.append(
             {
                 "number": rnd.number,
@@ -223,43 +246,45 @@ def rounds(league: League) -> list[dict[str, Any]]:
                 "announced_at": _iso(rnd.announced_at),
                 "completed_at": _iso(rnd.completed_at),
                 "matches_total": len(matches),
-                "matches_finished": finished,
-                "matches": [_scheduled(m) for m in matches],
+                "matches_finished": sum(1 for m in matches if m["status"] == Match.Status.FINISHED),
+                "matches": matches,
             }
         )
     return out
 
 
-def _scheduled(match: Match) -> dict[str, Any]:
+def _scheduled(
+    match_id: str,
+    status: str,
+    a: str,
+    a_name: str,
+    b: str,
+    b_name: str,
+    referee_id: str | None,
+    points_a: int | None,
+    points_b: int | None,
+    technical_a: bool | None,
+    technical_b: bool | None,
+    details: Any,
+) -> dict[str, Any]:
     """A match of the schedule: who plays whom (ids and names) and, once played, the result."""
-    try:
-        result: MatchResult | None = match.result
-    except MatchResult.DoesNotExist:
-        result = None
-    a, b = match.player_a, match.player_b
     row: dict[str, Any] = {
-        "match_id": match.match_id,
-        "player_a": a.player_id,
-        "player_b": b.player_id,
-        "player_a_name": a.display_name,
-        "player_b_name": b.display_name,
-        "status": match.status,
-        "referee_id": match.referee.referee_id if match.referee_id else None,
+        "match_id": match_id,
+        "player_a": a,
+        "player_b": b,
+        "player_a_name": a_name,
+        "player_b_name": b_name,
+        "status": status,
+        "referee_id": referee_id,
         "result": None,
     }
-    if result is not None:
-        winner = (
-            a.player_id
-            if result.points_a > result.points_b
-            else b.player_id
-            if result.points_b > result.points_a
-            else None
+    if points_a is not None and points_b is not None:
+        winner = a if points_a > points_b else b if points_b > points_a else None
+        games = games_score(details)
+        label = (
+            f"{games[a]}–{games[b]}" if games is not None and a in games and b in games else f"{points_a}–{points_b}"
         )
-        row["result"] = {
-            "winner": winner,
-            "label": _result_label(result, a.player_id, b.player_id, games_score(result.details)),
-            "technical": result.technical_loss_a or result.technical_loss_b,
-        }
+        row["result"] = {"winner": winner, "label": label, "technical": bool(technical_a or technical_b)}
     return row
 
 
@@ -327,19 +352,16 @@ def league_summary(league: League) -> dict[str, Any]:
 
 
 def recent_matches(league: League, limit: int = RECENT_MATCHES) -> list[dict[str, Any]]:
-    """The feed: finished and running matches, newest first."""
-    qs = (
-        matches_queryset(league)
-        .filter(status__in=(Match.Status.FINISHED, *RUNNING_MATCH))
-        .order_by("-finished_at", "-assigned_at", "-id")
+    """The feed: running matches, then the latest finished ones, newest first (two queries that
+    read ``limit`` rows at most, whatever the league's size)."""
+    qs = matches_queryset(league)
+    running = list(qs.filter(status__in=RUNNING_MATCH).order_by("-assigned_at", "-id")[:limit])
+    finished = list(
+        qs.filter(status=Match.Status.FINISHED).order_by(Coalesce("finished_at", "result__reported_at").desc(), "-id")[
+            : max(0, limit - len(running))
+        ]
     )
-    running = [m for m in qs if m.status != Match.Status.FINISHED]
-    finished = sorted(
-        (m for m in qs if m.status == Match.Status.FINISHED),
-        key=lambda m: (m.finished_at or m.result.reported_at, m.id),
-        reverse=True,
-    )
-    return [match_summary(m) for m in (running + finished)[:limit]]
+    return [match_summary(m) for m in running + finished]
 
 
 def league_note(

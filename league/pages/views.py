@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
-from league.api import profiles, readmodel
+from league.api import live, profiles, readmodel
 from league.api.views import leagues_with_counts
 from league.models import League, MatchResult, Player, Referee
 
@@ -61,7 +61,7 @@ def registration_command(mcp_url: str, league_id: str, game_type: str) -> str:
 
 
 def league_detail(request: HttpRequest, league_id: str) -> HttpResponse:
-    snapshot = readmodel.snapshot(league_id)
+    snapshot = live.current_data(league_id)  # the one built for the league's version, shared
     if snapshot is None:
         get_object_or_404(League, league_id=league_id)
     mcp_url = request.build_absolute_uri(reverse("mcp"))
