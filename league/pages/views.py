@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 
-from django.http import HttpRequest, HttpResponse
+from django.core.cache import cache
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
@@ -61,20 +64,26 @@ def registration_command(mcp_url: str, league_id: str, game_type: str) -> str:
 
 
 def league_detail(request: HttpRequest, league_id: str) -> HttpResponse:
-    snapshot = live.current_data(league_id)  # the one built for the league's version, shared
+    """The league page, rendered once per league version (and address of /mcp) and shared by
+    every viewer, like the snapshot it shows (``league.api.live``): a class opening the page
+    together costs one rendering, not one each."""
+    snapshot = live.current(league_id)
     if snapshot is None:
-        get_object_or_404(League, league_id=league_id)
+        raise Http404(f"no league {league_id!r}")
     mcp_url = request.build_absolute_uri(reverse("mcp"))
-    return render(
-        request,
-        "league/league_detail.html",
-        {
-            "s": snapshot,
+    key = f"live-page:{snapshot.version}:{hashlib.blake2b(mcp_url.encode(), digest_size=8).hexdigest()}"
+    page = cache.get(key)
+    if page is None:
+        data = snapshot.data()
+        context = {
+            "s": data,
             "league_id": league_id,
             "mcp_url": mcp_url,
-            "curl": registration_command(mcp_url, league_id, snapshot["league"]["game_type"]),
-        },
-    )
+            "curl": registration_command(mcp_url, league_id, data["league"]["game_type"]),
+        }
+        page = render_to_string("league/league_detail.html", context, request)
+        cache.set(key, page, live.SNAPSHOT_TTL)
+    return HttpResponse(page)
 
 
 def match_detail(request: HttpRequest, league_id: str, match_id: str) -> HttpResponse:
