@@ -8,7 +8,6 @@ service, :mod:`league.standings`.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
 from typing import Any
 
 from django.db.models import Count, Q
@@ -19,7 +18,7 @@ from league import standings as standings_service
 from league import tournament
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Round
 from league.tournament import Call, Played
-from leagueproto.scoring import TIE_BREAK_RULE, TIE_BREAK_TEXT, ResultRow
+from leagueproto.scoring import TIE_BREAK_RULE, TIE_BREAK_TEXT
 
 RUNNING_MATCH = (Match.Status.ASSIGNED, Match.Status.RUNNING)
 RECENT_MATCHES = 30
@@ -51,22 +50,39 @@ def games_score(details: Any) -> dict[str, int] | None:
     return scores
 
 
-def played_of(results: Iterable[MatchResult]) -> list[Played]:
-    """Finished matches as :class:`league.tournament.Played` rows."""
+# The columns of a finished match as the tables read it (``played``): plain rows, since a league
+# has up to thousands of results and model instances cost several times the query.
+PLAYED_FIELDS = (
+    "match__match_id",
+    "match__round__number",
+    "match__player_a__player_id",
+    "match__player_b__player_id",
+    "points_a",
+    "points_b",
+    "technical_loss_a",
+    "technical_loss_b",
+    "details",
+)
+
+
+def played(league: League) -> list[Played]:
+    """Every finished match of ``league`` as :class:`league.tournament.Played`, in the order
+    the results were recorded (one query)."""
     out = []
-    for r in results:
-        a, b = r.match.player_a.player_id, r.match.player_b.player_id
-        games = games_score(r.details)
+    for match_id, number, a, b, points_a, points_b, tech_a, tech_b, details in league.results.order_by(
+        "id"
+    ).values_list(*PLAYED_FIELDS):
+        games = games_score(details)
         out.append(
             Played(
-                match_id=r.match.match_id,
-                round=r.match.round.number,
+                match_id=match_id,
+                round=number,
                 player_a=a,
                 player_b=b,
-                points_a=r.points_a,
-                points_b=r.points_b,
-                technical_a=r.technical_loss_a,
-                technical_b=r.technical_loss_b,
+                points_a=points_a,
+                points_b=points_b,
+                technical_a=tech_a,
+                technical_b=tech_b,
                 games_a=games.get(a) if games else None,
                 games_b=games.get(b) if games else None,
             )
@@ -74,36 +90,14 @@ def played_of(results: Iterable[MatchResult]) -> list[Played]:
     return out
 
 
-def result_rows(results: Iterable[MatchResult]) -> list[ResultRow]:
-    return [
-        ResultRow(
-            match_id=r.match.match_id,
-            player_a=r.match.player_a.player_id,
-            player_b=r.match.player_b.player_id,
-            points_a=r.points_a,
-            points_b=r.points_b,
-            technical_loss_a=r.technical_loss_a,
-            technical_loss_b=r.technical_loss_b,
-        )
-        for r in results
-    ]
-
-
-def _results(league: League):
-    # The match logs (the bulk of a result row) are for the match page, never for the tables.
-    return (
-        league.results.select_related("match__player_a", "match__player_b", "match__round").defer("log").order_by("id")
-    )
-
-
-def standings(league: League, results: list[MatchResult] | None = None) -> list[dict[str, Any]]:
+def standings(league: League, results: list[Played] | None = None) -> list[dict[str, Any]]:
     """Ranked standings with display names and statuses, and for each row the tie-break that
     placed it below the row above (``decided_by``), its move since the latest round began and its
     recent form."""
     players = {p.player_id: p for p in league.players.all()}
-    results = results if results is not None else list(_results(league))
+    results = results if results is not None else played(league)
     ranked = standings_service.rank(
-        ((p.player_id, p.display_name, p.status) for p in players.values()), result_rows(results)
+        ((p.player_id, p.display_name, p.status) for p in players.values()), [p.row() for p in results]
     )
     out = []
     for row, name in ranked:
@@ -112,10 +106,9 @@ def standings(league: League, results: list[MatchResult] | None = None) -> list[
         entry["decided_by"] = row.decided_by
         entry["decided_by_text"] = TIE_BREAK_TEXT.get(row.decided_by, "") if row.decided_by else ""
         out.append(entry)
-    played = played_of(results)
     ids = [row["player_id"] for row in out]
-    moves = tournament.rank_moves(ids, played, {row["player_id"]: row["rank"] for row in out})
-    form = tournament.recent_form(ids, played)
+    moves = tournament.rank_moves(ids, results, {row["player_id"]: row["rank"] for row in out})
+    form = tournament.recent_form(ids, results)
     for row in out:
         row["rank_change"] = moves[row["player_id"]]
         row["form"] = [{k: f[k] for k in ("mark", "match_id", "technical", "score")} for f in form[row["player_id"]]]
@@ -308,15 +301,15 @@ def progress(league: League) -> dict[str, Any]:
     }
 
 
-def points_over_rounds(league: League, results: list[MatchResult] | None = None) -> dict[str, Any]:
+def points_over_rounds(league: League, results: list[Played] | None = None) -> dict[str, Any]:
     """Each player's cumulative points after every round that has results (the chart's data)."""
-    results = results if results is not None else list(_results(league))
+    results = results if results is not None else played(league)
     players = list(league.players.order_by("id"))
-    numbers = sorted({r.match.round.number for r in results})
+    numbers = sorted({r.round for r in results})
     per_round: dict[int, Counter] = defaultdict(Counter)
     for r in results:
-        per_round[r.match.round.number][r.match.player_a.player_id] += r.points_a
-        per_round[r.match.round.number][r.match.player_b.player_id] += r.points_b
+        per_round[r.round][r.player_a] += r.points_a
+        per_round[r.round][r.player_b] += r.points_b
     series = []
     for player in players:
         total, points = 0, []
@@ -497,7 +490,7 @@ def snapshot(league_id: str) -> dict[str, Any] | None:
     league = League.objects.select_related("champion").filter(league_id=league_id).first()
     if league is None:
         return None
-    results = list(_results(league))
+    results = played(league)
     summary, prog = league_summary(league), progress(league)
     table = standings(league, results)
     big = len(table) > CROSSTABLE_MAX_PLAYERS
@@ -509,7 +502,7 @@ def snapshot(league_id: str) -> dict[str, Any] | None:
         "progress": prog,
         "standings": table,
         "tie_break_rule": TIE_BREAK_RULE,
-        "crosstable": None if big else tournament.crosstable(table, played_of(results)),
+        "crosstable": None if big else tournament.crosstable(table, results),
         "rounds": rounds(league),
         "recent_matches": recent_matches(league),
         "chart": points_over_rounds(league, results),
