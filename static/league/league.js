@@ -333,6 +333,8 @@
     };
   }
   renderChart(state.chart);
+  renderCrosstable(state.crosstable);  // the server leaves these two to the script
+  renderRounds(state.rounds);
   applyFollow();
   connect();
 })();
