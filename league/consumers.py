@@ -33,10 +33,12 @@ from league.models import League, league_id_problem
 
 log = logging.getLogger(__name__)
 
-# At most one push per THROTTLE seconds (and never sooner after the last than the snapshot took
-# to build, so building for viewers takes at most half of a core): the page is never more than
-# that late, however busy the league.
+# At most one push per THROTTLE seconds: a page is never more than that late, however busy the
+# league. And the reads for the pushes take at most 1/READ_SHARE of a core: after a push that cost
+# C seconds of CPU (a snapshot built for a new version), the next waits (READ_SHARE - 1) × C at
+# least, so that the recording of results always has the rest.
 THROTTLE = 0.25
+READ_SHARE = 4
 # A look at the league's version this often when no event came: changes made by a process whose
 # events cannot reach this one (the conductor on the in-memory channel layer).
 POLL = 2.0
@@ -131,17 +133,16 @@ class Audience:
             self.changed.set()
 
     async def push_loop(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.changed.wait(), POLL)
             self.changed.clear()
-            started = loop.time()
             try:
                 await self.push()
             except Exception:  # a failed read is tried again on the next tick
                 log.exception("push to the viewers of %s failed", self.league_id)
-            await asyncio.sleep(max(THROTTLE, loop.time() - started))
+            cost = self.step.cpu_seconds if self.step else 0.0
+            await asyncio.sleep(max(THROTTLE, (READ_SHARE - 1) * cost))
 
     async def refresh(self) -> bool:
         """Move to the league's current version; False when the league is gone."""

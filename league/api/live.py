@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,16 +194,19 @@ class Step:
     snapshot: Snapshot
     data: dict[str, Any]
     patch: dict[str, Any] | None
+    cpu_seconds: float = 0.0  # what reading it cost this thread (the build, when it built it)
 
 
 def step(league_id: str, previous: dict[str, Any] | None, previous_version: str | None) -> Step | None:
     """The league's current snapshot and the patch from ``previous`` (at ``previous_version``)
     to it; None when there is no such league. Done once per change for all of a process's
     viewers (``league.consumers.Audience``)."""
+    began = time.thread_time()
     snapshot = current(league_id)
     if snapshot is None:
         return None
     if previous is not None and snapshot.version == previous_version:
-        return Step(snapshot, previous, None)
+        return Step(snapshot, previous, None, time.thread_time() - began)
     data = snapshot.data()
-    return Step(snapshot, data, diff(previous, data) if previous is not None else None)
+    patch = diff(previous, data) if previous is not None else None
+    return Step(snapshot, data, patch, time.thread_time() - began)

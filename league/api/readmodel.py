@@ -61,7 +61,7 @@ PLAYED_FIELDS = (
     "points_b",
     "technical_loss_a",
     "technical_loss_b",
-    "details",
+    "details__scores",  # only the games' score of the details (decoding them all costs more than the rest)
 )
 
 
@@ -219,7 +219,7 @@ SCHEDULED_FIELDS = (
     "result__points_b",
     "result__technical_loss_a",
     "result__technical_loss_b",
-    "result__details",
+    "result__details__scores",
 )
 
 
@@ -258,7 +258,7 @@ def _scheduled(
     points_b: int | None,
     technical_a: bool | None,
     technical_b: bool | None,
-    details: Any,
+    scores: Any,
 ) -> dict[str, Any]:
     """A match of the schedule: who plays whom (ids and names) and, once played, the result."""
     row: dict[str, Any] = {
@@ -273,7 +273,7 @@ def _scheduled(
     }
     if points_a is not None and points_b is not None:
         winner = a if points_a > points_b else b if points_b > points_a else None
-        games = games_score(details)
+        games = games_score({"scores": scores})
         label = (
             f"{games[a]}–{games[b]}" if games is not None and a in games and b in games else f"{points_a}–{points_b}"
         )
