@@ -160,15 +160,17 @@ class Audience:
         return True
 
     async def push(self) -> None:
-        """Send every viewer what changed since the last push: one text, encoded once."""
-        previous = self.step
+        """Send every viewer what changed since the last push: one text, encoded once. The
+        events sent are those heard before the league was read, so a page never hears of an
+        event before it can see what the event changed."""
+        previous, news = self.step, self.news
+        self.news = []
         async with self.ready:
             if not await self.refresh():
                 for viewer in list(self.viewers):
                     await viewer.close(code=4404)
                 return
-        step, news = self.step, self.news
-        self.news = []
+        step = self.step
         moved = previous is None or step.snapshot.version != previous.snapshot.version
         if not moved and not news and self.counted == len(self.viewers):
             return
