@@ -186,7 +186,7 @@ class Audience:
         text = orjson.dumps(message).decode()
         brief = orjson.dumps({**message, "type": "changed", "data": None, "moved": moved}).decode()
         for viewer in list(self.viewers):
-            await viewer.send(text_data=brief if viewer.brief else text)
+            viewer.offer(brief if viewer.brief else text)
 
 
 # The audiences of this process, by league id: each removes itself when its last viewer leaves.
@@ -207,6 +207,16 @@ class LeagueConsumer(AsyncJsonWebsocketConsumer):
 
     audience: Audience | None = None
     brief = False
+    sending: asyncio.Task | None = None
+
+    def offer(self, text: str) -> None:
+        """Send ``text`` unless this page is still taking the previous push: a slow page (a
+        phone on a weak network) never holds up the others, and skips patches instead of
+        queueing them; the next patch it takes does not follow its version, so it asks for the
+        snapshot again."""
+        if self.sending is not None and not self.sending.done():
+            return
+        self.sending = asyncio.create_task(self.send(text_data=text))
 
     async def connect(self) -> None:
         league_id = self.scope["url_route"]["kwargs"]["league_id"]
