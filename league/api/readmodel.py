@@ -69,10 +69,9 @@ def played(league: League) -> list[Played]:
     """Every finished match of ``league`` as :class:`league.tournament.Played`, in the order
     the results were recorded (one query)."""
     out = []
-    for match_id, number, a, b, points_a, points_b, tech_a, tech_b, details in league.results.order_by(
-        "id"
-    ).values_list(*PLAYED_FIELDS):
-        games = games_score(details)
+    rows = league.results.order_by("id").values_list(*PLAYED_FIELDS)
+    for match_id, number, a, b, points_a, points_b, tech_a, tech_b, scores in rows:
+        games = games_score({"scores": scores})
         out.append(
             Played(
                 match_id=match_id,
