@@ -28,45 +28,60 @@ class Spectator:
         self.bytes = 0
         self.state: dict[str, Any] | None = None
         self.version: str | None = None
+        self.drops = 0  # sockets closed under the page (it opens another)
+        self.dropped = ""  # why the last one closed
         self.error = ""
 
     async def watch(self, client: Any, stop: asyncio.Event) -> None:
+        """Load the page, then follow the websocket until the league ends; a dropped socket is
+        opened again after a pause and starts from a new snapshot, as the page does."""
         import websockets
-
-        from league.api import live
 
         began = time.perf_counter()
         try:
             response = await client.get(f"{self.base}/leagues/{self.league_id}/")
             response.raise_for_status()
             self.page_ms = round((time.perf_counter() - began) * 1000, 1)
-            url = self.base.replace("http://", "ws://") + f"/ws/leagues/{self.league_id}/"
-            opened = time.perf_counter()
-            async with websockets.connect(url, origin="http://127.0.0.1", max_size=None) as ws:
-                while not stop.is_set() and not self.completed():
-                    try:
-                        text = await asyncio.wait_for(ws.recv(), 0.5)
-                    except TimeoutError:
-                        continue
-                    self.bytes += len(text)
-                    message = json.loads(text)
-                    if message["type"] == "snapshot":
-                        if self.snapshot_ms is None:
-                            self.snapshot_ms = round((time.perf_counter() - opened) * 1000, 1)
-                        self.state, self.version = message["data"], message["version"]
-                        self.refreshes.append(time.time())
-                    elif message["type"] == "patch" and message["data"] is not None:
-                        if message["version"] == self.version:
-                            continue
-                        if message["from"] != self.version:
-                            self.resyncs += 1
-                            await ws.send(json.dumps({"type": "snapshot"}))
-                            continue
-                        self.state = live.apply(self.state, message["data"])
-                        self.version = message["version"]
-                        self.refreshes.append(time.time())
+            while not stop.is_set() and not self.completed():
+                try:
+                    await self.follow(stop)
+                except websockets.ConnectionClosed as exc:
+                    self.drops += 1
+                    self.dropped = f"{type(exc).__name__}: {exc}"
+                    await asyncio.sleep(0.5)
         except Exception as exc:  # reported, and the bench fails on it
             self.error = f"{type(exc).__name__}: {exc}"
+
+    async def follow(self, stop: asyncio.Event) -> None:
+        import websockets
+
+        from league.api import live
+
+        url = self.base.replace("http://", "ws://") + f"/ws/leagues/{self.league_id}/"
+        opened = time.perf_counter()
+        async with websockets.connect(url, origin="http://127.0.0.1", max_size=None) as ws:
+            while not stop.is_set() and not self.completed():
+                try:
+                    text = await asyncio.wait_for(ws.recv(), 0.5)
+                except TimeoutError:
+                    continue
+                self.bytes += len(text)
+                message = json.loads(text)
+                if message["type"] == "snapshot":
+                    if self.snapshot_ms is None:
+                        self.snapshot_ms = round((time.perf_counter() - opened) * 1000, 1)
+                    self.state, self.version = message["data"], message["version"]
+                    self.refreshes.append(time.time())
+                elif message["type"] == "patch" and message["data"] is not None:
+                    if message["version"] == self.version:
+                        continue
+                    if message["from"] != self.version:
+                        self.resyncs += 1
+                        await ws.send(json.dumps({"type": "snapshot"}))
+                        continue
+                    self.state = live.apply(self.state, message["data"])
+                    self.version = message["version"]
+                    self.refreshes.append(time.time())
 
     def completed(self) -> bool:
         return bool(self.state) and self.state["league"]["status"] == "COMPLETED"
@@ -78,6 +93,8 @@ class Spectator:
             "snapshot_ms": self.snapshot_ms,
             "refreshes": self.refreshes,
             "resyncs": self.resyncs,
+            "drops": self.drops,
+            "dropped": self.dropped,
             "bytes": self.bytes,
             "finished": progress.get("matches_finished"),
             "error": self.error,

@@ -4,7 +4,8 @@ run, unwatched and then watched by N spectators, and the two times are compared.
 Each spectator does what the league page does (static/league/league.js): it loads the page
 (``GET /leagues/<id>/``, the first full page), opens ``ws/leagues/<id>/``, takes the snapshot,
 applies every pushed patch to its state (``league.api.live.apply``, the page's ``applyPatch``)
-and asks for the snapshot again when a patch does not follow its version. Spectators arrive
+and asks for the snapshot again when a patch does not follow its version; a socket closed under
+it is opened again (counted as a drop) and starts from a new snapshot. Spectators arrive
 spread over the league's first seconds (new viewers while results come in), in
 ``--spectator-procs`` processes of their own (``python -m league.bench.spectator``), so that
 their cost is not the bench's. Each reports its first-page and snapshot latencies, the times of
@@ -141,6 +142,9 @@ class SpectatorsBench:
             "longest_wait_max_s": round(max(waits), 3) if waits else None,
             "refreshes_per_page": percentiles([len(p["refreshes"]) for p in pages]),
             "resyncs": sum(p["resyncs"] for p in pages),
+            # Sockets the LM closed under a page (which opened another), and the last reason.
+            "drops": sum(p["drops"] for p in pages),
+            "drop_reasons": sorted({p["dropped"] for p in pages if p["dropped"]})[:3],
             "pushed_mib_per_page": percentiles([p["bytes"] / 2**20 for p in pages]),
             "lm_watched": next(iter(lm.values()), {}),
             "lm_unwatched": next(iter(lm_unwatched.values()), {}),
