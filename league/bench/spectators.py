@@ -28,7 +28,7 @@ from league.bench.processes import Child, split
 from league.models import League
 
 # How long the watched league's pages are given, once it completed, to show its end.
-SETTLE_SECONDS = 5.0
+SETTLE_SECONDS = 20.0
 
 
 @dataclass
