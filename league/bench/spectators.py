@@ -148,6 +148,10 @@ class SpectatorsBench:
             "pushed_mib_per_page": percentiles([p["bytes"] / 2**20 for p in pages]),
             "lm_watched": next(iter(lm.values()), {}),
             "lm_unwatched": next(iter(lm_unwatched.values()), {}),
+            # The spectators run on the same machine: their CPU is taken from the league's.
+            "spectators_cpu_seconds": round(
+                sum(v["cpu_seconds"] for v in watched["processes"].values() if v["role"] == "spectators"), 2
+            ),
             "processes_watched": watched["processes"],
             "errors": errors,
             "valid": not errors,
