@@ -83,13 +83,13 @@ class Audience:
         if audience is None or audience.loop is not asyncio.get_running_loop():
             # (another event loop's audience is a dead one: a test's server that was stopped)
             audience = _audiences[league_id] = cls(league_id)
-        async with audience.ready:
+        async with audience.ready:  # (viewers arriving together start it once)
             if audience.step is None and not await audience.refresh():
                 if not audience.viewers and _audiences.get(league_id) is audience:
                     del _audiences[league_id]
                 return None
-        if not audience.tasks:
-            await audience.start()
+            if not audience.tasks:
+                await audience.start()
         return audience
 
     def add(self, viewer: LeagueConsumer) -> str:
