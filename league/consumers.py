@@ -1,25 +1,49 @@
-"""The dashboard's websockets: one group per league, and the league list.
+"""The dashboard's websockets: a league's viewers, and the league list.
 
-Thin on purpose. ``LeagueConsumer`` joins the league's group, sends a snapshot on connect so the
-page is current, then forwards every ``league.event`` as it comes. ``LeagueListConsumer`` (the
-home page) joins the group of every league and ``LEAGUES_GROUP``, where a league's creation or
-deletion is announced (``announce_leagues``), and joins each new league's group as it appears.
-The ORM runs in ``database_sync_to_async``.
+A league's viewers in this process share one :class:`Audience`: the one member of the league's
+channel layer group here, so an event costs one message per process, not one per viewer. On
+events (or every ``POLL`` seconds, for changes made where this process cannot hear them) it reads
+the league's snapshot at its current version (built once per version and shared,
+``league.api.live``), works out the patch from what it sent last, and sends that one encoded
+text to every viewer: at most one push per ``THROTTLE`` seconds, never later than that (a busy
+league is pushed to on every tick, not postponed). ``LeagueConsumer`` is thin: it joins the
+audience, sends the audience's snapshot on connect, and leaves. ``LeagueListConsumer`` (the home
+page) joins the group of every league and ``LEAGUES_GROUP``, where a league's creation or
+deletion is announced (``announce_leagues``). The ORM runs in ``database_sync_to_async``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from functools import partial
 from typing import Any
 
+import orjson
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.layers import get_channel_layer
 from django.db import transaction
 
 from league import events
-from league.api import readmodel
+from league.api import live
 from league.events import LEAGUES_GROUP, group_name
 from league.models import League, league_id_problem
+
+log = logging.getLogger(__name__)
+
+# At most one push per THROTTLE seconds: a page is never more than that late, however busy the
+# league. And the reads for the pushes take at most 1/READ_SHARE of a core: after a push that cost
+# C seconds of CPU (a snapshot built for a new version), the next waits (READ_SHARE - 1) × C at
+# least, so that the recording of results always has the rest.
+THROTTLE = 0.25
+READ_SHARE = 4
+# A look at the league's version this often when no event came: changes made by a process whose
+# events cannot reach this one (the conductor on the in-memory channel layer).
+POLL = 2.0
+# The events named in one push, at most (the page shows the latest).
+EVENTS_PER_PUSH = 20
 
 
 def announce_leagues(change: str, league_id: str) -> None:
@@ -28,37 +52,203 @@ def announce_leagues(change: str, league_id: str) -> None:
     transaction.on_commit(partial(events.send, [(LEAGUES_GROUP, change, {"league_id": league_id})]))
 
 
-class LeagueConsumer(AsyncJsonWebsocketConsumer):
-    """ws/leagues/<league_id>/: {"type": "snapshot", "data": …} first, then {"type": "event", …}."""
+def _snapshot_text(version: str, viewers: int, data: str) -> str:
+    """The snapshot message around ``data``, the snapshot's JSON as encoded once per version."""
+    return f'{{"type":"snapshot","version":"{version}","viewers":{viewers},"data":{data}}}'
 
-    group: str | None = None
+
+class Audience:
+    """The viewers of one league in this process, and the one task that pushes to them."""
+
+    def __init__(self, league_id: str) -> None:
+        self.league_id = league_id
+        self.group = group_name(league_id)
+        self.viewers: set[LeagueConsumer] = set()
+        self.step: live.Step | None = None
+        self.snapshot_json = ""  # the snapshot at the version the viewers were last sent
+        self.news: list[dict[str, Any]] = []
+        self.changed = asyncio.Event()
+        self.counted = 0  # the viewer count the pages were last told
+        self.tasks: list[asyncio.Task] = []
+        self.ready = asyncio.Lock()
+        self.loop = asyncio.get_running_loop()
+        self.channel = ""
+
+    # -- who is watching ------------------------------------------------------------------
+    @classmethod
+    async def open(cls, league_id: str) -> Audience | None:
+        """The league's audience in this process, at a version it can send a new viewer; None
+        when there is no such league."""
+        audience = _audiences.get(league_id)
+        if audience is None or audience.loop is not asyncio.get_running_loop():
+            # (another event loop's audience is a dead one: a test's server that was stopped)
+            audience = _audiences[league_id] = cls(league_id)
+        async with audience.ready:  # (viewers arriving together start it once)
+            if audience.step is None and not await audience.refresh():
+                if not audience.viewers and _audiences.get(league_id) is audience:
+                    del _audiences[league_id]
+                return None
+            if not audience.tasks:
+                await audience.start()
+        return audience
+
+    def add(self, viewer: LeagueConsumer) -> str:
+        """Count ``viewer`` in; the snapshot to send it (every later push patches that one)."""
+        self.viewers.add(viewer)
+        self.changed.set()  # the count shown on the pages
+        return self.snapshot_text()
+
+    def snapshot_text(self) -> str:
+        return _snapshot_text(self.step.snapshot.version, len(self.viewers), self.snapshot_json)
+
+    async def leave(self, viewer: LeagueConsumer) -> None:
+        self.viewers.discard(viewer)
+        if self.viewers or _audiences.get(self.league_id) is not self:
+            self.changed.set()
+            return
+        del _audiences[self.league_id]
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.channel:
+            await get_channel_layer().group_discard(self.group, self.channel)
+            events.left(self.group)
+
+    async def start(self) -> None:
+        layer = get_channel_layer()
+        self.channel = await layer.new_channel()
+        await layer.group_add(self.group, self.channel)
+        events.joined(self.group)
+        self.tasks = [asyncio.create_task(self.listen(layer)), asyncio.create_task(self.push_loop())]
+
+    # -- what changed ---------------------------------------------------------------------
+    async def listen(self, layer: Any) -> None:
+        """Every event of the league's group marks the league changed (one message per process)."""
+        while True:
+            message = await layer.receive(self.channel)
+            self.news.append({"event": message.get("event"), "data": message.get("data") or {}})
+            del self.news[:-EVENTS_PER_PUSH]
+            self.changed.set()
+
+    async def push_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), POLL)
+            self.changed.clear()
+            try:
+                await self.push()
+            except Exception:  # a failed read is tried again on the next tick
+                log.exception("push to the viewers of %s failed", self.league_id)
+            cost = self.step.cpu_seconds if self.step else 0.0
+            await asyncio.sleep(max(THROTTLE, (READ_SHARE - 1) * cost))
+
+    async def refresh(self) -> bool:
+        """Move to the league's current version; False when the league is gone."""
+        previous = self.step
+        step = await database_sync_to_async(live.step, thread_sensitive=False)(
+            self.league_id,
+            previous.data if previous else None,
+            previous.snapshot.version if previous else None,
+        )
+        if step is None:
+            return False
+        self.step = step
+        if previous is None or step.snapshot.version != previous.snapshot.version:
+            self.snapshot_json = step.snapshot.blob.decode()
+        return True
+
+    async def push(self) -> None:
+        """Send every viewer what changed since the last push: one text, encoded once. The
+        events sent are those heard before the league was read, so a page never hears of an
+        event before it can see what the event changed."""
+        previous, news = self.step, self.news
+        self.news = []
+        async with self.ready:
+            if not await self.refresh():
+                for viewer in list(self.viewers):
+                    await viewer.close(code=4404)
+                return
+        step = self.step
+        moved = previous is None or step.snapshot.version != previous.snapshot.version
+        if not moved and not news and self.counted == len(self.viewers):
+            return
+        self.counted = len(self.viewers)
+        message = {
+            "type": "patch",
+            "from": previous.snapshot.version if previous else None,
+            "version": step.snapshot.version,
+            "viewers": self.counted,
+            "events": news,
+            "data": step.patch if moved else None,
+        }
+        text = orjson.dumps(message).decode()
+        brief = orjson.dumps({**message, "type": "changed", "data": None, "moved": moved}).decode()
+        for viewer in list(self.viewers):
+            viewer.offer(brief if viewer.brief else text)
+
+
+# The audiences of this process, by league id: each removes itself when its last viewer leaves.
+_audiences: dict[str, Audience] = {}
+
+
+def viewer_count(league_id: str) -> int:
+    """How many viewers this process has of the league."""
+    audience = _audiences.get(league_id)
+    return len(audience.viewers) if audience else 0
+
+
+class LeagueConsumer(AsyncJsonWebsocketConsumer):
+    """ws/leagues/<league_id>/: {"type": "snapshot", "version", "viewers", "data"} first, then
+    {"type": "patch", "from", "version", "viewers", "events", "data"} per change (``data``: the
+    patch, ``league.api.live.diff``). With ``?brief=1`` (pages that re-read themselves) only
+    {"type": "changed", "version", "moved", "viewers", "events"}."""
+
+    audience: Audience | None = None
+    brief = False
+    sending: asyncio.Task | None = None
+
+    def offer(self, text: str) -> None:
+        """Send ``text`` unless this page is still taking the previous push: a slow page (a
+        phone on a weak network) never holds up the others, and skips patches instead of
+        queueing them; the next patch it takes does not follow its version, so it asks for the
+        snapshot again."""
+        if self.sending is not None and not self.sending.done():
+            return
+        self.sending = asyncio.create_task(self.send(text_data=text))
 
     async def connect(self) -> None:
         league_id = self.scope["url_route"]["kwargs"]["league_id"]
-        snapshot = await database_sync_to_async(readmodel.snapshot)(league_id)
-        if snapshot is None:
+        self.brief = b"brief=1" in self.scope.get("query_string", b"").split(b"&")
+        if league_id_problem(league_id) is not None:  # channel groups cannot carry other names
+            snapshot = await database_sync_to_async(live.current)(league_id)
+            if snapshot is None:
+                await self.close(code=4404)
+                return
+            await self.accept()
+            await self.send(text_data=_snapshot_text(snapshot.version, 1, snapshot.blob.decode()))
+            return
+        audience = await Audience.open(league_id)
+        if audience is None:
             await self.close(code=4404)
             return
-        if league_id_problem(league_id) is None:  # channel groups cannot carry other names
-            self.group = group_name(league_id)
-            await self.channel_layer.group_add(self.group, self.channel_name)
-            events.joined(self.group)
         await self.accept()
-        await self.send_json({"type": "snapshot", "data": snapshot})
+        self.audience = audience
+        snapshot = audience.add(self)
+        if not self.brief:
+            await self.send(text_data=snapshot)
 
     async def disconnect(self, code: int) -> None:
-        if self.group:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-            events.left(self.group)
+        if self.audience is not None:
+            await self.audience.leave(self)
+            self.audience = None
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        # The only thing a viewer may ask for is a fresh snapshot (e.g. after a hidden tab wakes).
-        if isinstance(content, dict) and content.get("type") == "snapshot":
-            snapshot = await database_sync_to_async(readmodel.snapshot)(self.scope["url_route"]["kwargs"]["league_id"])
-            await self.send_json({"type": "snapshot", "data": snapshot})
-
-    async def league_event(self, message: dict[str, Any]) -> None:
-        await self.send_json({"type": "event", "event": message.get("event"), "data": message.get("data") or {}})
+        # The only thing a viewer may ask for is the whole state again (a page whose version
+        # does not match a patch's "from", or a hidden tab that wakes).
+        if isinstance(content, dict) and content.get("type") == "snapshot" and self.audience is not None:
+            await self.send(text_data=self.audience.snapshot_text())
 
 
 def _league_ids() -> list[str]:

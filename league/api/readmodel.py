@@ -8,18 +8,18 @@ service, :mod:`league.standings`.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from league import standings as standings_service
 from league import tournament
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Round
 from league.tournament import Call, Played
-from leagueproto.scoring import TIE_BREAK_RULE, TIE_BREAK_TEXT, ResultRow
+from leagueproto.scoring import TIE_BREAK_RULE, TIE_BREAK_TEXT
 
 RUNNING_MATCH = (Match.Status.ASSIGNED, Match.Status.RUNNING)
 RECENT_MATCHES = 30
@@ -51,22 +51,38 @@ def games_score(details: Any) -> dict[str, int] | None:
     return scores
 
 
-def played_of(results: Iterable[MatchResult]) -> list[Played]:
-    """Finished matches as :class:`league.tournament.Played` rows."""
+# The columns of a finished match as the tables read it (``played``): plain rows, since a league
+# has up to thousands of results and model instances cost several times the query.
+PLAYED_FIELDS = (
+    "match__match_id",
+    "match__round__number",
+    "match__player_a__player_id",
+    "match__player_b__player_id",
+    "points_a",
+    "points_b",
+    "technical_loss_a",
+    "technical_loss_b",
+    "details__scores",  # only the games' score of the details (decoding them all costs more than the rest)
+)
+
+
+def played(league: League) -> list[Played]:
+    """Every finished match of ``league`` as :class:`league.tournament.Played`, in the order
+    the results were recorded (one query)."""
     out = []
-    for r in results:
-        a, b = r.match.player_a.player_id, r.match.player_b.player_id
-        games = games_score(r.details)
+    rows = league.results.order_by("id").values_list(*PLAYED_FIELDS)
+    for match_id, number, a, b, points_a, points_b, tech_a, tech_b, scores in rows:
+        games = games_score({"scores": scores})
         out.append(
             Played(
-                match_id=r.match.match_id,
-                round=r.match.round.number,
+                match_id=match_id,
+                round=number,
                 player_a=a,
                 player_b=b,
-                points_a=r.points_a,
-                points_b=r.points_b,
-                technical_a=r.technical_loss_a,
-                technical_b=r.technical_loss_b,
+                points_a=points_a,
+                points_b=points_b,
+                technical_a=tech_a,
+                technical_b=tech_b,
                 games_a=games.get(a) if games else None,
                 games_b=games.get(b) if games else None,
             )
@@ -74,33 +90,14 @@ def played_of(results: Iterable[MatchResult]) -> list[Played]:
     return out
 
 
-def result_rows(results: Iterable[MatchResult]) -> list[ResultRow]:
-    return [
-        ResultRow(
-            match_id=r.match.match_id,
-            player_a=r.match.player_a.player_id,
-            player_b=r.match.player_b.player_id,
-            points_a=r.points_a,
-            points_b=r.points_b,
-            technical_loss_a=r.technical_loss_a,
-            technical_loss_b=r.technical_loss_b,
-        )
-        for r in results
-    ]
-
-
-def _results(league: League):
-    return league.results.select_related("match__player_a", "match__player_b", "match__round").order_by("id")
-
-
-def standings(league: League, results: list[MatchResult] | None = None) -> list[dict[str, Any]]:
+def standings(league: League, results: list[Played] | None = None) -> list[dict[str, Any]]:
     """Ranked standings with display names and statuses, and for each row the tie-break that
     placed it below the row above (``decided_by``), its move since the latest round began and its
     recent form."""
     players = {p.player_id: p for p in league.players.all()}
-    results = results if results is not None else list(_results(league))
+    results = results if results is not None else played(league)
     ranked = standings_service.rank(
-        ((p.player_id, p.display_name, p.status) for p in players.values()), result_rows(results)
+        ((p.player_id, p.display_name, p.status) for p in players.values()), [p.row() for p in results]
     )
     out = []
     for row, name in ranked:
@@ -109,10 +106,9 @@ def standings(league: League, results: list[MatchResult] | None = None) -> list[
         entry["decided_by"] = row.decided_by
         entry["decided_by_text"] = TIE_BREAK_TEXT.get(row.decided_by, "") if row.decided_by else ""
         out.append(entry)
-    played = played_of(results)
     ids = [row["player_id"] for row in out]
-    moves = tournament.rank_moves(ids, played, {row["player_id"]: row["rank"] for row in out})
-    form = tournament.recent_form(ids, played)
+    moves = tournament.rank_moves(ids, results, {row["player_id"]: row["rank"] for row in out})
+    form = tournament.recent_form(ids, results)
     for row in out:
         row["rank_change"] = moves[row["player_id"]]
         row["form"] = [{k: f[k] for k in ("mark", "match_id", "technical", "score")} for f in form[row["player_id"]]]
@@ -208,15 +204,34 @@ def matches_queryset(league: League):
     )
 
 
+# The columns of a scheduled match (``rounds``): plain rows, since the schedule has every match
+# of the league (4,950 for 100 players) and model instances cost several times the query.
+SCHEDULED_FIELDS = (
+    "round_id",
+    "match_id",
+    "status",
+    "player_a__player_id",
+    "player_a__display_name",
+    "player_b__player_id",
+    "player_b__display_name",
+    "referee__referee_id",
+    "result__points_a",
+    "result__points_b",
+    "result__technical_loss_a",
+    "result__technical_loss_b",
+    "result__details__scores",
+)
+
+
 def rounds(league: League) -> list[dict[str, Any]]:
     """The schedule, round by round, with how far each round got."""
-    matches_by_round: dict[int, list[Match]] = defaultdict(list)
-    for match in matches_queryset(league):
-        matches_by_round[match.round_id].append(match)
+    matches_by_round: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    rows = Match.objects.filter(league=league).order_by("round__number", "id").values_list(*SCHEDULED_FIELDS)
+    for row in rows:
+        matches_by_round[row[0]].append(_scheduled(*row[1:]))
     out = []
     for rnd in Round.objects.filter(league=league).order_by("number"):
         matches = matches_by_round.get(rnd.id, [])
-        finished = sum(1 for m in matches if m.status == Match.Status.FINISHED)
         out.append(
             {
                 "number": rnd.number,
@@ -224,43 +239,45 @@ def rounds(league: League) -> list[dict[str, Any]]:
                 "announced_at": _iso(rnd.announced_at),
                 "completed_at": _iso(rnd.completed_at),
                 "matches_total": len(matches),
-                "matches_finished": finished,
-                "matches": [_scheduled(m) for m in matches],
+                "matches_finished": sum(1 for m in matches if m["status"] == Match.Status.FINISHED),
+                "matches": matches,
             }
         )
     return out
 
 
-def _scheduled(match: Match) -> dict[str, Any]:
+def _scheduled(
+    match_id: str,
+    status: str,
+    a: str,
+    a_name: str,
+    b: str,
+    b_name: str,
+    referee_id: str | None,
+    points_a: int | None,
+    points_b: int | None,
+    technical_a: bool | None,
+    technical_b: bool | None,
+    scores: Any,
+) -> dict[str, Any]:
     """A match of the schedule: who plays whom (ids and names) and, once played, the result."""
-    try:
-        result: MatchResult | None = match.result
-    except MatchResult.DoesNotExist:
-        result = None
-    a, b = match.player_a, match.player_b
     row: dict[str, Any] = {
-        "match_id": match.match_id,
-        "player_a": a.player_id,
-        "player_b": b.player_id,
-        "player_a_name": a.display_name,
-        "player_b_name": b.display_name,
-        "status": match.status,
-        "referee_id": match.referee.referee_id if match.referee_id else None,
+        "match_id": match_id,
+        "player_a": a,
+        "player_b": b,
+        "player_a_name": a_name,
+        "player_b_name": b_name,
+        "status": status,
+        "referee_id": referee_id,
         "result": None,
     }
-    if result is not None:
-        winner = (
-            a.player_id
-            if result.points_a > result.points_b
-            else b.player_id
-            if result.points_b > result.points_a
-            else None
+    if points_a is not None and points_b is not None:
+        winner = a if points_a > points_b else b if points_b > points_a else None
+        games = games_score({"scores": scores})
+        label = (
+            f"{games[a]}–{games[b]}" if games is not None and a in games and b in games else f"{points_a}–{points_b}"
         )
-        row["result"] = {
-            "winner": winner,
-            "label": _result_label(result, a.player_id, b.player_id, games_score(result.details)),
-            "technical": result.technical_loss_a or result.technical_loss_b,
-        }
+        row["result"] = {"winner": winner, "label": label, "technical": bool(technical_a or technical_b)}
     return row
 
 
@@ -284,15 +301,15 @@ def progress(league: League) -> dict[str, Any]:
     }
 
 
-def points_over_rounds(league: League, results: list[MatchResult] | None = None) -> dict[str, Any]:
+def points_over_rounds(league: League, results: list[Played] | None = None) -> dict[str, Any]:
     """Each player's cumulative points after every round that has results (the chart's data)."""
-    results = results if results is not None else list(_results(league))
+    results = results if results is not None else played(league)
     players = list(league.players.order_by("id"))
-    numbers = sorted({r.match.round.number for r in results})
+    numbers = sorted({r.round for r in results})
     per_round: dict[int, Counter] = defaultdict(Counter)
     for r in results:
-        per_round[r.match.round.number][r.match.player_a.player_id] += r.points_a
-        per_round[r.match.round.number][r.match.player_b.player_id] += r.points_b
+        per_round[r.round][r.player_a] += r.points_a
+        per_round[r.round][r.player_b] += r.points_b
     series = []
     for player in players:
         total, points = 0, []
@@ -328,19 +345,16 @@ def league_summary(league: League) -> dict[str, Any]:
 
 
 def recent_matches(league: League, limit: int = RECENT_MATCHES) -> list[dict[str, Any]]:
-    """The feed: finished and running matches, newest first."""
-    qs = (
-        matches_queryset(league)
-        .filter(status__in=(Match.Status.FINISHED, *RUNNING_MATCH))
-        .order_by("-finished_at", "-assigned_at", "-id")
+    """The feed: running matches, then the latest finished ones, newest first (two queries that
+    read ``limit`` rows at most, whatever the league's size)."""
+    qs = matches_queryset(league)
+    running = list(qs.filter(status__in=RUNNING_MATCH).order_by("-assigned_at", "-id")[:limit])
+    finished = list(
+        qs.filter(status=Match.Status.FINISHED).order_by(Coalesce("finished_at", "result__reported_at").desc(), "-id")[
+            : max(0, limit - len(running))
+        ]
     )
-    running = [m for m in qs if m.status != Match.Status.FINISHED]
-    finished = sorted(
-        (m for m in qs if m.status == Match.Status.FINISHED),
-        key=lambda m: (m.finished_at or m.result.reported_at, m.id),
-        reverse=True,
-    )
-    return [match_summary(m) for m in (running + finished)[:limit]]
+    return [match_summary(m) for m in running + finished]
 
 
 def league_note(
@@ -483,7 +497,7 @@ def snapshot(league_id: str) -> dict[str, Any] | None:
     league = League.objects.select_related("champion").filter(league_id=league_id).first()
     if league is None:
         return None
-    results = list(_results(league))
+    results = played(league)
     summary, prog = league_summary(league), progress(league)
     table = standings(league, results)
     big = len(table) > CROSSTABLE_MAX_PLAYERS
@@ -495,7 +509,7 @@ def snapshot(league_id: str) -> dict[str, Any] | None:
         "progress": prog,
         "standings": table,
         "tie_break_rule": TIE_BREAK_RULE,
-        "crosstable": None if big else tournament.crosstable(table, played_of(results)),
+        "crosstable": None if big else tournament.crosstable(table, results),
         "rounds": rounds(league),
         "recent_matches": recent_matches(league),
         "chart": points_over_rounds(league, results),

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db.models import Count, IntegerField, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import viewsets
@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
-from league.api import profiles, readmodel, serializers
+from league.api import live, profiles, readmodel, serializers
 from league.models import AgentStatus, League, Match, MatchResult, Player, Referee, league_id_problem
 
 LEAGUE_PARAM = OpenApiParameter("league_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="e.g. league_2025")
@@ -207,8 +207,12 @@ class LeagueViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(responses=serializers.LiveSerializer)
     @action(detail=True, pagination_class=None)
     def live(self, request: Request, league_id: str) -> Response:
-        """What the league page shows; the page catches up from here after a websocket drop."""
-        return Response(readmodel.snapshot(self.get_object().league_id))
+        """What the league page shows, at the league's current version (built once per version
+        and shared by every reader, ``league.api.live``)."""
+        snapshot = live.current(league_id)
+        if snapshot is None:
+            find_league(league_id)  # the 404 that says why
+        return HttpResponse(snapshot.blob, content_type="application/json")
 
 
 def find_league(league_id: str, queryset=None) -> League:

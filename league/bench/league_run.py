@@ -71,6 +71,7 @@ class LeagueBench:
     out: Any = None
     cluster: Cluster = field(init=False)
     busy: float = field(init=False, default=0.0)  # the machine's busy share during the league
+    lm_port: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         self.cluster = Cluster(self.log_dir)
@@ -92,7 +93,7 @@ class LeagueBench:
     def run(self) -> dict[str, Any]:
         try:
             league = self.create_league()
-            lm_port = free_port()
+            self.lm_port = lm_port = free_port()
             lm_url = f"http://127.0.0.1:{lm_port}/mcp"
             self.cluster.start_site(lm_port, self.lm_server, self.lm_workers)
             self.cluster.start_conductor(league.league_id, self.poll)

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
+import threading
+import time
 
-from django.http import HttpRequest, HttpResponse
+from django.core.cache import cache
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
+from django.utils.safestring import mark_safe
 
-from league.api import profiles, readmodel
+from league.api import live, profiles, readmodel
 from league.api.views import leagues_with_counts
 from league.models import League, MatchResult, Player, Referee
 
@@ -60,21 +66,63 @@ def registration_command(mcp_url: str, league_id: str, game_type: str) -> str:
     return f"curl -s {shlex.quote(mcp_url)} \\\n  -H 'Content-Type: application/json' \\\n  -d {shlex.quote(body)}"
 
 
+# A league page rendered less than this long ago is served while the league moves on: a busy
+# league changes version with every result, and its new viewers would each pay a rendering.
+# The page's websocket brings it to the current version at once (league/consumers.py).
+PAGE_FRESH = 1.0
+_rendering = threading.Lock()  # one rendering at a time; the others take what it made
+
+
 def league_detail(request: HttpRequest, league_id: str) -> HttpResponse:
-    snapshot = readmodel.snapshot(league_id)
-    if snapshot is None:
-        get_object_or_404(League, league_id=league_id)
+    """The league page, rendered at most once per league version (and once a second while the
+    league moves on) and shared by every viewer, like the snapshot it shows (``league.api.live``):
+    a class opening the page together costs one rendering, not one each."""
+    at = live.version(league_id)
+    if at is None:
+        raise Http404(f"no league {league_id!r}")
     mcp_url = request.build_absolute_uri(reverse("mcp"))
-    return render(
-        request,
-        "league/league_detail.html",
-        {
-            "s": snapshot,
-            "league_id": league_id,
-            "mcp_url": mcp_url,
-            "curl": registration_command(mcp_url, league_id, snapshot["league"]["game_type"]),
-        },
-    )
+    key = f"live-page:{hashlib.blake2b(f'{league_id} {mcp_url}'.encode(), digest_size=8).hexdigest()}"
+    kept = _fresh(cache.get(key), at)
+    if kept is None:
+        with _rendering:
+            kept = _fresh(cache.get(key), at)
+            if kept is None:
+                kept = _render_league(request, league_id, mcp_url)
+                cache.set(key, kept, live.SNAPSHOT_TTL)
+    return HttpResponse(kept[2])
+
+
+def _fresh(kept: tuple[str, float, str] | None, at: str) -> tuple[str, float, str] | None:
+    """``kept`` (version, rendered at, page) if it shows version ``at`` or is younger than PAGE_FRESH."""
+    if kept is not None and (kept[0] == at or time.time() - kept[1] < PAGE_FRESH):
+        return kept
+    return None
+
+
+def _render_league(request: HttpRequest, league_id: str, mcp_url: str) -> tuple[str, float, str]:
+    snapshot = live.current(league_id)
+    if snapshot is None:
+        raise Http404(f"no league {league_id!r}")
+    data = snapshot.data()
+    context = {
+        "s": data,
+        "snapshot_json": _script_json(snapshot.blob),
+        "league_id": league_id,
+        "mcp_url": mcp_url,
+        "curl": registration_command(mcp_url, league_id, data["league"]["game_type"]),
+    }
+    return snapshot.version, time.time(), render_to_string("league/league_detail.html", context, request)
+
+
+# What json_script escapes, so that the JSON cannot end its <script> element.
+_SCRIPT_ESCAPES = ((b"&", b"\\u0026"), (b"<", b"\\u003C"), (b">", b"\\u003E"))
+
+
+def _script_json(blob: bytes) -> str:
+    """JSON already encoded, made safe inside <script> as ``json_script`` makes it."""
+    for char, escaped in _SCRIPT_ESCAPES:
+        blob = blob.replace(char, escaped)
+    return mark_safe(blob.decode())  # noqa: S308 (escaped above, as json_script does)
 
 
 def match_detail(request: HttpRequest, league_id: str, match_id: str) -> HttpResponse:

@@ -1,15 +1,16 @@
-/* Live league page: a websocket per league (ws/leagues/<id>/) sends a snapshot on connect and
- * then one message per league event. Each event triggers a (debounced) fetch of the REST
- * snapshot, which re-renders every count and state of the page in place: header, notes, the
- * "How to join" panel, standings, feed, crosstable, schedule and chart. After a drop the socket
- * reconnects with exponential backoff and the page catches up from the API. "Follow" highlights
- * one player everywhere (kept in the address as #follow=P03). */
+/* Live league page: a websocket per league (ws/leagues/<id>/) sends the league's snapshot on
+ * connect, then pushes a patch from one version to the next as the league changes (at most a few
+ * a second, however busy the league; league/consumers.py). The page applies each patch to its
+ * state (applyPatch, the other half of league/api/live.py's diff) and redraws what it touched:
+ * header, notes, the "How to join" panel, standings, feed, crosstable, schedule and chart. It
+ * never polls: a patch that does not follow its version asks the socket for the snapshot again.
+ * After a drop the socket reconnects with exponential backoff and starts from a new snapshot.
+ * "Follow" highlights one player everywhere (kept in the address as #follow=P03). */
 (function () {
   "use strict";
   var root = document.getElementById("league-page");
   if (!root) return;
   var leagueId = root.dataset.league;
-  var apiUrl = root.dataset.api;
   var matchUrl = function (id) { return root.dataset.matchUrl.replace("MATCH", encodeURIComponent(id)); };
   var playerUrl = function (id) { return root.dataset.playerUrl.replace("PLAYER", encodeURIComponent(id)); };
   var state = JSON.parse(document.getElementById("snapshot").textContent);
@@ -235,41 +236,77 @@
     }
   }
 
-  function render(s, animate) {
+  // Each section of the page and the parts of the snapshot it is drawn from.
+  var SECTIONS = [
+    [["league", "note", "referee_warning", "tie_break_rule"], function (s) { renderHead(s); }],
+    [["join"], function (s) { renderJoin(s.join); }],
+    [["progress"], function (s) { renderProgress(s.progress); }],
+    [["recent_matches"], function (s) { renderFeed(s.recent_matches); }],
+    [["crosstable"], function (s) { renderCrosstable(s.crosstable); }],
+    [["rounds"], function (s) { renderRounds(s.rounds); }],
+    [["chart"], function (s) { renderChart(s.chart); }]
+  ];
+  // ``changed``: the parts of the snapshot a patch touched (all of them for a new snapshot).
+  function render(s, animate, changed) {
     var previous = animate ? state.standings : null;
     state = s;
-    renderHead(s);
-    renderJoin(s.join);
-    renderProgress(s.progress);
-    renderStandings(s.standings, previous);
-    renderFeed(s.recent_matches);
-    renderCrosstable(s.crosstable);
-    renderRounds(s.rounds);
-    renderChart(s.chart);
-    if ($("follow").options.length !== s.standings.length + 1) renderFollowOptions(s.standings);
+    SECTIONS.forEach(function (section) {
+      if (!changed || section[0].some(function (part) { return part in changed; })) section[1](s);
+    });
+    if (!changed || "standings" in changed) {
+      renderStandings(s.standings, previous);
+      if ($("follow").options.length !== s.standings.length + 1) renderFollowOptions(s.standings);
+    }
     applyFollow();
     site.localize(root);
     site.tick();
     root.dataset.version = String((Number(root.dataset.version) || 0) + 1);
   }
 
-  // -- catching up from the REST API --------------------------------------------------------
-  var refreshTimer = null, inFlight = false, again = false;
-  function refresh() {
-    if (inFlight) { again = true; return; }
-    inFlight = true;
-    fetch(apiUrl, { headers: { Accept: "application/json" }, cache: "no-store" })
-      .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
-      .then(function (s) { render(s, true); })
-      .catch(function () { /* the next event or reconnect tries again */ })
-      .then(function () { inFlight = false; if (again) { again = false; scheduleRefresh(); } });
+  // -- patches (the other half of league/api/live.py's diff) ---------------------------------
+  function applyPatch(value, patch) {
+    if (patch == null) return value;
+    if ("$r" in patch) return patch.$r;
+    var out;
+    if ("$d" in patch) {
+      out = {};
+      Object.keys(value).forEach(function (k) { out[k] = value[k]; });
+      Object.keys(patch.$d).forEach(function (k) { out[k] = applyPatch(value[k], patch.$d[k]); });
+      return out;
+    }
+    var key = patch.$l, rows = {};
+    value.forEach(function (row) { rows[String(row[key])] = row; });
+    var order = patch.o || value.map(function (row) { return row[key]; });
+    return order.map(function (id) { return applyPatch(rows[String(id)], patch.i[String(id)]); });
   }
-  function scheduleRefresh() {
-    clearTimeout(refreshTimer);
-    refreshTimer = setTimeout(refresh, 150);
+  var version = null;
+  function showViewers(n) {
+    if (typeof n !== "number") return;
+    $("viewers").hidden = false;
+    $("viewers-count").textContent = n === 1 ? "1 watching" : n + " watching";
+    root.dataset.viewers = String(n);
   }
-  // A registration window that closes changes the page without any event (site.js's countdown).
-  document.addEventListener("league:stale", scheduleRefresh);
+  function resync() {
+    if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: "snapshot" }));
+  }
+  function receive(msg) {
+    showViewers(msg.viewers);
+    if (msg.type === "snapshot" && msg.data) {
+      version = msg.version;
+      render(msg.data, true);
+      return;
+    }
+    if (msg.type !== "patch") return;
+    if (msg.events && msg.events.length) root.dataset.lastEvent = msg.events[msg.events.length - 1].event || "";
+    if (msg.version === version) return;  // already there (a snapshot sent as this patch went out)
+    if (msg.from !== version || !msg.data) { resync(); return; }
+    version = msg.version;
+    render(applyPatch(state, msg.data), true, "$d" in msg.data ? msg.data.$d : null);
+  }
+  // A registration window that closes changes the page without any event (site.js's countdown):
+  // the server sees it within its poll; a tab that wakes takes the snapshot again.
+  document.addEventListener("league:stale", resync);
+  document.addEventListener("visibilitychange", function () { if (!document.hidden) resync(); });
 
   // -- the websocket ----------------------------------------------------------------------
   var live = $("live"), socket = null, attempt = 0;
@@ -286,13 +323,7 @@
     socket.onmessage = function (ev) {
       var msg;
       try { msg = JSON.parse(ev.data); } catch (e) { return; }
-      if (msg.type === "snapshot" && msg.data) {
-        render(msg.data, true);
-        refresh();  // the snapshot is current; refresh only covers events raced with it
-      } else if (msg.type === "event") {
-        root.dataset.lastEvent = msg.event || "";
-        scheduleRefresh();
-      }
+      receive(msg);
     };
     socket.onclose = function () {
       setLive("reconnecting", "reconnecting");
@@ -302,13 +333,8 @@
     };
   }
   renderChart(state.chart);
+  renderCrosstable(state.crosstable);  // the server leaves these two to the script
+  renderRounds(state.rounds);
   applyFollow();
   connect();
-  // A slow safety net for events that cannot reach this process (a conductor in another process
-  // without a shared Redis channel layer): re-read the snapshot now and then while in play.
-  setInterval(function () {
-    var active = ["REGISTERING", "READY", "RUNNING"].indexOf(state.league.status) >= 0;
-    if (active && !document.hidden) scheduleRefresh();
-  }, 15000);
-  document.addEventListener("visibilitychange", function () { if (!document.hidden) scheduleRefresh(); });
 })();

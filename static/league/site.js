@@ -1,8 +1,11 @@
 /* Every page: times in the viewer's own time zone (UTC stays in the title), countdowns, copy
  * buttons, and live pages. A page whose <main> has data-live-ws follows that websocket
  * (ws/leagues/ for the league list, ws/leagues/<id>/ for a league's match, player and referee
- * pages): each event re-reads the page and swaps its content in place, so every count and state
- * on it stays current without a reload. The league page itself renders from JSON (league.js). */
+ * pages, with ?brief=1: one short "changed" message per push, league/consumers.py): a change
+ * re-reads the page and swaps its content in place, so every count and state on it stays current
+ * without a reload. Re-reads are throttled, not debounced: at most one per THROTTLE_MS, and
+ * never later than that however often changes come. The league page itself applies the pushed
+ * patches (league.js). */
 (function () {
   "use strict";
   var pad = function (n) { return (n < 10 ? "0" : "") + n; };
@@ -58,10 +61,13 @@
   var main = document.getElementById("main");
   var path = main && main.dataset.liveWs;
   if (!path) return;
-  var timer = null, inFlight = false, again = false, attempt = 0;
+  var THROTTLE_MS = 250;
+  var timer = null, inFlight = false, again = false, attempt = 0, last = 0;
   function reload() {
+    timer = null;
     if (inFlight) { again = true; return; }
     inFlight = true;
+    last = Date.now();
     fetch(location.href, { headers: { Accept: "text/html" }, cache: "no-store" })
       .then(function (r) { if (!r.ok) throw new Error(r.status); return r.text(); })
       .then(function (html) {
@@ -72,13 +78,18 @@
         tick();
         main.dataset.version = String((Number(main.dataset.version) || 0) + 1);
       })
-      .catch(function () { /* the next event or reconnect tries again */ })
+      .catch(function () { /* the next change or reconnect tries again */ })
       .then(function () { inFlight = false; if (again) { again = false; schedule(); } });
   }
-  function schedule() { clearTimeout(timer); timer = setTimeout(reload, 200); }
+  // A change arriving while a re-read is planned joins it: the timer is never pushed back.
+  function schedule() {
+    if (timer) return;
+    timer = setTimeout(reload, Math.max(0, last + THROTTLE_MS - Date.now()));
+  }
   document.addEventListener("league:stale", schedule);
+  var brief = path === "/ws/leagues/" ? "" : (path.indexOf("?") < 0 ? "?" : "&") + "brief=1";
   function connect() {
-    var socket = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + path);
+    var socket = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + path + brief);
     window.pageSocket = socket;
     socket.onopen = function () {
       if (attempt > 0) schedule();  // catch up on what happened while disconnected
@@ -89,6 +100,10 @@
       var msg;
       try { msg = JSON.parse(ev.data); } catch (e) { return; }
       if (msg.type === "event") { main.dataset.lastEvent = msg.event || ""; schedule(); }
+      if (msg.type === "changed") {
+        if (msg.events && msg.events.length) main.dataset.lastEvent = msg.events[msg.events.length - 1].event || "";
+        if (msg.moved || (msg.events && msg.events.length)) schedule();
+      }
     };
     socket.onclose = function (ev) {
       main.dataset.live = "reconnecting";
@@ -99,8 +114,9 @@
     };
   }
   connect();
-  // The same safety net as the league page: events from another process without a shared
-  // channel layer cannot reach this one, so re-read now and then while the tab is visible and
-  // the league is under way (data-live-active).
-  setInterval(function () { if (!document.hidden && main.dataset.liveActive) schedule(); }, 15000);
+  // A league's socket is told of changes made in any process (its server looks every few seconds,
+  // league/consumers.py); the league list's hears events only, and events from another process
+  // without a shared channel layer cannot reach this one: so the list re-reads now and then while
+  // the tab is visible and a league is under way (data-live-active).
+  setInterval(function () { if (!document.hidden && main.dataset.liveActive && !brief) schedule(); }, 15000);
 })();

@@ -143,7 +143,7 @@ def _shoot(browser, site, shots: Path, name: str, league_id: str = "spring_cup")
         page = context.new_page()
         page.goto(f"{site.base}/leagues/{league_id}/")
         wait_live(page)
-        page.wait_for_function("() => Number(document.getElementById('league-page').dataset.version) >= 2")
+        page.wait_for_function("() => Number(document.getElementById('league-page').dataset.version) >= 1")
         path = shots / f"{name}-{label}.png"
         page.screenshot(path=str(path), full_page=True)
         written.append(path)

@@ -1,4 +1,5 @@
-"""The league websocket: snapshot on connect, then every broadcast event (docs/architecture.md).
+"""The league websocket: snapshot on connect, then a patch per change with the events that made
+it (docs/architecture.md, step 5 of "A match").
 
 Runs on whichever channel layer settings choose: in-memory here, Redis when REDIS_URL is set.
 """
@@ -10,10 +11,13 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
+from league import consumers
+from league.api import live
 from league.consumers import announce_leagues
 from league.events import broadcast
+from league.models import Match
 from leaguesite.asgi import application
-from tests.browser.league_data import make_league
+from tests.browser.league_data import make_league, play, start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,8 +26,8 @@ def communicator(path: str) -> WebsocketCommunicator:
     return WebsocketCommunicator(application, path, headers=[(b"origin", b"http://localhost")])
 
 
-async def test_it_sends_a_snapshot_then_forwards_league_events():
-    await database_sync_to_async(make_league)("spring_cup", 4)
+async def test_it_sends_a_snapshot_then_patches_it_as_results_come_in():
+    league = await database_sync_to_async(make_league)("spring_cup", 4)
     ws = communicator("/ws/leagues/spring_cup/")
     connected, _ = await ws.connect(timeout=2)
     assert connected
@@ -31,10 +35,67 @@ async def test_it_sends_a_snapshot_then_forwards_league_events():
     assert first["type"] == "snapshot"
     assert [r["player_id"] for r in first["data"]["standings"]] == ["P01", "P02", "P03", "P04"]
     assert first["data"]["progress"]["matches_total"] == 6
+    assert first["viewers"] == 1
 
-    await database_sync_to_async(broadcast)("spring_cup", "match_finished", {"match_id": "R1M1"})
-    event = await ws.receive_json_from(timeout=2)
-    assert event == {"type": "event", "event": "match_finished", "data": {"match_id": "R1M1"}}
+    match = await database_sync_to_async(Match.objects.get)(league=league, match_id="R1M2")
+    await database_sync_to_async(play)(match, "odd", "even", 4)  # P04 wins (broadcast after commit)
+    # Pushes until the event is heard: the change itself may be pushed before its event
+    # arrives (a tick that read the league after the commit), never after it.
+    state, at, heard = first["data"], first["version"], []
+    while "match_finished" not in heard:
+        patch = await ws.receive_json_from(timeout=5)
+        assert patch["type"] == "patch"
+        heard += [e["event"] for e in patch["events"]]
+        if patch["data"] is not None:
+            assert patch["from"] == at
+            state, at = live.apply(state, patch["data"]), patch["version"]
+            changed = patch["data"]["$d"]
+    assert heard == ["match_finished"]
+    assert state["standings"][0]["player_id"] == "P04"
+    assert state["recent_matches"][0]["match_id"] == "R1M2"
+    assert state["progress"]["matches_finished"] == 1
+    # Only what changed travels: untouched rows are not in the patch.
+    assert "tie_break_rule" not in changed
+    assert set(changed["standings"]["i"]) <= {"P01", "P02", "P03", "P04"}
+    assert state == await database_sync_to_async(live.current_data)("spring_cup")
+    await ws.disconnect()
+
+
+async def test_every_viewer_gets_the_same_push_and_the_count_of_viewers():
+    await database_sync_to_async(make_league)("spring_cup", 2)
+    viewers = [communicator("/ws/leagues/spring_cup/") for _ in range(3)]
+    for ws in viewers:
+        await ws.connect(timeout=2)
+        await ws.receive_json_from(timeout=2)
+    assert consumers.viewer_count("spring_cup") == 3
+    last = {}
+    for ws in viewers:
+        message = await ws.receive_json_from(timeout=3)
+        while message["viewers"] != 3:
+            message = await ws.receive_json_from(timeout=3)
+        last[ws] = message
+    await viewers[0].disconnect()
+    message = await viewers[1].receive_json_from(timeout=3)
+    assert message["viewers"] == 2
+    for ws in viewers[1:]:
+        await ws.disconnect()
+    assert consumers.viewer_count("spring_cup") == 0
+
+
+async def test_a_brief_viewer_is_told_that_the_league_changed():
+    league = await database_sync_to_async(make_league)("spring_cup", 2)
+    ws = communicator("/ws/leagues/spring_cup/?brief=1")
+    connected, _ = await ws.connect(timeout=2)
+    assert connected
+    match = await database_sync_to_async(Match.objects.get)(league=league, match_id="R1M1")
+    await database_sync_to_async(start)(match)
+    moved, heard = False, []
+    while not (moved and heard):  # the change may be pushed before its event is heard
+        message = await ws.receive_json_from(timeout=3)
+        assert (message["type"], message["data"]) == ("changed", None)
+        moved = moved or message["moved"]
+        heard += [e["event"] for e in message["events"]]
+    assert heard == ["match_started"]
     await ws.disconnect()
 
 
@@ -62,9 +123,10 @@ async def test_it_only_sends_a_league_its_own_events():
     layer = get_channel_layer()
     await layer.group_send("league_two", {"type": "league.event", "event": "round_started", "data": {}})
     await layer.group_send("league_one", {"type": "league.event", "event": "round_completed", "data": {"round_id": 1}})
-    event = await ws.receive_json_from(timeout=2)
-    assert event["event"] == "round_completed"
-    assert await ws.receive_nothing(timeout=0.2)
+    heard = []
+    while not heard or heard[-1] != "round_completed":
+        heard += [e["event"] for e in (await ws.receive_json_from(timeout=3))["events"]]
+    assert heard == ["round_completed"]
     await ws.disconnect()
 
 
@@ -75,6 +137,8 @@ async def test_it_answers_a_snapshot_request():
     await ws.receive_json_from(timeout=2)
     await ws.send_json_to({"type": "snapshot"})
     again = await ws.receive_json_from(timeout=2)
+    while again["type"] != "snapshot":  # a push of the viewer count may come first
+        again = await ws.receive_json_from(timeout=2)
     assert again["type"] == "snapshot"
     assert again["data"]["league"]["league_id"] == "spring_cup"
     await ws.disconnect()

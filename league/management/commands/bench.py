@@ -7,6 +7,7 @@
 - ``bench soak``: consecutive leagues with fault players; leaks and lost results.
 - ``bench chaos``: leagues while processes are killed and the database is cut; every league checked.
 - ``bench server``: the production server (docs/operations.md) under slow-header and idle sockets.
+- ``bench spectators``: a league unwatched, then the same league watched by N live pages.
 
 Every figure is measured, never asserted; each command checks its own results and exits
 non-zero when they do not add up.
@@ -28,7 +29,7 @@ from leagueproto.envelope import GAME_TYPES
 
 
 class Command(BaseCommand):
-    help = "Benchmarks: ceiling, league, api, scale, soak, chaos, server."
+    help = "Benchmarks: ceiling, league, api, scale, soak, chaos, server, spectators."
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="what", required=True)
@@ -114,7 +115,17 @@ class Command(BaseCommand):
         server.add_argument("--probes", type=int, default=200, help="ordinary requests made while they are open")
         server.add_argument("--quick", action="store_true", help="small numbers, for the suite")
         server.add_argument("--json", dest="json_path")
-        for played in (league, api, scale, soak, chaos, server):
+        watch = sub.add_parser("spectators", help="a league unwatched, then watched by N live pages")
+        watch.add_argument("--players", type=int, default=40)
+        watch.add_argument("--spectators", type=int, default=100)
+        watch.add_argument("--referees", type=int, default=2)
+        watch.add_argument("--lm-server", default="uvicorn", choices=("uvicorn", "daphne"))
+        watch.add_argument("--spectator-procs", type=int, default=2, help="processes hosting the spectators")
+        watch.add_argument("--ramp", type=float, default=2.0, help="seconds over which the spectators arrive")
+        watch.add_argument("--timeout", type=float, default=900.0)
+        watch.add_argument("--quick", action="store_true", help="small and short, for the suite")
+        watch.add_argument("--json", dest="json_path")
+        for played in (league, api, scale, soak, chaos, server, watch):
             played.add_argument(
                 "--keep-db",
                 action="store_true",
@@ -202,6 +213,19 @@ class Command(BaseCommand):
                 bound=options["bound"],
                 max_leagues=options["max_leagues"],
                 seed=options["seed"],
+                out=self.stderr,
+            ).run()
+        elif what == "spectators":
+            from league.bench.spectators import SpectatorsBench
+
+            report = SpectatorsBench(
+                players=6 if options["quick"] else options["players"],
+                spectators=5 if options["quick"] else options["spectators"],
+                referees=options["referees"],
+                lm_server=options["lm_server"],
+                spectator_procs=1 if options["quick"] else options["spectator_procs"],
+                ramp=options["ramp"],
+                timeout=120.0 if options["quick"] else options["timeout"],
                 out=self.stderr,
             ).run()
         else:

@@ -1,0 +1,212 @@
+"""The live league page's state: one snapshot per league version, shared by every reader, and
+the patch that takes a page from one version to the next.
+
+A league's *version* is a digest of a few indexed aggregate queries (the league row, and the
+counts and latest rows of its matches, results, rounds, players and referees): it changes
+whenever anything the page shows changes, whichever process changed it, and costs a few
+milliseconds however big the league is. The snapshot (:func:`league.api.readmodel.snapshot`,
+the expensive part) is built once per version and kept, encoded, in Django's cache under
+``live:<version>`` (a version starts with the league's pk): the websocket pushes
+(``league.consumers``), the page view and ``/api/leagues/<id>/live/`` all read that one copy.
+A key names its version, so nothing is ever invalidated: a change makes a new key, and old ones
+expire (``SNAPSHOT_TTL``, which also bounds how long a hand edit the digest cannot see, such as
+a display name changed in the admin, takes to show).
+
+:func:`diff` and ``applyPatch`` in static/league/league.js are the two halves of a patch: lists
+of rows with an id (standings, feed, schedule, chart series, crosstable rows) are patched row by
+row, so a finished match sends its few changed rows, not the league.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from django.core.cache import cache
+from django.db.models import Count, Max, Q
+
+from league.api import readmodel
+from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
+
+log = logging.getLogger(__name__)
+
+# How long a built snapshot is kept. A new version makes a new key at once; this only bounds
+# what the version cannot see (hand edits of names in the admin) and the cache's size.
+SNAPSHOT_TTL = 30.0
+# One snapshot built at a time in this process: readers that miss together wait for the one
+# build instead of each making its own (a lock, not a cache: it holds nothing).
+_building = threading.Lock()
+
+
+def version(league_id: str) -> str | None:
+    """The league's version: a digest of what its page shows, in a few indexed aggregate
+    queries; None when there is no such league."""
+    row = League.objects.filter(league_id=league_id).values().first()
+    if row is None:
+        return None
+    league = row["id"]
+    matches = Match.objects.filter(league_id=league).order_by()
+    results = MatchResult.objects.filter(league_id=league).order_by()
+    players = Player.objects.filter(league_id=league).order_by()
+    parts: list[Any] = [
+        row,
+        matches.aggregate(
+            n=Count("pk"),
+            finished=Count("pk", filter=Q(status=Match.Status.FINISHED)),
+            running=Count("pk", filter=Q(status__in=readmodel.RUNNING_MATCH)),
+            assigned=Max("assigned_at"),
+            referees=Count("referee"),
+        ),
+        results.aggregate(n=Count("pk"), latest=Max("pk")),
+        Round.objects.filter(league_id=league)
+        .order_by()
+        .aggregate(
+            n=Count("pk"),
+            done=Count("pk", filter=Q(status__in=(Round.Status.PLAYED, Round.Status.COMPLETED))),
+            completed=Count("pk", filter=Q(status=Round.Status.COMPLETED)),
+        ),
+        players.aggregate(
+            n=Count("pk"),
+            latest=Max("pk"),
+            removed=Count("pk", filter=Q(status=AgentStatus.REMOVED)),
+            suspended=Count("pk", filter=Q(status=AgentStatus.SUSPENDED)),
+        ),
+        Referee.objects.filter(league_id=league)
+        .order_by()
+        .aggregate(n=Count("pk"), live=Count("pk", filter=Q(status__in=readmodel.LIVE_AGENT))),
+    ]
+    if League(**row).registration_open():
+        # While registration is open the page shows how each agent answered (the Event log):
+        # the window's opening and closing are in the league row's times.
+        parts.append(players.aggregate(seen=Max("last_seen_at")))
+        parts.append(Event.objects.filter(league_id=league).aggregate(latest=Max("pk")))
+        parts.append(True)
+    return f"{league}.{hashlib.blake2b(repr(parts).encode(), digest_size=8).hexdigest()}"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A league's snapshot at one version, encoded once (``blob``: the snapshot's JSON)."""
+
+    league_id: str
+    version: str
+    blob: bytes
+
+    def data(self) -> dict[str, Any]:
+        return orjson.loads(self.blob)
+
+
+def _key(at: str) -> str:
+    # The version starts with the league's pk: any league id can be looked up, even one no
+    # cache key could carry.
+    return f"live:{at}"
+
+
+def current(league_id: str) -> Snapshot | None:
+    """The league's snapshot at its current version, built by the first reader that asks and
+    shared by all; None when there is no such league."""
+    at = version(league_id)
+    if at is None:
+        return None
+    key = _key(at)
+    blob = cache.get(key)
+    if blob is None:
+        with _building:
+            blob = cache.get(key)  # built while this reader waited for the lock
+            if blob is None:
+                data = readmodel.snapshot(league_id)
+                if data is None:
+                    return None
+                blob = orjson.dumps(data)
+                cache.set(key, blob, SNAPSHOT_TTL)
+                log.debug("built the snapshot of %s at version %s (%d bytes)", league_id, at, len(blob))
+    return Snapshot(league_id, at, blob)
+
+
+def current_data(league_id: str) -> dict[str, Any] | None:
+    """``current(league_id)`` decoded (the page view renders from it)."""
+    snapshot = current(league_id)
+    return snapshot.data() if snapshot is not None else None
+
+
+# -- patches ----------------------------------------------------------------------------------
+# The ids of rows in the snapshot's lists, tried in this order.
+ROW_KEYS = ("match_id", "player_id", "number")
+
+
+def _row_key(old: list[Any], new: list[Any]) -> str | None:
+    """The id field shared by every row of both lists (unique in each), if there is one."""
+    rows = [*old, *new]
+    if not rows or not all(isinstance(r, dict) for r in rows):
+        return None
+    for key in ROW_KEYS:
+        unique = all(key in r for r in rows) and all(len({r[key] for r in side}) == len(side) for side in (old, new))
+        if unique:
+            return key
+    return None
+
+
+def diff(old: Any, new: Any) -> dict[str, Any] | None:
+    """A patch from ``old`` to ``new`` (None when equal): ``{"$r": value}`` replaces a value,
+    ``{"$d": {name: patch}}`` patches a dict's changed entries, ``{"$l": id_field, "o": ids or
+    None, "i": {id: patch}}`` patches a list of rows by id (``o``: the new order of ids when it
+    changed; a new row comes as ``{"$r": row}``)."""
+    if old == new:
+        return None
+    if isinstance(old, dict) and isinstance(new, dict) and old.keys() == new.keys():
+        return {"$d": {name: d for name in new if (d := diff(old[name], new[name])) is not None}}
+    if isinstance(old, list) and isinstance(new, list) and (key := _row_key(old, new)):
+        before = {row[key]: row for row in old}
+        items: dict[str, Any] = {}
+        for row in new:
+            d = diff(before[row[key]], row) if row[key] in before else {"$r": row}
+            if d is not None:
+                items[str(row[key])] = d
+        ids = [row[key] for row in new]
+        return {"$l": key, "o": ids if ids != [row[key] for row in old] else None, "i": items}
+    return {"$r": new}
+
+
+def apply(value: Any, patch: dict[str, Any] | None) -> Any:
+    """``value`` with ``patch`` applied (what the page does; the bench's viewers use it)."""
+    if patch is None:
+        return value
+    if "$r" in patch:
+        return patch["$r"]
+    if "$d" in patch:
+        return {**value, **{name: apply(value[name], p) for name, p in patch["$d"].items()}}
+    key, items = patch["$l"], patch["i"]
+    rows = {str(row[key]): row for row in value}
+    order = patch["o"] if patch["o"] is not None else [row[key] for row in value]
+    return [apply(rows.get(str(i)), items.get(str(i))) for i in order]
+
+
+@dataclass(frozen=True)
+class Step:
+    """What a league's viewers are sent when its version moves: the snapshot at the new version
+    and the patch from the previous one (None when the page must take the whole snapshot)."""
+
+    snapshot: Snapshot
+    data: dict[str, Any]
+    patch: dict[str, Any] | None
+    cpu_seconds: float = 0.0  # what reading it cost this thread (the build, when it built it)
+
+
+def step(league_id: str, previous: dict[str, Any] | None, previous_version: str | None) -> Step | None:
+    """The league's current snapshot and the patch from ``previous`` (at ``previous_version``)
+    to it; None when there is no such league. Done once per change for all of a process's
+    viewers (``league.consumers.Audience``)."""
+    began = time.thread_time()
+    snapshot = current(league_id)
+    if snapshot is None:
+        return None
+    if previous is not None and snapshot.version == previous_version:
+        return Step(snapshot, previous, None, time.thread_time() - began)
+    data = snapshot.data()
+    patch = diff(previous, data) if previous is not None else None
+    return Step(snapshot, data, patch, time.thread_time() - began)

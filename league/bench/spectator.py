@@ -1,0 +1,134 @@
+"""The spectators of ``bench spectators`` (league/bench/spectators.py), run as
+``python -m league.bench.spectator BASE LEAGUE_ID COUNT RAMP OUT.json``: COUNT pages that do
+what the league page does (static/league/league.js), arriving over RAMP seconds; each leaves
+once its page shows the league completed (or on SIGTERM), and their records go to OUT.json.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+class Spectator:
+    """One page: its first load, its websocket, its state and when it was refreshed."""
+
+    def __init__(self, base: str, league_id: str) -> None:
+        self.base, self.league_id = base, league_id
+        self.page_ms: float | None = None
+        self.snapshot_ms: float | None = None
+        self.refreshes: list[float] = []
+        self.resyncs = 0
+        self.bytes = 0
+        self.state: dict[str, Any] | None = None
+        self.version: str | None = None
+        self.drops = 0  # sockets closed under the page (it opens another)
+        self.dropped = ""  # why the last one closed
+        self.error = ""
+
+    async def watch(self, client: Any, stop: asyncio.Event) -> None:
+        """Load the page, then follow the websocket until the league ends; a dropped socket is
+        opened again after a pause and starts from a new snapshot, as the page does."""
+        import websockets
+
+        began = time.perf_counter()
+        try:
+            response = await client.get(f"{self.base}/leagues/{self.league_id}/")
+            response.raise_for_status()
+            self.page_ms = round((time.perf_counter() - began) * 1000, 1)
+            while not stop.is_set() and not self.completed():
+                try:
+                    await self.follow(stop)
+                except websockets.ConnectionClosed as exc:
+                    self.drops += 1
+                    self.dropped = f"{type(exc).__name__}: {exc}"
+                    await asyncio.sleep(0.5)
+        except Exception as exc:  # reported, and the bench fails on it
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    async def follow(self, stop: asyncio.Event) -> None:
+        import websockets
+
+        from league.api import live
+
+        url = self.base.replace("http://", "ws://") + f"/ws/leagues/{self.league_id}/"
+        opened = time.perf_counter()
+        async with websockets.connect(url, origin="http://127.0.0.1", max_size=None) as ws:
+            while not stop.is_set() and not self.completed():
+                try:
+                    text = await asyncio.wait_for(ws.recv(), 0.5)
+                except TimeoutError:
+                    continue
+                self.bytes += len(text)
+                message = json.loads(text)
+                if message["type"] == "snapshot":
+                    if self.snapshot_ms is None:
+                        self.snapshot_ms = round((time.perf_counter() - opened) * 1000, 1)
+                    self.state, self.version = message["data"], message["version"]
+                    self.refreshes.append(time.time())
+                elif message["type"] == "patch" and message["data"] is not None:
+                    if message["version"] == self.version:
+                        continue
+                    if message["from"] != self.version:
+                        self.resyncs += 1
+                        await ws.send(json.dumps({"type": "snapshot"}))
+                        continue
+                    self.state = live.apply(self.state, message["data"])
+                    self.version = message["version"]
+                    self.refreshes.append(time.time())
+
+    def completed(self) -> bool:
+        return bool(self.state) and self.state["league"]["status"] == "COMPLETED"
+
+    def record(self) -> dict[str, Any]:
+        progress = (self.state or {}).get("progress") or {}
+        return {
+            "page_ms": self.page_ms,
+            "snapshot_ms": self.snapshot_ms,
+            "refreshes": self.refreshes,
+            "resyncs": self.resyncs,
+            "drops": self.drops,
+            "dropped": self.dropped,
+            "bytes": self.bytes,
+            "finished": progress.get("matches_finished"),
+            "error": self.error,
+        }
+
+
+async def spectate(base: str, league_id: str, count: int, ramp: float) -> list[dict[str, Any]]:
+    import httpx
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    spectators = [Spectator(base, league_id) for _ in range(count)]
+    limits = httpx.Limits(max_connections=count, max_keepalive_connections=count)
+    async with httpx.AsyncClient(timeout=60.0, limits=limits) as client:
+
+        async def arrive(i: int, spectator: Spectator) -> None:
+            await asyncio.sleep(ramp * i / max(1, count))
+            await spectator.watch(client, stop)
+
+        tasks = [asyncio.create_task(arrive(i, s)) for i, s in enumerate(spectators)]
+        await asyncio.gather(*tasks, return_exceptions=True)  # each ends at the league's end or on SIGTERM
+    return [s.record() for s in spectators]
+
+
+def main(argv: list[str]) -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "leaguesite.settings")
+    import django
+
+    django.setup()
+    base, league_id, count, ramp, out = argv
+    records = asyncio.run(spectate(base, league_id, int(count), float(ramp)))
+    Path(out).write_text(json.dumps(records))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

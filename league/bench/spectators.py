@@ -1,0 +1,165 @@
+"""``bench spectators``: a class watching its league. The same league is played twice in one
+run, unwatched and then watched by N spectators, and the two times are compared.
+
+Each spectator does what the league page does (static/league/league.js): it loads the page
+(``GET /leagues/<id>/``, the first full page), opens ``ws/leagues/<id>/``, takes the snapshot,
+applies every pushed patch to its state (``league.api.live.apply``, the page's ``applyPatch``)
+and asks for the snapshot again when a patch does not follow its version; a socket closed under
+it is opened again (counted as a drop) and starts from a new snapshot. Spectators arrive
+spread over the league's first seconds (new viewers while results come in), in
+``--spectator-procs`` processes of their own (``python -m league.bench.spectator``), so that
+their cost is not the bench's. Each reports its first-page and snapshot latencies, the times of
+its refreshes and its final state; the bench checks every page ended with the whole league.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from league.bench.league_run import LeagueBench
+from league.bench.machine import machine_info, percentiles
+from league.bench.processes import Child, split
+from league.models import League
+
+# How long the watched league's pages are given, once it completed, to show its end.
+SETTLE_SECONDS = 20.0
+
+
+@dataclass
+class WatchedLeague(LeagueBench):
+    """``LeagueBench`` with spectators: they arrive once registration is over and leave once the
+    league's end has reached them."""
+
+    spectators: int = 100
+    spectator_procs: int = 2
+    ramp: float = 2.0  # seconds over which the spectators arrive
+    watchers: list[Child] = field(default_factory=list)
+    outputs: list[Path] = field(default_factory=list)
+    completed_at: float = 0.0  # time.time() when the bench saw the league complete
+
+    def wait_for_registrations(self, league: League, timeout: float = 120.0) -> float:
+        seconds = super().wait_for_registrations(league, timeout)
+        self.start_spectators(league.league_id)
+        return seconds
+
+    def start_spectators(self, league_id: str) -> None:
+        base = f"http://127.0.0.1:{self.lm_port}"
+        for i, count in enumerate(split(self.spectators, self.spectator_procs)):
+            out = self.log_dir / f"spectators-{i}.json"
+            args = [sys.executable, "-m", "league.bench.spectator", base, league_id, str(count), str(self.ramp)]
+            self.watchers.append(self.cluster.spawn(f"spectators-{i}", "spectators", [*args, str(out)]))
+            self.outputs.append(out)
+
+    def follow(self, league: League) -> League:
+        """Follow the league to its end, then give its pages ``SETTLE_SECONDS`` to show it (each
+        spectator leaves once its page shows the league completed) before asking the rest to
+        leave; their records are written as they go."""
+        league = super().follow(league)
+        self.completed_at = time.time()
+        self.cluster.sample()
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while time.monotonic() < deadline and any(w.proc.poll() is None for w in self.watchers):
+            time.sleep(0.1)
+        for watcher in self.watchers:
+            if watcher.proc.poll() is None:
+                watcher.proc.send_signal(signal.SIGTERM)
+        for watcher in self.watchers:
+            watcher.proc.wait(60)
+        return league
+
+    def pages(self) -> list[dict[str, Any]]:
+        """Every spectator's record."""
+        pages = []
+        for out in self.outputs:
+            pages += json.loads(out.read_text()) if out.exists() else []
+        return pages
+
+
+@dataclass
+class SpectatorsBench:
+    players: int = 40
+    spectators: int = 100
+    referees: int = 2
+    lm_server: str = "uvicorn"
+    spectator_procs: int = 2
+    ramp: float = 2.0
+    timeout: float = 900.0
+    out: Any = None
+
+    def say(self, text: str) -> None:
+        if self.out is not None:
+            self.out.write(text + "\n")
+            self.out.flush()
+
+    def run(self) -> dict[str, Any]:
+        common = {"players": self.players, "referees": self.referees, "lm_server": self.lm_server}
+        self.say(f"unwatched: {self.players} players")
+        unwatched = LeagueBench(**common, timeout=self.timeout, out=self.out).run()
+        self.say(f"watched by {self.spectators}: {self.players} players")
+        bench = WatchedLeague(
+            **common,
+            timeout=self.timeout,
+            out=self.out,
+            spectators=self.spectators,
+            spectator_procs=self.spectator_procs,
+            ramp=self.ramp,
+        )
+        watched = bench.run()
+        return self.report(unwatched, watched, bench.pages(), bench)
+
+    def report(
+        self, unwatched: dict[str, Any], watched: dict[str, Any], pages: list[dict[str, Any]], bench: WatchedLeague
+    ) -> dict[str, Any]:
+        total = watched["matches"]
+        behind = [p for p in pages if p["finished"] != total]
+        errors = [p["error"] for p in pages if p.get("error")]
+        if len(pages) != self.spectators:
+            errors.append(f"{len(pages)} spectators reported, expected {self.spectators}")
+        if behind:
+            errors.append(f"{len(behind)} pages did not show the whole league (e.g. {behind[0]['finished']}/{total})")
+        # Each page's longest wait for a refresh while results came in: from its first snapshot
+        # to the league's completion.
+        waits = [longest_wait(p["refreshes"], bench.completed_at) for p in pages if p["refreshes"]]
+        lm = {k: v for k, v in watched["processes"].items() if v["role"] == "lm"}
+        lm_unwatched = {k: v for k, v in unwatched["processes"].items() if v["role"] == "lm"}
+        return {
+            "players": self.players,
+            "spectators": self.spectators,
+            "matches": total,
+            "lm_server": self.lm_server,
+            "unwatched_seconds": unwatched["wall_seconds"],
+            "watched_seconds": watched["wall_seconds"],
+            "watched_over_unwatched": round(watched["wall_seconds"] / unwatched["wall_seconds"], 2),
+            "first_page_ms": percentiles([p["page_ms"] for p in pages if p["page_ms"] is not None]),
+            "snapshot_ms": percentiles([p["snapshot_ms"] for p in pages if p["snapshot_ms"] is not None]),
+            "longest_wait_s": percentiles(waits),
+            "longest_wait_max_s": round(max(waits), 3) if waits else None,
+            "refreshes_per_page": percentiles([len(p["refreshes"]) for p in pages]),
+            "resyncs": sum(p["resyncs"] for p in pages),
+            # Sockets the LM closed under a page (which opened another), and the last reason.
+            "drops": sum(p["drops"] for p in pages),
+            "drop_reasons": sorted({p["dropped"] for p in pages if p["dropped"]})[:3],
+            "pushed_mib_per_page": percentiles([p["bytes"] / 2**20 for p in pages]),
+            "lm_watched": next(iter(lm.values()), {}),
+            "lm_unwatched": next(iter(lm_unwatched.values()), {}),
+            # The spectators run on the same machine: their CPU is taken from the league's.
+            "spectators_cpu_seconds": round(
+                sum(v["cpu_seconds"] for v in watched["processes"].values() if v["role"] == "spectators"), 2
+            ),
+            "processes_watched": watched["processes"],
+            "errors": errors,
+            "valid": not errors,
+            "machine": machine_info(),
+        }
+
+
+def longest_wait(refreshes: list[float], until: float) -> float:
+    """The longest time between a page's refreshes (and from the last one to ``until``)."""
+    times = [t for t in refreshes if t <= until] + [until]
+    return round(max(b - a for a, b in zip(times, times[1:], strict=False)) if len(times) > 1 else 0.0, 3)

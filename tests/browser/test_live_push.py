@@ -1,0 +1,91 @@
+"""The league page in Chromium follows what the server pushes: patches applied in place (no API
+reads), a busy league still refreshing it, and the count of viewers."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from league.models import Match
+from tests.browser.league_data import make_league, play, start
+from tests.browser.test_live_dashboard import on_commit
+
+pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume")]
+
+
+def wait_live(page) -> None:
+    page.wait_for_function(
+        "() => document.getElementById('live').dataset.state === 'live'"
+        " && Number(document.getElementById('league-page').dataset.version) >= 1"
+    )
+
+
+def test_the_page_shows_pushed_changes_without_reading_the_api(site, page):
+    league = make_league("spring_cup", players=4)
+    reads = []
+    page.on("request", lambda request: reads.append(request.url) if "/api/" in request.url else None)
+    page.goto(f"{site.base}/leagues/spring_cup/")
+    wait_live(page)
+    page.evaluate("window.__marker = 'same page'")  # gone if the page reloads
+
+    notify = on_commit(site)
+    start(Match.objects.get(league=league, match_id="R1M1"), notify=notify)
+    page.wait_for_selector('#feed li[data-match="R1M1"].running')
+    play(Match.objects.get(league=league, match_id="R1M1"), "odd", "even", 3, notify=notify)  # P01 beats P04
+    page.wait_for_function(
+        "() => document.querySelector('#standings-body tr[data-player=\"P01\"] td.points').textContent === '3'"
+    )
+    assert page.locator("#standings-body tr").first.get_attribute("data-player") == "P01"
+    assert page.locator('#feed li[data-match="R1M1"] .badge-win').count() == 1
+    # The crosstable's cell, the schedule's row and the chart's point came with the same push.
+    page.wait_for_selector('#crosstable tr[data-player="P01"] a.xc-W[title^="R1M1"]')
+    assert page.locator('#schedule li.sm-finished a[title^="R1M1"] .sm-score').inner_text() == "3–0"
+    assert page.evaluate("window.leagueChart.data.datasets.find(d => d.label === 'Alpha').data") == [3]
+    page.wait_for_function("() => document.getElementById('progress-text').textContent.startsWith('1 of 6')")
+    assert page.evaluate("document.getElementById('league-page').dataset.lastEvent") == "match_finished"
+    assert page.evaluate("window.__marker") == "same page"
+    assert reads == []
+
+
+def test_the_page_shows_how_many_are_watching(site, page, browser):
+    make_league("spring_cup", players=4)
+    page.goto(f"{site.base}/leagues/spring_cup/")
+    wait_live(page)
+    page.wait_for_function("() => document.getElementById('viewers-count').textContent === '1 watching'")
+    others = [browser.new_context().new_page() for _ in range(2)]
+    for other in others:
+        other.goto(f"{site.base}/leagues/spring_cup/")
+    page.wait_for_function("() => document.getElementById('viewers-count').textContent === '3 watching'")
+    assert page.locator("#viewers").is_visible()
+    for other in others:
+        other.context.close()
+    page.wait_for_function("() => document.getElementById('viewers-count').textContent === '1 watching'")
+
+
+def test_a_busy_league_still_refreshes_the_page(site, page):
+    """Events every 10 ms for 5 s, and a result every half second: the page shows results as they
+    come, not only once the league goes quiet."""
+    league = make_league("busy_cup", players=12)
+    page.goto(f"{site.base}/leagues/busy_cup/")
+    wait_live(page)
+    page.evaluate(
+        """() => {
+          window.__seen = [];
+          const text = document.getElementById('progress-text');
+          new MutationObserver(() => window.__seen.push(text.textContent))
+            .observe(text, {childList: true, characterData: true, subtree: true});
+        }"""
+    )
+    matches = iter(Match.objects.filter(league=league).order_by("round__number", "id"))
+    began = time.monotonic()
+    sent = 0
+    while time.monotonic() - began < 5:
+        site.broadcast("busy_cup", "match_started", {"match_id": "R1M1"})
+        sent += 1
+        if sent % 50 == 0:
+            play(next(matches), "odd", "even", 3, notify=lambda *a: None)
+        time.sleep(0.01)
+    seen = page.evaluate("window.__seen")  # before any quiet moment after the last event
+    finished = {text.split(" of ")[0] for text in seen}
+    assert len(finished) >= 3, seen

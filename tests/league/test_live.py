@@ -1,0 +1,109 @@
+"""The live state (league/api/live.py): one snapshot per league version, shared by every reader,
+and the patches between versions."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from django.db import connection
+
+from league.api import live, readmodel
+from league.models import Match, Player
+from tests.browser.league_data import make_league, play, start
+
+BUILT = "built the snapshot of"
+
+
+def builds(caplog) -> int:
+    return sum(BUILT in r.getMessage() for r in caplog.records if r.name == "league.api.live")
+
+
+def read_in_threads(league_id: str, readers: int) -> set[str]:
+    def read(_: int) -> str:
+        try:
+            return live.current(league_id).version
+        finally:
+            connection.close()  # each reader thread has its own connection
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return set(pool.map(read, range(readers)))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_snapshot_is_built_once_per_version_however_many_readers_ask(caplog, client):
+    caplog.set_level(logging.DEBUG, logger="league.api.live")
+    league = make_league("spring_cup", players=6)
+    assert len(read_in_threads("spring_cup", 40)) == 1
+    for _ in range(10):
+        assert client.get("/api/leagues/spring_cup/live/").status_code == 200
+        assert client.get("/leagues/spring_cup/").status_code == 200
+    assert builds(caplog) == 1
+
+    play(Match.objects.get(league=league, match_id="R1M1"), "odd", "even", 3)
+    versions = read_in_threads("spring_cup", 40)
+    assert len(versions) == 1
+    assert builds(caplog) == 2
+    body = client.get("/api/leagues/spring_cup/live/").json()
+    assert body["progress"]["matches_finished"] == 1
+    assert builds(caplog) == 2
+
+
+@pytest.mark.django_db
+def test_the_version_moves_with_what_the_page_shows():
+    league = make_league("spring_cup", players=4)
+    seen = {live.version("spring_cup")}
+    start(Match.objects.get(league=league, match_id="R1M1"))
+    seen.add(live.version("spring_cup"))
+    play(Match.objects.get(league=league, match_id="R1M1"), "odd", "even", 3)
+    seen.add(live.version("spring_cup"))
+    Player.objects.filter(league=league, player_id="P02").update(status="SUSPENDED")
+    seen.add(live.version("spring_cup"))
+    league.status = "PAUSED"
+    league.save()
+    seen.add(live.version("spring_cup"))
+    assert len(seen) == 5
+    assert live.version("spring_cup") == live.version("spring_cup")
+    assert live.version("nope") is None
+    assert live.current("nope") is None
+
+
+@pytest.mark.django_db
+def test_a_cached_read_is_a_few_indexed_queries(client, django_assert_max_num_queries):
+    make_league("spring_cup", players=8)
+    client.get("/api/leagues/spring_cup/live/")
+    with django_assert_max_num_queries(8):
+        body = client.get("/api/leagues/spring_cup/live/").json()
+    assert len(body["standings"]) == 8
+    assert body == readmodel.snapshot("spring_cup")
+
+
+@pytest.mark.django_db
+def test_a_patch_takes_a_page_from_one_version_to_the_next():
+    league = make_league("spring_cup", players=6)
+    before = live.current_data("spring_cup")
+    for match_id in ("R1M1", "R1M2"):
+        play(Match.objects.get(league=league, match_id=match_id), "odd", "even", 3)
+    start(Match.objects.get(league=league, match_id="R1M3"))
+    after = live.current_data("spring_cup")
+    patch = live.diff(before, after)
+    assert live.apply(before, patch) == after
+    # Rows are patched by id: the schedule's untouched rounds and the rule text do not travel.
+    changed = patch["$d"]
+    assert "tie_break_rule" not in changed
+    assert set(changed["rounds"]["i"]) == {"1"}
+    assert set(changed["rounds"]["i"]["1"]["$d"]["matches"]["i"]) == {"R1M1", "R1M2", "R1M3"}
+    assert live.diff(after, after) is None
+
+
+def test_diff_and_apply_agree_on_reordered_added_and_removed_rows():
+    old = {"rows": [{"player_id": "P1", "n": 1}, {"player_id": "P2", "n": 2}], "x": [1, 2]}
+    new = {"rows": [{"player_id": "P3", "n": 0}, {"player_id": "P2", "n": 5}], "x": [2]}
+    assert live.apply(old, live.diff(old, new)) == new
+    assert live.apply({"a": 1}, live.diff({"a": 1}, {"b": 2})) == {"b": 2}
+    rounds = [{"number": 1, "m": [1]}, {"number": 2, "m": []}]
+    assert live.apply(rounds, live.diff(rounds, [rounds[1], {"number": 1, "m": [1, 2]}])) == [
+        rounds[1],
+        {"number": 1, "m": [1, 2]},
+    ]
