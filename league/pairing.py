@@ -21,15 +21,19 @@ Swiss (the Dutch system, simplified):
   blossom algorithm is cubic in pure Python. When blocks leave more players over than the whole
   group would, the group is matched again in growing windows up to the whole group, so blocks
   never add a floater.
-- If players are still unpaired at the bottom (only rematches left for them), the round is
-  paired again group by group from the top, each group looking ahead: the most pairs inside the
-  group such that the players it floats and everyone below can still all be paired without a
-  rematch (one matching over the group and everyone below it). Only when the whole field has no
-  pairing without a rematch are rematches allowed: the fewest, then the smallest score gaps.
+- If players are still unpaired at the bottom (only rematches left for them), the lowest groups
+  are paired again (1, 2, 4 … groups from the bottom, as many as it takes), each group looking
+  ahead: the most pairs inside the group such that the players it floats and everyone below can
+  still all be paired without a rematch (one matching over the group and everyone below it).
+  Only when the whole field has no pairing without a rematch are rematches allowed: the fewest,
+  then the smallest score gaps (one matching over the whole field: slow for hundreds of
+  players, and only reached when a small event plays nearly as many rounds as it has players).
 - Roles: in our games player A takes the first seat (ODD in even_odd_bo5). The player who has
-  been B more often gets A; when equal, each alternates from its last role; a pair where both
-  want the same role is avoided when the matching can (a weight), and then the higher-ranked
-  player gets its wish.
+  been B more often gets A; when equal, each alternates from its last role. Each group's bottom
+  half is reordered so that top players face players owed the other role, and a pair owed the
+  same role weighs less (the more they are owed, the less), below score groups and floaters:
+  as in the Dutch system, roles never move a player out of its score group. In such a pair the
+  player owed more gets its role (the higher-ranked one when equal).
 
 A Swiss event needs :func:`swiss_rounds` rounds by default: ceil(log2(n)).
 
@@ -157,8 +161,7 @@ class _Pairer:
         self.ranked = ranked
         self.records = records
         self.rank = {player_id: index for index, player_id in enumerate(ranked)}
-        # The Dutch order: each score group's top half then bottom half; target[p] is the
-        # position p would meet if nothing stood in the way.
+        # Score groups, best first, each in rank order.
         self.groups: list[list[str]] = []
         for player_id in ranked:
             if self.groups and records[self.groups[-1][0]].points == records[player_id].points:
@@ -167,16 +170,27 @@ class _Pairer:
                 self.groups.append([player_id])
 
     def pair(self) -> list[Pair]:
-        pairs: list[Pair] = []
+        by_group: list[list[Pair]] = []
+        floaters_into: list[list[str]] = []
         floaters: list[str] = []
         for group in self.groups:
+            floaters_into.append(floaters)
             group_pairs, floaters = self._pair_group(floaters, group)
-            pairs.extend(group_pairs)
+            by_group.append(group_pairs)
         if not floaters:
-            return pairs
+            return [pair for group_pairs in by_group for pair in group_pairs]
         # Players are left at the bottom whom only a rematch could pair: a group above floated
-        # the wrong players. Pair again, each group looking ahead at everyone below it.
-        return self._pair_looking_ahead()
+        # the wrong players. Pair the lowest groups again, each looking ahead at everyone below
+        # it, reopening more groups (1, 2, 4 … from the bottom) until that succeeds.
+        count = 1
+        while True:
+            start = max(0, len(self.groups) - count)
+            again = self._pair_looking_ahead(start, floaters_into[start])
+            if again is not None:
+                return [pair for group_pairs in by_group[:start] for pair in group_pairs] + again
+            if start == 0:
+                return self._matching(self.ranked, rematch=True, head=0, by_rank=False)
+            count *= 2
 
     def _facing(self, top: list[str], bottom: list[str]) -> list[str]:
         """The bottom half reordered so that each top player faces, in its block, the next bottom
@@ -189,21 +203,21 @@ class _Pairer:
             wanted = self.records[player_id].wanted_role()
             other = queues["B" if wanted == "A" else "A"]
             facing.append((other or queues[wanted]).popleft())
-        return facing + [p for p in bottom if p not in set(facing)]
+        taken = set(facing)
+        return facing + [p for p in bottom if p not in taken]
 
-    def _pair_looking_ahead(self) -> list[Pair]:
-        """Group by group from the top: the most pairs inside the group (floaters included) such
-        that the players it floats and everyone below can still all be paired without a rematch.
-        When the whole field cannot, the fewest rematches, smallest score differences."""
+    def _pair_looking_ahead(self, start: int, floaters: list[str]) -> list[Pair] | None:
+        """Groups ``start`` onwards (``floaters`` coming in), one by one: the most pairs inside
+        the group such that the players it floats and everyone below can still all be paired
+        without a rematch. None when even the first group cannot be completed so."""
         pairs: list[Pair] = []
-        floaters: list[str] = []
-        for index, group in enumerate(self.groups):
-            pool = floaters + group
+        for index in range(start, len(self.groups)):
+            pool = floaters + self.groups[index]
             below = [p for lower in self.groups[index + 1 :] for p in lower]
             players = pool + below
             matching = self._matching(players, rematch=False, head=len(floaters), by_rank=True, inside=set(pool))
-            if 2 * len(matching) < len(players) - len(players) % 2:
-                return self._matching(self.ranked, rematch=True, head=0, by_rank=False)
+            if 2 * len(matching) < len(players):
+                return None  # only on the first group: each later one is completed by this one
             inside = [(x, y) for x, y in matching if x in pool and y in pool]
             pairs.extend(inside)
             paired = {p for pair in inside for p in pair}

@@ -263,6 +263,13 @@ def test_roles_stay_within_two_of_balance_and_mostly_even_after_an_even_number_o
         assert set(imbalance) <= {0, 2} and imbalance[0] >= 48, imbalance
 
 
+def test_a_long_event_whose_bottom_groups_need_looking_ahead_keeps_every_rule():
+    # 101 players over 12 rounds: late rounds leave bottom players who have met everyone near
+    # them, and the lowest groups are paired again looking ahead (without a rematch).
+    _, checked = simulate(101, 12, seed=3)
+    assert checked.rematches == 0
+
+
 def test_a_thousand_player_ten_round_event_keeps_every_rule_every_round():
     started = time.perf_counter()
     history, checked = simulate(1000, 10, seed=1)
