@@ -10,6 +10,14 @@ counts in ``technical_losses``; when both players fail, both lose.
 Ranking: points, then wins, then draws (all descending), then head-to-head points among exactly
 the group of players tied on those three, then player id ascending (numerically for
 ``P<number>``, so P100 sorts after P99). The final key is unique, so ranks are 1..n without gaps.
+
+Swiss events rank with :data:`SWISS_TIE_BREAKS` instead: points, then Buchholz (the sum of the
+points of the opponents a player met, which rewards having met stronger opposition when every
+player did not meet every other), then wins, draws, head-to-head and player id. A bye (a round a
+Swiss player sits out because the player count is odd, league/pairing.py) scores
+:data:`BYE_POINTS`, the points of a win, like a technical win the opponent never showed up for;
+it is not a match played, not a win in the record, and adds nothing to Buchholz: there was no
+opponent whose points could count.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 WIN_POINTS, DRAW_POINTS, LOSS_POINTS = 3, 1, 0
+BYE_POINTS = WIN_POINTS
 
 # The League Manager's stored outcomes (MatchResult.Outcome) and the points (A, B) each scores.
 OUTCOME_POINTS: dict[str, tuple[int, int]] = {
@@ -30,8 +39,11 @@ OUTCOME_POINTS: dict[str, tuple[int, int]] = {
 }
 
 # The order in which ties are broken; a standings row's ``decided_by`` names one.
-TieBreak = Literal["points", "wins", "draws", "head_to_head", "player_id"]
+TieBreak = Literal["points", "buchholz", "wins", "draws", "head_to_head", "player_id"]
 TIE_BREAKS: tuple[TieBreak, ...] = ("points", "wins", "draws", "head_to_head", "player_id")
+SWISS_TIE_BREAKS: tuple[TieBreak, ...] = ("points", "buchholz", "wins", "draws", "head_to_head", "player_id")
+# The rules that may come before head-to-head, compared as numbers (more is better).
+_COUNTED: frozenset[str] = frozenset({"points", "buchholz", "wins", "draws"})
 TIE_BREAK_RULE = (
     f"Ranked by points (win {WIN_POINTS}, draw {DRAW_POINTS}, loss {LOSS_POINTS}), then wins, then draws, "
     "then head-to-head (points taken in the games between the tied players), then player id."
@@ -42,7 +54,13 @@ TIE_BREAK_TEXT: dict[str, str] = {
     "draws": "same points and wins, more draws",
     "head_to_head": "level on points, wins and draws: more points in their games against each other",
     "player_id": "level on everything, head-to-head included: the lower player id",
+    "buchholz": "same points, higher Buchholz: the sum of your opponents' points",
 }
+SWISS_TIE_BREAK_RULE = (
+    f"Ranked by points (win {WIN_POINTS}, draw {DRAW_POINTS}, loss {LOSS_POINTS}, bye {BYE_POINTS}), "
+    "then Buchholz (the sum of your opponents' points), then wins, then draws, "
+    "then head-to-head (points taken in the games between the tied players), then player id."
+)
 
 
 def match_score(player_a: str, player_b: str, winner: str | None, technical: Collection[str] = ()) -> dict[str, int]:
@@ -114,6 +132,8 @@ class StandingRow:
     technical_losses: int
     points: int
     decided_by: TieBreak | None = None
+    buchholz: int = 0
+    byes: int = 0
 
 
 @dataclass
@@ -140,22 +160,42 @@ class StandingsTable:
 
     ``rows()`` always equals ``compute_standings(players, every result added so far)``.
     Adding the same match twice, or a result of a player not in the table, raises ``ValueError``.
+    ``tie_breaks`` is :data:`TIE_BREAKS` (round-robin) or :data:`SWISS_TIE_BREAKS`: any order of
+    points, buchholz, wins and draws, then head_to_head, then player_id.
     """
 
     tallies: dict[str, _Tally] = field(default_factory=dict)
     # head_to_head[(x, y)] = points x took from matches against y
     head_to_head: dict[tuple[str, str], int] = field(default_factory=dict)
     match_ids: set[str] = field(default_factory=set)
+    opponents: dict[str, list[str]] = field(default_factory=dict)
+    byes: dict[str, int] = field(default_factory=dict)
+    tie_breaks: tuple[TieBreak, ...] = TIE_BREAKS
+
+    def __post_init__(self) -> None:
+        counted, tail = self.tie_breaks[:-2], self.tie_breaks[-2:]
+        if tail != ("head_to_head", "player_id") or not set(counted) <= _COUNTED or len(set(counted)) != len(counted):
+            raise ValueError(
+                f"unsupported tie-breaks {self.tie_breaks}: points/buchholz/wins/draws, then head_to_head, player_id"
+            )
 
     @classmethod
-    def for_players(cls, player_ids: Iterable[str]) -> StandingsTable:
-        table = cls()
+    def for_players(cls, player_ids: Iterable[str], tie_breaks: tuple[TieBreak, ...] = TIE_BREAKS) -> StandingsTable:
+        table = cls(tie_breaks=tie_breaks)
         for player_id in player_ids:
             table.add_player(player_id)
         return table
 
     def add_player(self, player_id: str) -> None:
         self.tallies.setdefault(player_id, _Tally())
+        self.opponents.setdefault(player_id, [])
+
+    def add_bye(self, player_id: str, points: int = BYE_POINTS) -> None:
+        """A round ``player_id`` sat out (Swiss, odd player count): ``points``, no match played."""
+        if player_id not in self.tallies:
+            raise ValueError(f"bye: {player_id} is not in the standings")
+        self.tallies[player_id].points += points
+        self.byes[player_id] = self.byes.get(player_id, 0) + 1
 
     def add(self, result: ResultRow) -> None:
         if result.match_id in self.match_ids:
@@ -168,6 +208,8 @@ class StandingsTable:
         self.match_ids.add(result.match_id)
         self.tallies[result.player_a].add(result.points_a, result.technical_loss_a)
         self.tallies[result.player_b].add(result.points_b, result.technical_loss_b)
+        self.opponents[result.player_a].append(result.player_b)
+        self.opponents[result.player_b].append(result.player_a)
         for me, other, points in (
             (result.player_a, result.player_b, result.points_a),
             (result.player_b, result.player_a, result.points_b),
@@ -176,8 +218,14 @@ class StandingsTable:
 
     def rows(self) -> list[StandingRow]:
         tallies = self.tallies
-        primary = {player_id: (t.points, t.wins, t.draws) for player_id, t in tallies.items()}
-        groups: dict[tuple[int, int, int], list[str]] = {}
+        counted = self.tie_breaks[:-2]
+        buchholz = {p: sum(tallies[o].points for o in opponents) for p, opponents in self.opponents.items()}
+        values = {
+            player_id: {"points": t.points, "wins": t.wins, "draws": t.draws, "buchholz": buchholz[player_id]}
+            for player_id, t in tallies.items()
+        }
+        primary = {player_id: tuple(values[player_id][rule] for rule in counted) for player_id in tallies}
+        groups: dict[tuple[int, ...], list[str]] = {}
         for player_id, key in primary.items():
             groups.setdefault(key, []).append(player_id)
 
@@ -215,23 +263,38 @@ class StandingsTable:
                     losses=t.losses,
                     technical_losses=t.technical_losses,
                     points=t.points,
-                    decided_by=_decided_by(ordered[rank - 2], player_id, primary, h2h) if rank > 1 else None,
+                    decided_by=_decided_by(counted, ordered[rank - 2], player_id, primary, h2h) if rank > 1 else None,
+                    buchholz=buchholz[player_id],
+                    byes=self.byes.get(player_id, 0),
                 )
             )
         return rows
 
 
-def _decided_by(above: str, me: str, primary: dict[str, tuple[int, int, int]], h2h: dict[str, int]) -> TieBreak:
+def _decided_by(
+    counted: tuple[TieBreak, ...], above: str, me: str, primary: dict[str, tuple[int, ...]], h2h: dict[str, int]
+) -> TieBreak:
     """The first rule, in ranking order, on which ``me`` differs from the player ranked above it."""
-    for rule, mine, theirs in zip(("points", "wins", "draws"), primary[me], primary[above], strict=True):
+    for rule, mine, theirs in zip(counted, primary[me], primary[above], strict=True):
         if mine != theirs:
-            return rule  # type: ignore[return-value]
+            return rule
     return "head_to_head" if h2h[me] != h2h[above] else "player_id"
 
 
-def compute_standings(player_ids: Iterable[str], results: Iterable[ResultRow]) -> list[StandingRow]:
-    """Ranked standings of ``player_ids`` (players without results appear with zeros)."""
-    table = StandingsTable.for_players(player_ids)
+def compute_standings(
+    player_ids: Iterable[str],
+    results: Iterable[ResultRow],
+    *,
+    tie_breaks: tuple[TieBreak, ...] = TIE_BREAKS,
+    byes: Iterable[str] = (),
+    bye_points: int = BYE_POINTS,
+) -> list[StandingRow]:
+    """Ranked standings of ``player_ids`` (players without results appear with zeros).
+
+    ``byes`` names the player of each bye (once per bye); each scores ``bye_points``."""
+    table = StandingsTable.for_players(player_ids, tie_breaks)
     for result in results:
         table.add(result)
+    for player_id in byes:
+        table.add_bye(player_id, bye_points)
     return table.rows()

@@ -10,7 +10,11 @@ from hypothesis import strategies as st
 
 from league.schedule import schedule_matches
 from leagueproto.scoring import (
+    BYE_POINTS,
     OUTCOME_POINTS,
+    SWISS_TIE_BREAK_RULE,
+    SWISS_TIE_BREAKS,
+    TIE_BREAK_TEXT,
     TIE_BREAKS,
     ResultRow,
     StandingsTable,
@@ -259,3 +263,78 @@ def test_the_order_is_the_plain_reading_of_the_tie_breaks_at_every_point_of_a_le
         rows = table.rows()
         assert [row.player_id for row in rows] == reference_order(players, results[: index + 1])
         assert [row.decided_by for row in rows] == reference_decided_by(rows, results[: index + 1])
+
+
+# Swiss: Buchholz and byes ----------------------------------------------------------------------
+
+
+def swiss_event() -> list[ResultRow]:
+    # P1 and P4 both win twice (6 points); P1 met stronger players (P3 and P2, 3 points each)
+    # than P4 did (P5: 3, P6: 0).
+    return [
+        win("R1M1", "P1", "P3"),
+        win("R1M2", "P4", "P5"),
+        win("R1M3", "P2", "P6"),
+        win("R2M1", "P1", "P2"),
+        win("R2M2", "P4", "P6"),
+        win("R2M3", "P3", "P5"),
+        win("R3M1", "P5", "P6"),
+    ]
+
+
+def test_buchholz_is_the_sum_of_the_opponents_points_and_breaks_a_points_tie_in_swiss():
+    players = [f"P{i}" for i in range(1, 7)]
+    rows = compute_standings(players, swiss_event(), tie_breaks=SWISS_TIE_BREAKS)
+    table = by_id(rows)
+    assert (table["P1"].buchholz, table["P4"].buchholz) == (3 + 3, 3 + 0)
+    assert [r.player_id for r in rows][:2] == ["P1", "P4"]
+    assert rows[1].decided_by == "buchholz"
+    assert "Buchholz" in SWISS_TIE_BREAK_RULE and "opponents' points" in TIE_BREAK_TEXT["buchholz"]
+
+
+def test_round_robin_order_ignores_buchholz():
+    # Same results, the round-robin rules: P1 and P4 level on points, wins, draws; no
+    # head-to-head; the lower id goes first, whatever their Buchholz.
+    players = ["P4", "P1", "P2", "P3", "P5", "P6"]
+    results = [win("R1M1", "P4", "P3"), win("R1M2", "P1", "P5"), draw("R2M1", "P3", "P6")]
+    rows = compute_standings(players, results)
+    assert [r.player_id for r in rows][:2] == ["P1", "P4"] and rows[1].decided_by == "player_id"
+    swiss = compute_standings(players, results, tie_breaks=SWISS_TIE_BREAKS)
+    assert [r.player_id for r in swiss][:2] == ["P4", "P1"] and swiss[1].decided_by == "buchholz"
+
+
+def test_a_bye_scores_a_win_s_points_but_no_match_and_no_buchholz():
+    rows = by_id(compute_standings(["P1", "P2", "P3"], [win("R1M1", "P1", "P2")], byes=["P3"]))
+    assert BYE_POINTS == 3
+    assert (rows["P3"].points, rows["P3"].played, rows["P3"].wins, rows["P3"].byes) == (3, 0, 0, 1)
+    assert rows["P3"].buchholz == 0
+    rows = by_id(compute_standings(["P1", "P2", "P3"], [], byes=["P3", "P3"], bye_points=1))
+    assert rows["P3"].points == 2
+
+
+def test_it_refuses_tie_breaks_it_cannot_apply():
+    for bad in (
+        ("points", "player_id"),
+        ("buchholz", "points", "player_id", "head_to_head"),
+        ("points", "points", "head_to_head", "player_id"),
+    ):
+        try:
+            StandingsTable.for_players(["P1"], bad)  # type: ignore[arg-type]
+        except ValueError:
+            continue
+        raise AssertionError(f"{bad} was accepted")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(min_value=2, max_value=12), st.randoms(use_true_random=False))
+def test_swiss_standings_are_the_plain_reading_of_points_then_buchholz(n, rng):
+    players = [f"P{i}" for i in range(1, n + 1)]
+    results = random_results(rng, n, False)[: rng.randint(0, n * 2)]
+    rows = compute_standings(players, results, tie_breaks=SWISS_TIE_BREAKS)
+    points = {r.player_id: r.points for r in rows}
+    for row in rows:
+        met = [r.player_b for r in results if r.player_a == row.player_id]
+        met += [r.player_a for r in results if r.player_b == row.player_id]
+        assert row.buchholz == sum(points[o] for o in met)
+    keys = [(r.points, r.buchholz, r.wins, r.draws) for r in rows]
+    assert keys == sorted(keys, reverse=True)
