@@ -198,8 +198,19 @@ class MatchRunner:
     """Runs one match; ``run()`` returns its :class:`MatchResult` and never raises for a
     player's misbehaviour (that is a technical loss)."""
 
-    def __init__(self, spec: MatchSpec, rules: GameRules, client: AgentClient, sender: str | Callable[[], str]) -> None:
+    def __init__(
+        self,
+        spec: MatchSpec,
+        rules: GameRules,
+        client: AgentClient,
+        sender: str | Callable[[], str],
+        on_outcome: Callable[[MatchRunner], None] | None = None,
+    ) -> None:
         self.spec = spec
+        # Called once the outcome is known and before any player is told it (GAME_OVER): the
+        # referee saves its report there (write ahead), so a crash never leaves a match told
+        # and unrecorded.
+        self.on_outcome = on_outcome
         self.rules = rules
         self.client = client
         self._sender = sender
@@ -242,6 +253,8 @@ class MatchRunner:
                     await self._notify_both(lambda _seat, n=notice: n)
         self.result = self._technical_result(failures) if failures else self._played_result()
         self._enter(FINISHED)
+        if self.on_outcome is not None:
+            self.on_outcome(self)
         await self._notify_both(self._game_over)
         return self.result
 
