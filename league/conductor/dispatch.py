@@ -34,6 +34,7 @@ from league.conductor.delivery_log import delivery_row
 from league.conductor.reachability import decide_unreachable
 from league.events import EventValues, append_events, broadcast_all, event_values, record_event
 from league.models import AgentStatus, League, Match, MatchResult, Referee, Round
+from leagueproto.envelope import deadline_in
 from leagueproto.scoring import record_field
 
 log = logging.getLogger("league.conductor")
@@ -113,11 +114,25 @@ def start_match_message(
         player_A_endpoint=a_endpoint,
         player_B_endpoint=b_endpoint,
         match_token=match_token(league.league_id, match.match_id, match.attempt),
+        attempt=match.attempt,
+        # After this the conductor no longer waits for the answer (``start_call_budget``): a
+        # referee that reads the call later (stopped, cut off) must not play the match.
+        start_by=deadline_in(start_call_budget(league) + START_SLACK),
         timeouts=timeouts_of(league),
         retry={"retries": league.retries, "delay": league.retry_delay},
         max_invalid_moves=league.max_invalid_moves,
         standings={p: dict(records.get(p, NO_RECORD)) for p in (a_id, b_id)},
     )
+
+
+# Seconds added to a start_match's call budget in its ``start_by``: the message is built when the
+# match is claimed, a moment before it is sent.
+START_SLACK = 2.0
+
+
+def start_call_budget(league: League) -> float:
+    """The longest the conductor waits for the answer to one start_match, retries included."""
+    return league.default_timeout * (league.retries + 1) + league.retry_delay * league.retries
 
 
 def dispatch_of(league: League, match: MatchToStart, referee: Referee, records: Records | None = None) -> Dispatch:

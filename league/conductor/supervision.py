@@ -39,6 +39,7 @@ from league.conductor.dispatch import (
     release_match,
     settle_starts,
     stale_assignments,
+    start_call_budget,
 )
 from league.conductor.embedded import claim_embedded, play_embedded
 from league.conductor.reachability import restore_agent, unreachable_agents, unreachable_failure
@@ -191,7 +192,7 @@ class Supervision(Sending):
                 if row.referee_pk is not None:
                     await self.count_failure(league, row.referee_pk, reason, max(1.0, league.match_deadline))
         # A start_match call may take the whole retry budget; past that nobody is sending it.
-        budget = league.default_timeout * (league.retries + 1) + league.retry_delay * league.retries + 1.0
+        budget = start_call_budget(league) + 1.0
         cutoff = wall - timedelta(seconds=budget)
         if any(
             r.status == Match.Status.ASSIGNED
