@@ -59,6 +59,7 @@ def test_silent_players_hold_no_one_up_and_lose_at_once(world, silent):
     world.conductor()
     world.wait_completed(timeout=90)
     world.assert_each_match_recorded_once()
+    world.assert_told_equals_recorded()
     league = world.league
     silent_ids = set(world.silent_ids.values())
 
