@@ -121,4 +121,3 @@ def test_the_league_rides_out_a_database_outage(world):
         assert 1 <= log.count("database unavailable") == log.count("database available again") <= 2, log
     assert "Internal error" not in lm_log and "Traceback" not in lm_log, lm_log
     assert "Traceback" not in conductor_log, conductor_log
-
