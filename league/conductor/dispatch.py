@@ -376,14 +376,19 @@ def referee_cooldown(league: League, failures: int, base: float = 1.0) -> float:
     return min(COOLDOWN_MAX, max(league.retry_delay, base) * 2 ** max(0, failures - 1))
 
 
-def referee_failed(referee_pk: int, reason: str) -> tuple[bool, int]:
+def referee_failed(referee_pk: int, reason: str, *, silent: bool = False) -> tuple[bool, int]:
     """Count a failure; SUSPEND after ``SUSPEND_AFTER`` in a row (and free its matches). Returns
     (suspended now, failures in a row). A referee suspended here is marked unreachable: the
-    conductor probes it and lets it back in once it answers (``restore_agent``)."""
+    conductor probes it and lets it back in once it answers (``restore_agent``).
+
+    ``silent``: it did not answer a start_match at all (no reply in time, no connection). It is
+    suspended at once, and gets no new match until it answers a ping again: a referee stopped or
+    cut off would otherwise be given a match in most rounds, each waiting a call budget before
+    going elsewhere. The matches it holds are left to their deadline (it may be playing them)."""
     with transaction.atomic():
         referee = Referee.objects.select_for_update().select_related("league").get(pk=referee_pk)
         referee.failures += 1
-        suspend = referee.failures >= SUSPEND_AFTER and referee.status in LIVE
+        suspend = (silent or referee.failures >= SUSPEND_AFTER) and referee.status in LIVE
         fields = ["failures", "status"]
         if suspend:
             referee.status = AgentStatus.SUSPENDED
@@ -398,7 +403,9 @@ def referee_failed(referee_pk: int, reason: str) -> tuple[bool, int]:
             agent=referee.referee_id,
             payload={"reason": reason, "failures": referee.failures},
         )
-        if suspend:
+        if suspend and silent:
+            log.warning("referee %s suspended until it answers a ping: %s", referee.referee_id, reason)
+        elif suspend:
             log.warning("referee %s suspended after %d failures: %s", referee.referee_id, referee.failures, reason)
             for match in Match.objects.filter(referee=referee, status__in=IN_PLAY):
                 release_match(match.pk, referee.pk, match.attempt, f"referee {referee.referee_id} suspended")

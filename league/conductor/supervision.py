@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -126,10 +127,12 @@ class Supervision(Sending):
             log.debug("start_match outcomes not recorded (database unavailable): %s", exc)
             return
         troubles = []
+        silent = False
         for item, outcome, reply in outcomes:
             if is_accepted(outcome, reply):
                 continue
             if outcome not in ("ok", "error"):
+                silent = True
                 reason = f"start_match failed: {(reply or {}).get('detail', outcome)}"
             else:
                 reply = reply or {}
@@ -138,23 +141,29 @@ class Supervision(Sending):
             troubles.append((item, reason))
         if troubles:
             try:
-                await self.referee_trouble(league, troubles)
+                await self.referee_trouble(league, troubles, silent=silent)
             except DB_OUTAGE as exc:
                 log.debug("start_match troubles not recorded (database unavailable): %s", exc)
 
-    async def referee_trouble(self, league: League, troubles: list[tuple[Dispatch, str]]) -> None:
+    async def referee_trouble(
+        self, league: League, troubles: list[tuple[Dispatch, str]], *, silent: bool = False
+    ) -> None:
         """A referee's batch of start_match calls went wrong: the matches go back to the pool and
         the referee counts one failure (one, however many matches the batch held: one referee
-        down for a moment is not four failures) and cools down before it gets another match."""
+        down for a moment is not four failures) and cools down before it gets another match.
+        ``silent``: a call got no answer at all; the referee is suspended until it answers a
+        ping (``referee_failed``)."""
         for item, reason in troubles:
             log.warning("match %s: referee %s: %s", item.match_id, item.referee_id, reason)
             await sync_to_async(release_match)(item.match_pk, item.referee_pk, item.attempt, reason)
         item, reason = troubles[-1]
-        await self.count_failure(league, item.referee_pk, reason)
+        await self.count_failure(league, item.referee_pk, reason, silent=silent)
 
-    async def count_failure(self, league: League, referee_pk: int, reason: str, cooldown: float = 0.0) -> None:
+    async def count_failure(
+        self, league: League, referee_pk: int, reason: str, cooldown: float = 0.0, *, silent: bool = False
+    ) -> None:
         """One failure of a referee; it gets no match for ``referee_cooldown`` (at least ``cooldown``)."""
-        _suspended, failures = await sync_to_async(referee_failed)(referee_pk, reason)
+        _suspended, failures = await sync_to_async(partial(referee_failed, silent=silent))(referee_pk, reason)
         wait = max(cooldown, referee_cooldown(league, failures, max(self.poll, self.cooldown_base)))
         self._cooldown[referee_pk] = time.monotonic() + wait
 

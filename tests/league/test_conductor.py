@@ -186,7 +186,10 @@ def test_it_reassigns_a_match_whose_referee_never_reports(lm_server, players, re
     assert MatchResult.objects.get(match=match).winner.player_id == "P01"
 
 
-def test_it_suspends_a_referee_that_keeps_failing(lm_server, players, referees):
+def test_it_suspends_a_referee_that_does_not_answer_a_start_match_at_once(lm_server, players, referees):
+    """Finding 5: a referee that does not answer (nothing listens, or it is stopped) gets no new
+    match until it answers a ping again, instead of one in each round until it had failed
+    ``SUSPEND_AFTER`` times."""
     league = make_league("conductor_suspend", **FAST)
     group = players(6)  # round 1 has 3 matches: all go to the referee with the most free capacity
     group.register(lm_server, league.league_id)
@@ -207,7 +210,8 @@ def test_it_suspends_a_referee_that_keeps_failing(lm_server, players, referees):
     league.refresh_from_db()
     assert league.status == League.Status.COMPLETED
     gone_row = Referee.objects.get(league=league, referee_id=gone["referee_id"])
-    assert gone_row.status == AgentStatus.SUSPENDED and gone_row.failures >= SUSPEND_AFTER
+    assert gone_row.status == AgentStatus.SUSPENDED and gone_row.failures < SUSPEND_AFTER
+    assert gone_row.unreachable_since is not None  # probed, and let back in once it answers
     recorded_by = set(MatchResult.objects.filter(league=league).values_list("referee__referee_id", flat=True))
     assert recorded_by == {worker.registration["referee_id"]}
     assert MatchResult.objects.filter(league=league).count() == 15
