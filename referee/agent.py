@@ -32,7 +32,7 @@ from leagueproto.messages import Ack, LeagueMessage, LeagueReply, RoundNumber
 from leagueproto.server import McpServer, agent_hosts
 from leagueproto.tools import CallContext, Toolset, same_token
 from referee.games import GAMES, get_game
-from referee.runner import MatchRunner, MatchSpec, Seat, Timeouts
+from referee.runner import ABANDONED, MatchAbandoned, MatchRunner, MatchSpec, Seat, Timeouts
 from referee.store import StateStore
 
 log = logging.getLogger(__name__)
@@ -133,6 +133,9 @@ class StartMatch(LeagueMessage):
     player_A_endpoint: str = Field(description="Player A's /mcp URL.")
     player_B_endpoint: str = Field(description="Player B's /mcp URL.")
     match_token: str | None = Field(None, description="Bearer the referee sends to both players.")
+    deadline_at: str | None = Field(
+        None, description="UTC match deadline: an outcome reached after it is told to no one (the LM gave it away)."
+    )
     start_by: str | None = Field(
         None, description="UTC time after which the LM no longer waits for the answer: not played after it."
     )
@@ -688,6 +691,8 @@ class Referee:
         # its saved report goes to the LM once more (the LM's first copy may have been refused
         # or lost), and the answer says it is finished.
         runner = self.matches.get(key)
+        if runner is not None and runner.status == ABANDONED:
+            runner = None  # told to no one: played afresh when given again
         task = self._match_tasks.get(key)
         if runner is not None and (runner.result is None or (task is not None and not task.done())):
             return answer("ACCEPTED", f"already {'finished' if runner.result else 'running'}")
@@ -719,6 +724,7 @@ class Referee:
             retry=retry,
             max_invalid_moves=max(0, msg.max_invalid_moves),
             standings=msg.standings,
+            deadline_at=_utc_or_none(msg.deadline_at),
         )
         runner = self._new_runner(spec)
         self._spawn_match(key, self._run_and_report(runner))
@@ -790,6 +796,9 @@ class Referee:
     async def _run_and_report(self, runner: MatchRunner) -> None:
         try:
             await runner.run()
+        except MatchAbandoned as exc:
+            log.warning("match %s abandoned, told to no one: %s", runner.spec.key, exc)
+            return
         except Exception:
             log.exception("match %s crashed; it is left for the LM to reassign", runner.spec.key)
             return
@@ -1018,6 +1027,13 @@ class Referee:
             runner = self._new_runner(spec)
             await self._spawn_match(key, runner.run())
         return self.toolset.reply(raw, "MATCH_RESULT", **seed_result(runner))
+
+
+def _utc_or_none(value: str | None) -> datetime | None:
+    try:
+        return parse_timestamp(value) if value is not None else None
+    except LeagueError:
+        return None
 
 
 def stale_start(msg: StartMatch) -> str | None:

@@ -13,6 +13,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from leagueproto.client import AgentClient, CallFailed, CallResult, RetryPolicy
@@ -27,6 +28,9 @@ WAITING_FOR_PLAYERS = "WAITING_FOR_PLAYERS"
 COLLECTING_CHOICES = "COLLECTING_CHOICES"
 DRAWING_NUMBER = "DRAWING_NUMBER"
 FINISHED = "FINISHED"
+# The outcome was reached after the match's deadline (the referee was stopped or cut off): the LM
+# has given the match to another referee by then, so no player is told it and nothing is reported.
+ABANDONED = "ABANDONED"
 
 _OUTCOME_OF_CODE = {
     ErrorCode.TIMEOUT_ERROR: "timeout",
@@ -98,6 +102,7 @@ class MatchSpec:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_invalid_moves: int = 3
     standings: Mapping[str, Any] = field(default_factory=dict)
+    deadline_at: datetime | None = None  # the LM's match deadline: no outcome is told after it
 
     @property
     def key(self) -> str:
@@ -125,6 +130,10 @@ class MatchResult:
             "technical_loss": list(self.technical_loss),
             "details": dict(self.details),
         }
+
+
+class MatchAbandoned(Exception):
+    """The match's outcome came after its deadline: told to no one, reported to no one."""
 
 
 class PlayerFailed(Exception):
@@ -251,6 +260,9 @@ class MatchRunner:
                 self.log.event("RESOLVED", **self.rules.details(self.state))
                 if notice is not None:
                     await self._notify_both(lambda _seat, n=notice: n)
+        if self.spec.deadline_at is not None and datetime.now(UTC) > self.spec.deadline_at:
+            self._enter(ABANDONED)
+            raise MatchAbandoned(f"{self.spec.match_id}: its deadline {self.spec.deadline_at:%H:%M:%S} passed")
         self.result = self._technical_result(failures) if failures else self._played_result()
         self._enter(FINISHED)
         if self.on_outcome is not None:

@@ -34,7 +34,7 @@ from league.conductor.delivery_log import delivery_row
 from league.conductor.reachability import decide_unreachable
 from league.events import EventValues, append_events, broadcast_all, event_values, record_event
 from league.models import AgentStatus, League, Match, MatchResult, Referee, Round
-from leagueproto.envelope import deadline_in
+from leagueproto.envelope import deadline_in, format_timestamp
 from leagueproto.scoring import record_field
 
 log = logging.getLogger("league.conductor")
@@ -96,9 +96,14 @@ class MatchToStart:
 
 
 def start_match_message(
-    league: League, match: MatchToStart, referee: Referee, records: Records | None = None
+    league: League,
+    match: MatchToStart,
+    referee: Referee,
+    records: Records | None = None,
+    deadline: datetime | None = None,
 ) -> dict[str, Any]:
-    """``records``: the players' ``records_before`` the round, when the caller has them."""
+    """``records``: the players' ``records_before`` the round, when the caller has them;
+    ``deadline``: the match's deadline (the referee tells no outcome after it)."""
     (a_id, a_endpoint), (b_id, b_endpoint) = match.player_a, match.player_b
     if records is None:
         records = records_before(match.rnd, (a_id, b_id))
@@ -118,6 +123,7 @@ def start_match_message(
         # After this the conductor no longer waits for the answer (``start_call_budget``): a
         # referee that reads the call later (stopped, cut off) must not play the match.
         start_by=deadline_in(start_call_budget(league) + START_SLACK),
+        **({"deadline_at": format_timestamp(deadline)} if deadline is not None else {}),
         timeouts=timeouts_of(league),
         retry={"retries": league.retries, "delay": league.retry_delay},
         max_invalid_moves=league.max_invalid_moves,
@@ -135,8 +141,14 @@ def start_call_budget(league: League) -> float:
     return league.default_timeout * (league.retries + 1) + league.retry_delay * league.retries
 
 
-def dispatch_of(league: League, match: MatchToStart, referee: Referee, records: Records | None = None) -> Dispatch:
-    message = start_match_message(league, match, referee, records)
+def dispatch_of(
+    league: League,
+    match: MatchToStart,
+    referee: Referee,
+    records: Records | None = None,
+    deadline: datetime | None = None,
+) -> Dispatch:
+    message = start_match_message(league, match, referee, records, deadline)
     return Dispatch(
         match.pk,
         match.match_id,
@@ -285,7 +297,7 @@ def claim_matches(
                         payload={"attempt": match.attempt, "deadline_at": deadline.isoformat()},
                     )
                 )
-                claimed.append(dispatch_of(league, match, referee, records))
+                claimed.append(dispatch_of(league, match, referee, records, deadline))
         append_events(events)
     return claimed
 
@@ -300,7 +312,11 @@ def stale_assignments(league_pk: int, older_than: float, skip: Iterable[int] = (
         .exclude(pk__in=set(skip))
         .select_related("round", "player_a", "player_b", "referee__league")
     )
-    return [dispatch_of(league, MatchToStart.of(m), m.referee) for m in matches if m.referee is not None]
+    return [
+        dispatch_of(league, MatchToStart.of(m), m.referee, deadline=m.deadline_at)
+        for m in matches
+        if m.referee is not None
+    ]
 
 
 def is_accepted(outcome: str, reply: dict[str, Any] | None) -> bool:

@@ -92,6 +92,8 @@ def test_start_match_says_until_when_the_conductor_waits_for_its_answer(lm_serve
     budget = timedelta(seconds=start_call_budget(league))
     assert timezone.now() + budget - timedelta(seconds=1) <= start_by <= timezone.now() + budget + timedelta(seconds=3)
     assert message["attempt"] == 1
+    match.refresh_from_db()
+    assert parse_timestamp(message["deadline_at"]) == match.deadline_at.replace(microsecond=0)
 
 
 def test_deadlines_of_matches_in_play_are_extended_by_an_outage(lm_server):

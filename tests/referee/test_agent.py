@@ -433,3 +433,22 @@ async def test_a_batch_the_lm_finds_too_large_goes_again_in_smaller_ones(tmp_pat
             assert caplog.text.count("(HTTP 413)") == 2
         finally:
             await referee.shutdown()
+
+
+def test_an_outcome_reached_after_the_match_deadline_is_told_to_no_one(referee, lm, players):
+    """Stopped mid-match past its deadline (SIGSTOP): the LM has given the match away, so the
+    players are not told this referee's outcome and the LM gets no report of it; the same match
+    given again is played afresh."""
+    scripted_lm, _ = lm
+    a, url_a = players(ScriptedPlayer("P01"))
+    b, url_b = players(ScriptedPlayer("P02"))
+    late = start_match_message(url_a, url_b, deadline_at="2020-01-01T00:00:00Z")
+    assert rpc(referee.url, "start_match", late)["status"] == "ACCEPTED"
+    wait_until(lambda: referee.referee.matches["league_test:R1M1"].status == "ABANDONED")
+    time.sleep(0.3)
+    assert not a.received.of("notify_match_result") and not b.received.of("notify_match_result")
+    assert not scripted_lm.received.of("report_match_result")
+    again = start_match_message(url_a, url_b, deadline_at=deadline_in(60))
+    assert rpc(referee.url, "start_match", again)["status"] == "ACCEPTED"
+    scripted_lm.received.wait_for("acknowledged")
+    assert len(a.received.of("notify_match_result")) == 1
