@@ -249,7 +249,7 @@ class Supervision(Sending):
                 reason = f"referee {referee.referee_id} unreachable: {exc}"
                 log.warning("%s; reassigning its matches", reason)
                 if await sync_to_async(release_all)(referee.pk, reason):
-                    await self.count_failure(league, referee.pk, reason)
+                    await self.count_failure(league, referee.pk, reason, silent=True)
                 return
 
             async def unknown(row: InPlay) -> bool:
