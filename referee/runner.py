@@ -78,6 +78,7 @@ class Timeouts:
 
 
 _DEFAULT_TIMEOUTS = Timeouts()
+_ONCE = RetryPolicy(retries=0, delay=0.0)
 
 
 @dataclass(frozen=True)
@@ -139,10 +140,21 @@ class MatchAbandoned(Exception):
 class PlayerFailed(Exception):
     """A player lost technically: no usable answer after the retries, or declined."""
 
-    def __init__(self, player_id: str, reason: str) -> None:
+    def __init__(self, player_id: str, reason: str, *, silent: bool = False) -> None:
         super().__init__(f"{player_id}: {reason}")
         self.player_id = player_id
         self.reason = reason
+        # No answer at all after the retries (no reply in time, no connection): the report says
+        # so (``details.silent``) and the LM decides the player's next matches at once.
+        self.silent = silent
+
+
+def _silent(exc: CallFailed) -> bool:
+    """No usable answer at the transport level: no reply in time, no connection, or a reply over
+    the size limit (as the LM judges an unreachable agent). A JSON-RPC error is an answer."""
+    if exc.rpc_error is not None:
+        return False
+    return exc.code in (ErrorCode.TIMEOUT_ERROR, ErrorCode.CONNECTION_ERROR) or exc.detail == "reply too large"
 
 
 _TOKEN_KEYS = ("auth_token", "league_manager_token", "match_token")
@@ -226,6 +238,7 @@ class MatchRunner:
         self.status = "IDLE"
         self.log = MatchLog()
         self.result: MatchResult | None = None
+        self.silent: set[str] = set()  # players that gave no answer at all: told once, not retried
         self.conversation_id = new_conversation_id(f"conv-{spec.match_id.lower()}")
         self.state: Any = rules.new_state(spec.player_a.player_id, spec.player_b.player_id)
 
@@ -276,6 +289,8 @@ class MatchRunner:
         for outcome in await self._for_both(step):
             if isinstance(outcome, PlayerFailed):
                 failures.append(outcome)
+                if outcome.silent:
+                    self.silent.add(outcome.player_id)
             elif outcome is not None:
                 raise outcome
         return failures
@@ -320,6 +335,8 @@ class MatchRunner:
         score = match_score(ids[0], ids[1], winner, offenders)
         reason = "; ".join(f"{f.player_id} {f.reason}" for f in failures)
         details = {**self.rules.details(self.state), "reason": f"technical loss: {reason}"}
+        if self.silent:
+            details["silent"] = sorted(self.silent)
         return MatchResult("TECHNICAL_LOSS", winner, score, offenders, details)
 
     # -- steps ------------------------------------------------------------------------------
@@ -337,7 +354,9 @@ class MatchRunner:
             try:
                 result = await self._call(seat, "handle_game_invitation", message, self.spec.timeouts.join)
             except CallFailed as exc:
-                raise PlayerFailed(seat.player_id, f"sent no GAME_JOIN_ACK ({exc.code.value}: {exc.detail})") from None
+                raise PlayerFailed(
+                    seat.player_id, f"sent no GAME_JOIN_ACK ({exc.code.value}: {exc.detail})", silent=_silent(exc)
+                ) from None
             if result.is_error:
                 raise PlayerFailed(seat.player_id, f"answered the invitation with {_error_summary(result.reply)}")
             problem = reply_problem(seat.player_id, "GAME_INVITATION", result.reply)
@@ -365,7 +384,9 @@ class MatchRunner:
                 result = await self._call(seat, request.tool, message, timeout)
             except CallFailed as exc:
                 raise PlayerFailed(
-                    seat.player_id, f"gave no answer to {request.message_type} ({exc.code.value}: {exc.detail})"
+                    seat.player_id,
+                    f"gave no answer to {request.message_type} ({exc.code.value}: {exc.detail})",
+                    silent=_silent(exc),
                 ) from None
             if result.is_error:
                 problem = InvalidMove(f"answered {request.message_type} with {_error_summary(result.reply)}")
@@ -459,18 +480,23 @@ class MatchRunner:
                 raise outcome
 
     async def _deliver(self, seat: Seat, request: Request, message: dict[str, Any], timeout: float) -> None:
-        """A notification: a failure to deliver is logged, never fatal."""
+        """A notification: a failure to deliver is logged, never fatal. A player that gave no
+        answer at all in this match gets one try: its retries would hold the match (and its
+        round) up for nothing."""
         try:
-            await self._call(seat, request.tool, message, timeout)
+            await self._call(seat, request.tool, message, timeout, once=seat.player_id in self.silent)
         except CallFailed as exc:
             log.info("%s: %s to %s not delivered: %s", self.spec.match_id, request.message_type, seat.player_id, exc)
 
-    async def _call(self, seat: Seat, method: str, message: dict[str, Any], timeout: float) -> CallResult:
+    async def _call(
+        self, seat: Seat, method: str, message: dict[str, Any], timeout: float, *, once: bool = False
+    ) -> CallResult:
         entry = self.log.add(
             "OUT", seat.player_id, method=method, message_type=message["message_type"], message=message
         )
+        policy = _ONCE if once else self.spec.retry
         try:
-            result = await self.client.call(seat.endpoint, method, message, timeout=timeout, policy=self.spec.retry)
+            result = await self.client.call(seat.endpoint, method, message, timeout=timeout, policy=policy)
         except CallFailed as exc:
             entry.update(
                 outcome=_OUTCOME_OF_CODE.get(exc.code, "error"),

@@ -6,7 +6,7 @@ finish the matches, refresh stale referees, one round-played check per round tou
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from league.actions.outcomes import check_match_log, checked_outcome, report_digest
 from league.events import EventValues, append_events, broadcast_all, event_values, strip_secrets
-from league.models import Event, League, Match, MatchResult, Referee, Round
+from league.models import Event, League, Match, MatchResult, Player, Referee, Round
 from leagueproto.errors import ErrorCode, LeagueError
 
 # A referee's last_seen_at is refreshed by its reports at most this often (a write per report saved).
@@ -88,6 +88,22 @@ def was_assigned(league_pk: int, match_id: str, referee_id: str) -> bool:
     return assigned.filter(agent=referee_id).exists()
 
 
+def mark_silent(silent: dict[League, dict[str, str]], now: datetime) -> list[EventValues]:
+    """Mark unreachable the players a referee's report found silent (no answer at all after the
+    retries), so their next matches are decided at once instead of each waiting out the same
+    timeouts; the conductor probes them and lets them back in when they answer a ping. The
+    ``player_unreachable`` Event rows, for those not marked already."""
+    rows: list[EventValues] = []
+    for league, players in silent.items():
+        fresh = Player.objects.filter(league=league, player_id__in=list(players), unreachable_since__isnull=True)
+        for pk, player_id in list(fresh.values_list("pk", "player_id")):
+            reason = f"failed: no answer at all in {players[player_id]}, as its referee reported"
+            Player.objects.filter(pk=pk).update(unreachable_since=now, unreachable_reason=reason)
+            payload = {"reason": reason}
+            rows.append(event_values(league, "STATE", "player_unreachable", agent=player_id, payload=payload))
+    return rows
+
+
 def mark_round_played(round_pk: int) -> bool:
     """PLAYED when no match of the round is left unfinished (one conditional UPDATE): whether it
     changed. Only a PENDING or ANNOUNCED round changes, so it happens once per round."""
@@ -151,6 +167,7 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
     results: list[MatchResult] = []
     broadcasts: list[tuple[str, str, dict[str, Any]]] = []
     finished: list[int] = []
+    silent: dict[League, dict[str, str]] = {}  # league → player the referee found silent → in which match
     late_by: dict[int, list[int]] = {}  # referee pk → the matches it reported after they were given back
     stale_referees: dict[int, Referee] = {}
     # round pk -> (index in rows of its last match_finished, round number, that match's broadcast)
@@ -282,6 +299,10 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
         )
         outcomes.append(Recorded("RECORDED", match_id))
         broadcasts.append((league.league_id, "match_finished", news))
+        said_silent = (result.get("details") or {}).get("silent")
+        if isinstance(said_silent, list):
+            for player_id in {p for p in said_silent if p in (a, b)}:
+                silent.setdefault(league, {})[player_id] = match_id
     if not results:
         return outcomes, rows
     MatchResult.objects.bulk_create(results)
@@ -292,6 +313,8 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
         Referee.objects.filter(pk__in=list(stale_referees)).update(last_seen_at=now, failures=0)
         for referee in stale_referees.values():
             referee.last_seen_at, referee.failures = now, 0
+    if silent:
+        rows.extend(mark_silent(silent, now))
     played = []
     for round_pk, (index, number, news) in last_of_round.items():
         if mark_round_played(round_pk):

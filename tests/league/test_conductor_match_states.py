@@ -107,3 +107,17 @@ def test_deadlines_of_matches_in_play_are_extended_by_an_outage(lm_server):
     assert match.deadline_at - before == timedelta(seconds=40)
     event = Event.objects.get(league=league, kind="deadlines_extended")
     assert event.payload == {"seconds": 40.0, "matches": 1}
+
+
+def test_a_player_the_report_says_was_silent_is_marked_unreachable(lm_server):
+    """Finding 6: the referee's report names a player that gave no answer at all; the LM marks it
+    unreachable, so its next matches are decided at once (until it answers a probe)."""
+    league, (ref1, _), match = _league_with_a_match(lm_server)
+    _claim(league, match)
+    report = win_report(ref1)
+    report["result"]["details"]["silent"] = ["P02", "P09"]  # P09 is not in the match: ignored
+    assert call(lm_server, "report_match_result", report)["status"] == "RECORDED"
+    silent = Player.objects.get(league=league, player_id="P02")
+    assert silent.unreachable_since is not None and "R1M1" in silent.unreachable_reason
+    assert Player.objects.get(league=league, player_id="P01").unreachable_since is None
+    assert Event.objects.filter(league=league, kind="player_unreachable", agent="P02").count() == 1

@@ -452,3 +452,18 @@ def test_an_outcome_reached_after_the_match_deadline_is_told_to_no_one(referee, 
     assert rpc(referee.url, "start_match", again)["status"] == "ACCEPTED"
     scripted_lm.received.wait_for("acknowledged")
     assert len(a.received.of("notify_match_result")) == 1
+
+
+def test_a_silent_players_report_says_so_and_it_is_told_the_result_once(referee, lm, players):
+    """Finding 6: a player that gives no answer at all loses technically; the report names it
+    (``details.silent``) and GAME_OVER goes to it once, not with the retries."""
+    scripted_lm, _ = lm
+    _, url_a = players(ScriptedPlayer("P01"))
+    gone = f"http://127.0.0.1:{free_port()}/mcp"  # nothing listens: no connection
+    assert rpc(referee.url, "start_match", start_match_message(url_a, gone))["status"] == "ACCEPTED"
+    (report,) = scripted_lm.received.wait_for("acknowledged")
+    assert report["result"]["technical_loss"] == ["P02"]
+    assert report["result"]["details"]["silent"] == ["P02"]
+    told = [e for e in report["match_log"] if e["direction"] == "OUT" and e["message_type"] == "GAME_OVER"]
+    to_silent = [e for e in told if e["peer"] == "P02"]
+    assert len(to_silent) == 1 and to_silent[0]["attempt"] == 1, to_silent
