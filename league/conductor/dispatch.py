@@ -325,28 +325,44 @@ def is_accepted(outcome: str, reply: dict[str, Any] | None) -> bool:
 
 def start_running(accepted: list[Dispatch]) -> set[int]:
     """ASSIGNED → RUNNING for each accepted match still in the assignment it was accepted for
-    (same referee, same attempt); the pks it moved. A match released or reassigned meanwhile
-    does not match and stays as it is. In the caller's transaction: the rows read are locked
-    (PostgreSQL) or SQLite's writer lock is held, so none changes between the read and the update."""
+    (same referee, same attempt); the pks started: those moved, and those already FINISHED in
+    that assignment (reported before this call; each still gets its ``match_started`` row). A
+    match released or reassigned meanwhile does not match and stays as it is. In the caller's
+    transaction: the rows read are locked (PostgreSQL) or SQLite's writer lock is held, so none
+    changes between the read and the update."""
     # One IN list, the assignment compared here: an OR of one (pk, referee, attempt) term per
     # match costs Django and SQLite far more to build and plan than the rows it reads.
     wanted = {d.match_pk: (d.referee_pk, d.attempt) for d in accepted}
+    # Locked in id order, as ``actions.record_results`` locks the matches it records: the reports
+    # of a batch's first matches often come in before the batch's start_match calls are all
+    # answered, and two transactions locking the same rows in different orders deadlock on
+    # PostgreSQL (the one rolled back was this one: a whole batch's start_match and
+    # match_started rows were lost).
     rows = (
-        Match.objects.select_for_update()
-        .filter(pk__in=wanted, status=Match.Status.ASSIGNED)
-        .values_list("pk", "referee_id", "attempt")
+        Match.objects.select_for_update(of=("self",))
+        .filter(pk__in=wanted, status__in=(Match.Status.ASSIGNED, Match.Status.FINISHED))
+        .order_by("pk")
+        .values_list("pk", "status", "referee_id", "attempt")
     )
-    moved = {pk for pk, referee_pk, attempt in rows if wanted[pk] == (referee_pk, attempt)}
+    started: set[int] = set()
+    moved: set[int] = set()
+    for pk, status, referee_pk, attempt in rows:
+        if wanted[pk] == (referee_pk, attempt):
+            started.add(pk)  # a match already reported (FINISHED) was started all the same
+            if status == Match.Status.ASSIGNED:
+                moved.add(pk)
     if moved:
         Match.objects.filter(pk__in=moved).update(status=Match.Status.RUNNING)
-    return moved
+    return started
 
 
 def settle_starts(league: League, outcomes: list[tuple[Dispatch, str, dict[str, Any] | None]]) -> set[int]:
     """Record a batch of start_match calls in one transaction: the OUT rows (one insert), and
     ASSIGNED → RUNNING for each accepted match still in that assignment.
 
-    Returns the pks moved to RUNNING. Refused or failed ones are left to the caller.
+    Returns the pks started (moved to RUNNING, or already FINISHED in that assignment: its
+    report came first); each has its ``match_started`` row. Refused or failed ones are left to
+    the caller.
     """
     accepted = {d.match_pk: d for d, outcome, reply in outcomes if is_accepted(outcome, reply)}
     with transaction.atomic():

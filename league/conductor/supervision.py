@@ -50,6 +50,7 @@ from leagueproto.client import CallFailed
 from leagueproto.errors import ErrorCode
 
 log = logging.getLogger("league.conductor")
+SETTLE_TRIES = 3  # tries of the transaction that records a batch of start_match calls
 
 
 class Supervision(Sending):
@@ -117,15 +118,20 @@ class Supervision(Sending):
             return item, "error" if result.is_error else "ok", result.reply
 
         outcomes = await asyncio.gather(*(one(item) for item in items))
-        try:
-            await sync_to_async(settle_starts)(
-                league, [(i, o, r if o in ("ok", "error") else None) for i, o, r in outcomes]
-            )
-        except DB_OUTAGE as exc:
-            # Sent but not recorded: the matches stay ASSIGNED and start_match is sent again
-            # (idempotent) once the database is back (``stale_assignments``).
-            log.debug("start_match outcomes not recorded (database unavailable): %s", exc)
-            return
+        settled = [(i, o, r if o in ("ok", "error") else None) for i, o, r in outcomes]
+        for attempt in range(SETTLE_TRIES):
+            try:
+                await sync_to_async(settle_starts)(league, settled)
+                break
+            except DB_OUTAGE as exc:
+                # A deadlock or serialization failure (PostgreSQL rolls one transaction back) is
+                # over at once: the same transaction again records the batch. An outage lasts:
+                # the matches stay ASSIGNED and start_match is sent again (idempotent) once the
+                # database is back (``stale_assignments``), and recorded then.
+                if attempt + 1 == SETTLE_TRIES:
+                    log.warning("start_match outcomes of %d matches not recorded: %s", len(items), exc)
+                    return
+                await asyncio.sleep(0.05 * (attempt + 1))
         troubles = []
         silent = False
         for item, outcome, reply in outcomes:

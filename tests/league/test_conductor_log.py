@@ -273,6 +273,27 @@ def test_settling_starts_moves_only_accepted_matches_still_in_their_assignment()
     assert sent[1].payload["reply"]["status"] == "REJECTED"
 
 
+def test_a_start_whose_report_came_first_is_still_in_the_event_log():
+    """Finding 7: a batch's first matches are often reported before all its start_match calls
+    are answered; each still gets its START_MATCH and match_started rows (and stays FINISHED)."""
+    league = make_league("log_settle_reported")
+    a, b = add_players(league, 2)
+    referee = add_referee(league, AgentStatus.ACTIVE)
+    league = running(league)
+    rnd = Round.objects.create(league=league, number=1, status=Round.Status.PENDING)
+    Match.objects.create(league=league, round=rnd, match_id="R1M1", player_a=a, player_b=b, game_type="even_odd")
+    (item,) = transitions.announce_round(league, rnd.pk, None).claimed
+    Match.objects.filter(pk=item.match_pk).update(status=Match.Status.FINISHED)  # its report came first
+
+    started = dispatch.settle_starts(league, [(item, "ok", {"message_type": "START_MATCH_ACK", "status": "ACCEPTED"})])
+
+    assert started == {item.match_pk}
+    assert Match.objects.get(pk=item.match_pk).status == Match.Status.FINISHED
+    kinds = list(Event.objects.filter(league=league, match_id="R1M1").values_list("kind", flat=True))
+    assert kinds.count("START_MATCH") == 1 and kinds.count("match_started") == 1, kinds
+    assert referee.referee_id == item.referee_id
+
+
 def test_settling_starts_leaves_a_suspended_referee_suspended():
     league = make_league("log_settle_suspended")
     a, b = add_players(league, 2)
@@ -296,7 +317,7 @@ def start_match_from_models(league: League, match_pk: int) -> dict:
 
 
 def comparable(message: dict) -> dict:
-    return {k: v for k, v in message.items() if k not in ("conversation_id", "timestamp")}
+    return {k: v for k, v in message.items() if k not in ("conversation_id", "timestamp", "start_by", "deadline_at")}
 
 
 def test_a_claim_read_as_values_sends_what_the_model_rows_say(django_assert_num_queries):
