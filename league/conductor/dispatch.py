@@ -413,10 +413,10 @@ def referee_failed(referee_pk: int, reason: str, *, silent: bool = False) -> tup
     (suspended now, failures in a row). A referee suspended here is marked unreachable: the
     conductor probes it and lets it back in once it answers (``restore_agent``).
 
-    ``silent``: it did not answer a start_match at all (no reply in time, no connection). It is
-    suspended at once, and gets no new match until it answers a ping again: a referee stopped or
-    cut off would otherwise be given a match in most rounds, each waiting a call budget before
-    going elsewhere. The matches it holds are left to their deadline (it may be playing them)."""
+    ``silent``: it took a start_match (or a ping) and gave no reply in time: stopped or cut
+    off. It is suspended at once and gets no new match until it answers a ping again; else it
+    would be given a match in most rounds, each waiting a call budget before going elsewhere.
+    The matches it holds are left to their deadline (it may be playing them)."""
     with transaction.atomic():
         referee = Referee.objects.select_for_update().select_related("league").get(pk=referee_pk)
         referee.failures += 1

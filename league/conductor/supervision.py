@@ -138,7 +138,9 @@ class Supervision(Sending):
             if is_accepted(outcome, reply):
                 continue
             if outcome not in ("ok", "error"):
-                silent = True
+                # No reply in time: the referee is there (it took the connection) but stopped or
+                # cut off. A refused connection is a referee restarting: it cools down instead.
+                silent = silent or outcome == ErrorCode.TIMEOUT_ERROR.value
                 reason = f"start_match failed: {(reply or {}).get('detail', outcome)}"
             else:
                 reply = reply or {}
@@ -255,7 +257,8 @@ class Supervision(Sending):
                 reason = f"referee {referee.referee_id} unreachable: {exc}"
                 log.warning("%s; reassigning its matches", reason)
                 if await sync_to_async(release_all)(referee.pk, reason):
-                    await self.count_failure(league, referee.pk, reason, silent=True)
+                    silent = exc.code == ErrorCode.TIMEOUT_ERROR  # as for start_match (start_matches)
+                    await self.count_failure(league, referee.pk, reason, silent=silent)
                 return
 
             async def unknown(row: InPlay) -> bool:
