@@ -5,6 +5,11 @@ round PENDING → ANNOUNCED (ROUND_ANNOUNCEMENT sent) → PLAYED (its last resul
 ``actions.record_results``) → COMPLETED (standings and ROUND_COMPLETED sent); the last round
 COMPLETED → league COMPLETED with its champion. The database is the single source of truth, so
 a conductor killed at any moment and started again (anywhere) carries on from what it reads.
+
+A match's own changes (claim, start, release, result) are in ``dispatch`` and
+``actions.record_results``; docs/architecture.md ("A match's states") draws them all with the
+invariants they keep (at most one result per match, the first valid one, from a log that bears
+it out). Each change here is one transaction with its Event row.
 """
 
 from __future__ import annotations
