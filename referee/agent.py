@@ -32,7 +32,7 @@ from leagueproto.messages import Ack, LeagueMessage, LeagueReply, RoundNumber
 from leagueproto.server import McpServer, agent_hosts
 from leagueproto.tools import CallContext, Toolset, same_token
 from referee.games import GAMES, get_game
-from referee.runner import ABANDONED, MatchAbandoned, MatchRunner, MatchSpec, Seat, Timeouts
+from referee.runner import ABANDONED, FINISHED, MatchAbandoned, MatchRunner, MatchSpec, Seat, Timeouts
 from referee.store import StateStore
 
 log = logging.getLogger(__name__)
@@ -555,6 +555,24 @@ class Referee:
         async def get_match_state(msg: MatchQuery, ctx: CallContext) -> dict[str, Any]:
             """The state and the full message log of a match this referee runs or ran."""
             runner = self._find(msg.match_id, msg.league_id)
+            saved = self.store.played_report(f"{msg.league_id}:{msg.match_id}") if runner is None else None
+            if saved is not None:
+                # Played before a restart: finished, its report kept (the LM must not give it away).
+                fields = saved.get("fields") or {}
+                key = saved.get("key")
+                return toolset.reply(
+                    msg.model_extra or {},
+                    "MATCH_STATE",
+                    league_id=fields.get("league_id"),
+                    round_id=fields.get("round_id"),
+                    match_id=msg.match_id,
+                    game_type=fields.get("game_type"),
+                    state=FINISHED,
+                    players=[],
+                    result=fields.get("result"),
+                    match_log=fields.get("match_log") or [],
+                    report_status=(self.reports.get(key) or {}).get("status") or "PENDING",
+                )
             if runner is None:
                 raise LeagueError(
                     ErrorCode.MATCH_NOT_FOUND,
