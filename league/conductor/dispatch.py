@@ -413,10 +413,11 @@ def referee_failed(referee_pk: int, reason: str, *, silent: bool = False) -> tup
     (suspended now, failures in a row). A referee suspended here is marked unreachable: the
     conductor probes it and lets it back in once it answers (``restore_agent``).
 
-    ``silent``: it took a start_match (or a ping) and gave no reply in time: stopped or cut
-    off. It is suspended at once and gets no new match until it answers a ping again; else it
-    would be given a match in most rounds, each waiting a call budget before going elsewhere.
-    The matches it holds are left to their deadline (it may be playing them)."""
+    ``silent``: it took a start_match and gave no reply in time (stopped or cut off), or did
+    not answer a ping while it held matches. It is suspended at once and gets no new match
+    until it answers a ping again; else it would be given a match in most rounds, each waiting
+    a call budget before going elsewhere. The matches it holds are left to their deadline (it
+    may have told their players an outcome already)."""
     with transaction.atomic():
         referee = Referee.objects.select_for_update().select_related("league").get(pk=referee_pk)
         referee.failures += 1
@@ -464,12 +465,6 @@ def release_match(match_pk: int, referee_pk: int | None, attempt: int, reason: s
             payload={"attempt": attempt, "reason": reason},
         )
     return True
-
-
-def release_all(referee_pk: int, reason: str) -> int:
-    """Give back every match the referee is running; how many went back."""
-    rows = list(Match.objects.filter(referee_id=referee_pk, status=Match.Status.RUNNING).values_list("pk", "attempt"))
-    return sum(release_match(pk, referee_pk, attempt, reason) for pk, attempt in rows)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,6 @@ from league.conductor.dispatch import (
     is_accepted,
     referee_cooldown,
     referee_failed,
-    release_all,
     release_match,
     settle_starts,
     stale_assignments,
@@ -241,9 +240,12 @@ class Supervision(Sending):
     async def check_referee(self, league: League, referee: Referee, rows: list[InPlay]) -> None:
         """Ping a referee that runs matches for us, then ask it about each (``get_match_state``).
 
-        No answer to the ping: it is gone; its matches are given back and it counts a failure.
-        An answer that it does not know a match (E006: it was restarted and lost it): that match
-        is given back at once, with no failure counted, instead of waiting for its deadline.
+        No answer to the ping: it is suspended until it answers one again (``probe``), and its
+        matches stay with it until their deadline: it may have told
+        their players an outcome already (it saves it first, and reports it once it is back), so
+        giving them to another referee now could tell them a second one. Once it answers again,
+        a match it does not know (E006: it was restarted before the outcome) is given back at
+        once, with no failure counted, instead of waiting for its deadline.
         """
         client = self.client
         assert client is not None
@@ -255,10 +257,8 @@ class Supervision(Sending):
                 await client.call(referee.endpoint, "ping", ping, timeout=timeout, policy=policy)
             except CallFailed as exc:
                 reason = f"referee {referee.referee_id} unreachable: {exc}"
-                log.warning("%s; reassigning its matches", reason)
-                if await sync_to_async(release_all)(referee.pk, reason):
-                    silent = exc.code == ErrorCode.TIMEOUT_ERROR  # as for start_match (start_matches)
-                    await self.count_failure(league, referee.pk, reason, silent=silent)
+                log.warning("%s; suspended until it answers, its matches wait until their deadline", reason)
+                await self.count_failure(league, referee.pk, reason, silent=True)
                 return
 
             async def unknown(row: InPlay) -> bool:
