@@ -144,8 +144,8 @@ class PlayerFailed(Exception):
         super().__init__(f"{player_id}: {reason}")
         self.player_id = player_id
         self.reason = reason
-        # No answer at all after the retries (no reply in time, no connection): the report says
-        # so (``details.silent``) and the LM decides the player's next matches at once.
+        # No answer at all to the invitation after the retries (no reply in time, no connection):
+        # the report says so (``details.silent``) and the LM decides its next matches at once.
         self.silent = silent
 
 
@@ -383,10 +383,9 @@ class MatchRunner:
             try:
                 result = await self._call(seat, request.tool, message, timeout)
             except CallFailed as exc:
+                # Not ``silent``: a player that joined the match is there, if too slow to decide.
                 raise PlayerFailed(
-                    seat.player_id,
-                    f"gave no answer to {request.message_type} ({exc.code.value}: {exc.detail})",
-                    silent=_silent(exc),
+                    seat.player_id, f"gave no answer to {request.message_type} ({exc.code.value}: {exc.detail})"
                 ) from None
             if result.is_error:
                 problem = InvalidMove(f"answered {request.message_type} with {_error_summary(result.reply)}")
