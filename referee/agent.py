@@ -15,6 +15,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from random import Random
 from typing import Any, Literal
@@ -33,14 +34,14 @@ from leagueproto.endpoint_policy import (
     ip_of,
     networks,
 )
-from leagueproto.envelope import AGENT_PROTOCOL_VERSION, make_message, new_conversation_id
+from leagueproto.envelope import AGENT_PROTOCOL_VERSION, make_message, new_conversation_id, parse_timestamp
 from leagueproto.errors import MISSING, RETRYABLE, ErrorCode, LeagueError, refusal, see
 from leagueproto.jsonutil import dumps
 from leagueproto.messages import Ack, LeagueMessage, LeagueReply, RoundNumber
 from leagueproto.server import McpServer, agent_hosts
 from leagueproto.tools import CallContext, Toolset, same_token
 from referee.games import GAMES, get_game
-from referee.runner import MatchRunner, MatchSpec, Seat, Timeouts
+from referee.runner import ABANDONED, FINISHED, MatchAbandoned, MatchRunner, MatchSpec, Seat, Timeouts
 from referee.store import StateStore
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,8 @@ REPORTS_KEPT = 2 * FINISHED_KEPT
 # An LM with a smaller limit answers a batch 413: the referee then halves its cap (_send_reports).
 REPORT_BATCH = 50
 REPORT_BATCH_BYTES = 960 * 1024
+# The longest wait between two tries of a report the LM gave no pace for (it was unreachable).
+REPORT_BACKOFF_MAX = 5.0
 
 # A report waiting for the sender: its message, its timeout, the future its delivery task awaits.
 Outgoing = tuple[dict[str, Any], float, asyncio.Future[CallResult]]
@@ -140,6 +143,12 @@ class StartMatch(LeagueMessage):
     player_A_endpoint: str = Field(description="Player A's /mcp URL.")
     player_B_endpoint: str = Field(description="Player B's /mcp URL.")
     match_token: str | None = Field(None, description="Bearer the referee sends to both players.")
+    deadline_at: str | None = Field(
+        None, description="UTC match deadline: an outcome reached after it is told to no one (the LM gave it away)."
+    )
+    start_by: str | None = Field(
+        None, description="UTC time after which the LM no longer waits for the answer: not played after it."
+    )
     timeouts: dict[str, float] = Field(default_factory=dict)
     retry: dict[str, float] = Field(default_factory=dict)
     max_invalid_moves: int = 3
@@ -591,6 +600,24 @@ class Referee:
             never shown)."""
             self._check_lm_token((msg.model_extra or {}).get("auth_token") or ctx.bearer_token, msg.league_id, ctx)
             runner = self._find(msg.match_id, msg.league_id)
+            saved = self.store.played_report(f"{msg.league_id}:{msg.match_id}") if runner is None else None
+            if saved is not None:
+                # Played before a restart: finished, its report kept (the LM must not give it away).
+                fields = saved.get("fields") or {}
+                key = saved.get("key")
+                return toolset.reply(
+                    msg.model_extra or {},
+                    "MATCH_STATE",
+                    league_id=fields.get("league_id"),
+                    round_id=fields.get("round_id"),
+                    match_id=msg.match_id,
+                    game_type=fields.get("game_type"),
+                    state=FINISHED,
+                    players=[],
+                    result=fields.get("result"),
+                    match_log=fields.get("match_log") or [],
+                    report_status=(self.reports.get(key) or {}).get("status") or "PENDING",
+                )
             if runner is None:
                 raise LeagueError(
                     ErrorCode.MATCH_NOT_FOUND,
@@ -758,9 +785,23 @@ class Referee:
                 capacity=self.config.max_concurrent,
             )
 
-        if key in self.matches:  # idempotent: the LM may resend an assignment
-            runner = self.matches[key]
+        # Idempotent: the LM may resend an assignment. A match played here is never played again:
+        # its saved report goes to the LM once more (the LM's first copy may have been refused
+        # or lost), and the answer says it is finished.
+        runner = self.matches.get(key)
+        if runner is not None and runner.status == ABANDONED:
+            runner = None  # told to no one: played afresh when given again
+        task = self._match_tasks.get(key)
+        if runner is not None and (runner.result is None or (task is not None and not task.done())):
             return answer("ACCEPTED", f"already {'finished' if runner.result else 'running'}")
+        saved = self._report_of(runner) if runner is not None and runner.result else self.store.played_report(key)
+        if runner is not None or saved is not None:
+            if saved is not None and self.config.league_url and msg.league_id is not None:
+                self._start_report(key, saved)
+            return answer("ACCEPTED", "already finished")
+        stale = stale_start(msg)
+        if stale:
+            return answer("REJECTED", stale)
         if msg.game_type not in GAMES:
             return answer(
                 "REJECTED", f"game type {msg.game_type!r} not supported (supported: {', '.join(sorted(GAMES))})"
@@ -782,6 +823,7 @@ class Referee:
             retry=retry,
             max_invalid_moves=max(0, msg.max_invalid_moves),
             standings=msg.standings,
+            deadline_at=_utc_or_none(msg.deadline_at),
         )
         runner = self._new_runner(spec)
         self._spawn_match(key, self._run_and_report(runner))
@@ -816,7 +858,11 @@ class Referee:
         assert self.player_client is not None, "the referee serves only after startup()"
         league = spec.league_id
         runner = MatchRunner(
-            spec, get_game(spec.game_type, self.config.rng), self.player_client, lambda: self.sender_for(league)
+            spec,
+            get_game(spec.game_type, self.config.rng),
+            self.player_client,
+            lambda: self.sender_for(league),
+            on_outcome=self._write_ahead,
         )
         self.matches[spec.key] = runner
         while len(self.matches) > FINISHED_KEPT:
@@ -827,17 +873,16 @@ class Referee:
             self._match_tasks.pop(oldest_key, None)
         return runner
 
-    async def _run_and_report(self, runner: MatchRunner) -> None:
-        try:
-            result = await runner.run()
-        except Exception:
-            log.exception("match %s crashed; it is left for the LM to reassign", runner.spec.key)
-            return
-        self.matches_run += 1
+    def _reports(self, spec: MatchSpec) -> bool:
+        """Whether this match's result goes to an LM (not the short run_match form's)."""
+        return bool(self.config.league_url) and spec.league_id is not None
+
+    def _report_of(self, runner: MatchRunner) -> dict[str, Any]:
+        """The report of a finished match, as it is saved and sent."""
         spec = runner.spec
-        if not self.config.league_url or spec.league_id is None:
-            return
-        pending = {
+        assert runner.result is not None
+        return {
+            "key": spec.key,
             "conversation_id": new_conversation_id(f"conv-{spec.match_id.lower()}-report"),
             "timeout": spec.timeouts.report,
             "fields": {
@@ -845,12 +890,35 @@ class Referee:
                 "round_id": spec.round_id,
                 "match_id": spec.match_id,
                 "game_type": spec.game_type,
-                "result": result.to_dict(),
+                "result": runner.result.to_dict(),
                 "match_log": runner.log.entries,
             },
         }
-        self.store.save_report(spec.key, pending)
-        self._start_report(spec.key, pending)
+
+    def _write_ahead(self, runner: MatchRunner) -> None:
+        """The runner knows the outcome and has told no player yet: save the report first, so a
+        referee killed while it sends GAME_OVER delivers that same outcome after its restart (and
+        never plays the match again). The log saved ends here; the one sent after GAME_OVER has
+        its deliveries too (both bear out the same result)."""
+        if not self._reports(runner.spec):
+            return
+        try:
+            self.store.save_report(runner.spec.key, self._report_of(runner))
+        except OSError as exc:  # a full disk: the report still goes from memory
+            log.error("report %s not saved before GAME_OVER: %s", runner.spec.key, exc)
+
+    async def _run_and_report(self, runner: MatchRunner) -> None:
+        try:
+            await runner.run()
+        except MatchAbandoned as exc:
+            log.warning("match %s abandoned, told to no one: %s", runner.spec.key, exc)
+            return
+        except Exception:
+            log.exception("match %s crashed; it is left for the LM to reassign", runner.spec.key)
+            return
+        self.matches_run += 1
+        if self._reports(runner.spec):
+            self._start_report(runner.spec.key, self._report_of(runner))
 
     # -- reports ------------------------------------------------------------------------------
     def _start_report(self, key: str, pending: dict[str, Any]) -> None:
@@ -890,10 +958,15 @@ class Referee:
             try:
                 result = await self._send_report(message, pending.get("timeout", 10.0))
             except CallFailed as exc:
-                wait = max(delay, retry_after(exc))
+                # The LM's own pace when it gives one (its database is away: it knows when to ask
+                # again), else a backoff of at most REPORT_BACKOFF_MAX: a report waiting longer
+                # than that after an outage holds its round up for nothing.
+                asked = retry_after(exc)
+                wait = asked or delay
                 log.info("report %s not delivered (%s); retrying in %.1f s", key, exc, wait)
                 await asyncio.sleep(wait)
-                delay = min(delay * 2, self.config.backoff_max)
+                if not asked:
+                    delay = min(delay * 2, self.config.backoff_max, REPORT_BACKOFF_MAX)
                 continue
             else:
                 reply = result.reply
@@ -916,7 +989,7 @@ class Referee:
                     self._acknowledged(key, reply)
                     return
             await asyncio.sleep(delay)
-            delay = min(delay * 2, self.config.backoff_max)
+            delay = min(delay * 2, self.config.backoff_max, REPORT_BACKOFF_MAX)
 
     async def _send_report(self, message: dict[str, Any], timeout: float) -> CallResult:
         """The LM's answer to one report, sent with the others waiting at the same moment (one
@@ -1068,6 +1141,33 @@ class Referee:
             runner = self._new_runner(spec)
             await self._spawn_match(key, runner.run())
         return self.toolset.reply(raw, "MATCH_RESULT", **seed_result(runner))
+
+
+def _utc_or_none(value: str | None) -> datetime | None:
+    try:
+        return parse_timestamp(value) if value is not None else None
+    except LeagueError:
+        return None
+
+
+def stale_start(msg: StartMatch) -> str | None:
+    """Why ``msg`` must not be played (its ``start_by`` has passed), or None.
+
+    A start_match read only after the LM has stopped waiting for its answer, e.g. queued while
+    this referee was stopped (SIGSTOP) or cut off, has been withdrawn: the LM gives the match to
+    a referee that answers, and playing it here would tell the players a second outcome. The LM
+    says until when it waits (``start_by``: its call budget from the moment it sent the message);
+    a message without it (an LM of another kind, a hand-written call) is never stale."""
+    if msg.start_by is None:
+        return None
+    try:
+        until = parse_timestamp(msg.start_by)
+    except LeagueError:
+        return None  # unreadable: nothing says it is old
+    late = (datetime.now(UTC) - until).total_seconds()
+    if late <= 1.0:  # timestamps are whole seconds
+        return None
+    return f"stale: start_by {msg.start_by} passed {late:.0f} s ago; the League Manager no longer waits for this answer"
 
 
 def _short_text(raw: Mapping[str, Any], key: str, field_name: str | None = None) -> str | None:

@@ -13,6 +13,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from leagueproto.client import AgentClient, CallFailed, CallResult, RetryPolicy
@@ -34,6 +35,9 @@ WAITING_FOR_PLAYERS = "WAITING_FOR_PLAYERS"
 COLLECTING_CHOICES = "COLLECTING_CHOICES"
 DRAWING_NUMBER = "DRAWING_NUMBER"
 FINISHED = "FINISHED"
+# The outcome was reached after the match's deadline (the referee was stopped or cut off): the LM
+# has given the match to another referee by then, so no player is told it and nothing is reported.
+ABANDONED = "ABANDONED"
 
 _OUTCOME_OF_CODE = {
     ErrorCode.TIMEOUT_ERROR: "timeout",
@@ -81,6 +85,7 @@ class Timeouts:
 
 
 _DEFAULT_TIMEOUTS = Timeouts()
+_ONCE = RetryPolicy(retries=0, delay=0.0)
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,7 @@ class MatchSpec:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_invalid_moves: int = 3
     standings: Mapping[str, Any] = field(default_factory=dict)
+    deadline_at: datetime | None = None  # the LM's match deadline: no outcome is told after it
 
     @property
     def key(self) -> str:
@@ -134,13 +140,28 @@ class MatchResult:
         }
 
 
+class MatchAbandoned(Exception):
+    """The match's outcome came after its deadline: told to no one, reported to no one."""
+
+
 class PlayerFailed(Exception):
     """A player lost technically: no usable answer after the retries, or declined."""
 
-    def __init__(self, player_id: str, reason: str) -> None:
+    def __init__(self, player_id: str, reason: str, *, silent: bool = False) -> None:
         super().__init__(f"{player_id}: {reason}")
         self.player_id = player_id
         self.reason = reason
+        # No answer at all to the invitation after the retries (no reply in time, no connection):
+        # the report says so (``details.silent``) and the LM decides its next matches at once.
+        self.silent = silent
+
+
+def _silent(exc: CallFailed) -> bool:
+    """No usable answer at the transport level: no reply in time, no connection, or a reply over
+    the size limit (as the LM judges an unreachable agent). A JSON-RPC error is an answer."""
+    if exc.rpc_error is not None:
+        return False
+    return exc.code in (ErrorCode.TIMEOUT_ERROR, ErrorCode.CONNECTION_ERROR) or exc.detail == "reply too large"
 
 
 _TOKEN_KEYS = ("auth_token", "league_manager_token", "match_token")
@@ -205,14 +226,26 @@ class MatchRunner:
     """Runs one match; ``run()`` returns its :class:`MatchResult` and never raises for a
     player's misbehaviour (that is a technical loss)."""
 
-    def __init__(self, spec: MatchSpec, rules: GameRules, client: AgentClient, sender: str | Callable[[], str]) -> None:
+    def __init__(
+        self,
+        spec: MatchSpec,
+        rules: GameRules,
+        client: AgentClient,
+        sender: str | Callable[[], str],
+        on_outcome: Callable[[MatchRunner], None] | None = None,
+    ) -> None:
         self.spec = spec
+        # Called once the outcome is known and before any player is told it (GAME_OVER): the
+        # referee saves its report there (write ahead), so a crash never leaves a match told
+        # and unrecorded.
+        self.on_outcome = on_outcome
         self.rules = rules
         self.client = client
         self._sender = sender
         self.status = "IDLE"
         self.log = MatchLog()
         self.result: MatchResult | None = None
+        self.silent: set[str] = set()  # players that gave no answer at all: told once, not retried
         self.conversation_id = new_conversation_id(f"conv-{spec.match_id.lower()}")
         self.state: Any = rules.new_state(spec.player_a.player_id, spec.player_b.player_id)
 
@@ -247,8 +280,13 @@ class MatchRunner:
                 self.log.event("RESOLVED", **self.rules.details(self.state))
                 if notice is not None:
                     await self._notify_both(lambda _seat, n=notice: n)
+        if self.spec.deadline_at is not None and datetime.now(UTC) > self.spec.deadline_at:
+            self._enter(ABANDONED)
+            raise MatchAbandoned(f"{self.spec.match_id}: its deadline {self.spec.deadline_at:%H:%M:%S} passed")
         self.result = self._technical_result(failures) if failures else self._played_result()
         self._enter(FINISHED)
+        if self.on_outcome is not None:
+            self.on_outcome(self)
         await self._notify_both(self._game_over)
         return self.result
 
@@ -258,6 +296,8 @@ class MatchRunner:
         for outcome in await self._for_both(step):
             if isinstance(outcome, PlayerFailed):
                 failures.append(outcome)
+                if outcome.silent:
+                    self.silent.add(outcome.player_id)
             elif outcome is not None:
                 raise outcome
         return failures
@@ -302,6 +342,8 @@ class MatchRunner:
         score = match_score(ids[0], ids[1], winner, offenders)
         reason = "; ".join(f"{f.player_id} {f.reason}" for f in failures)
         details = {**self.rules.details(self.state), "reason": f"technical loss: {reason}"}
+        if self.silent:
+            details["silent"] = sorted(self.silent)
         return MatchResult("TECHNICAL_LOSS", winner, score, offenders, details)
 
     # -- steps ------------------------------------------------------------------------------
@@ -319,7 +361,9 @@ class MatchRunner:
             try:
                 result = await self._call(seat, "handle_game_invitation", message, self.spec.timeouts.join)
             except CallFailed as exc:
-                raise PlayerFailed(seat.player_id, f"sent no GAME_JOIN_ACK ({exc.code.value}: {exc.detail})") from None
+                raise PlayerFailed(
+                    seat.player_id, f"sent no GAME_JOIN_ACK ({exc.code.value}: {exc.detail})", silent=_silent(exc)
+                ) from None
             if result.is_error:
                 raise PlayerFailed(seat.player_id, f"answered the invitation with {_error_summary(result.reply)}")
             problem = reply_problem(seat.player_id, "GAME_INVITATION", result.reply)
@@ -346,6 +390,7 @@ class MatchRunner:
             try:
                 result = await self._call(seat, request.tool, message, timeout)
             except CallFailed as exc:
+                # Not ``silent``: a player that joined the match is there, if too slow to decide.
                 raise PlayerFailed(
                     seat.player_id, f"gave no answer to {request.message_type} ({exc.code.value}: {exc.detail})"
                 ) from None
@@ -441,18 +486,23 @@ class MatchRunner:
                 raise outcome
 
     async def _deliver(self, seat: Seat, request: Request, message: dict[str, Any], timeout: float) -> None:
-        """A notification: a failure to deliver is logged, never fatal."""
+        """A notification: a failure to deliver is logged, never fatal. A player that gave no
+        answer at all in this match gets one try: its retries would hold the match (and its
+        round) up for nothing."""
         try:
-            await self._call(seat, request.tool, message, timeout)
+            await self._call(seat, request.tool, message, timeout, once=seat.player_id in self.silent)
         except CallFailed as exc:
             log.info("%s: %s to %s not delivered: %s", self.spec.match_id, request.message_type, seat.player_id, exc)
 
-    async def _call(self, seat: Seat, method: str, message: dict[str, Any], timeout: float) -> CallResult:
+    async def _call(
+        self, seat: Seat, method: str, message: dict[str, Any], timeout: float, *, once: bool = False
+    ) -> CallResult:
         entry = self.log.add(
             "OUT", seat.player_id, method=method, message_type=message["message_type"], message=message
         )
+        policy = _ONCE if once else self.spec.retry
         try:
-            result = await self.client.call(seat.endpoint, method, message, timeout=timeout, policy=self.spec.retry)
+            result = await self.client.call(seat.endpoint, method, message, timeout=timeout, policy=policy)
         except CallFailed as exc:
             entry.update(
                 outcome=_OUTCOME_OF_CODE.get(exc.code, "error"),

@@ -6,7 +6,7 @@ finish the matches, refresh stale referees, one round-played check per round tou
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from league.actions.outcomes import check_match_log, checked_outcome, report_digest
 from league.events import EventValues, append_events, broadcast_all, event_values, strip_secrets
-from league.models import League, Match, MatchResult, Referee, Round
+from league.models import Event, League, Match, MatchResult, Player, Referee, Round
 from leagueproto.errors import ErrorCode, LeagueError
 
 # A referee's last_seen_at is refreshed by its reports at most this often (a write per report saved).
@@ -81,6 +81,29 @@ def _report_matches(wanted: dict[int, set[str]]) -> list[dict[str, Any]]:
     return list(matches.values(*_MATCH_COLUMNS))
 
 
+def was_assigned(league_pk: int, match_id: str, referee_id: str) -> bool:
+    """Whether the match was ever assigned to this referee (its ``match_assigned`` Event): a report
+    of a match no longer assigned to it is recorded only then. Read only for such late reports."""
+    assigned = Event.objects.filter(league_id=league_pk, kind="match_assigned", match_id=match_id)
+    return assigned.filter(agent=referee_id).exists()
+
+
+def mark_silent(silent: dict[League, dict[str, str]], now: datetime) -> list[EventValues]:
+    """Mark unreachable the players a referee's report found silent (no answer at all after the
+    retries), so their next matches are decided at once instead of each waiting out the same
+    timeouts; the conductor probes them and lets them back in when they answer a ping. The
+    ``player_unreachable`` Event rows, for those not marked already."""
+    rows: list[EventValues] = []
+    for league, players in silent.items():
+        fresh = Player.objects.filter(league=league, player_id__in=list(players), unreachable_since__isnull=True)
+        for pk, player_id in list(fresh.values_list("pk", "player_id")):
+            reason = f"failed: no answer at all in {players[player_id]}, as its referee reported"
+            Player.objects.filter(pk=pk).update(unreachable_since=now, unreachable_reason=reason)
+            payload = {"reason": reason}
+            rows.append(event_values(league, "STATE", "player_unreachable", agent=player_id, payload=payload))
+    return rows
+
+
 def mark_round_played(round_pk: int) -> bool:
     """PLAYED when no match of the round is left unfinished (one conditional UPDATE): whether it
     changed. Only a PENDING or ANNOUNCED round changes, so it happens once per round."""
@@ -105,8 +128,11 @@ def record_result(
 ) -> Recorded:
     """Store a referee's MATCH_RESULT_REPORT (docs/protocol.md, "Reporting a result"), once.
 
-    E006 unknown match; E015 the match is assigned to another referee, was cancelled, or already
-    has a different result (the conflict is logged); an identical repeat is DUPLICATE.
+    E006 unknown match; E015 the match was never assigned to this referee, was cancelled, or
+    already has a different result (the conflict is logged); an identical repeat is DUPLICATE.
+    A match given back since this referee was assigned it (a deadline passed during an outage,
+    the referee seemed gone) and not yet recorded takes this result: the first valid result of a
+    match is the one recorded, and the players were told it.
     Marks the match FINISHED and its round PLAYED when it was the round's last match.
     """
     with transaction.atomic():
@@ -141,6 +167,8 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
     results: list[MatchResult] = []
     broadcasts: list[tuple[str, str, dict[str, Any]]] = []
     finished: list[int] = []
+    silent: dict[League, dict[str, str]] = {}  # league → player the referee found silent → in which match
+    late_by: dict[int, list[int]] = {}  # referee pk → the matches it reported after they were given back
     stale_referees: dict[int, Referee] = {}
     # round pk -> (index in rows of its last match_finished, round number, that match's broadcast)
     last_of_round: dict[int, tuple[int, int, dict[str, Any]]] = {}
@@ -189,7 +217,8 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
                 )
             )
             continue
-        if match["referee_id"] != referee.pk:
+        late = match["referee_id"] != referee.pk
+        if late and (referee.pk is None or not was_assigned(league.pk, match_id, referee.referee_id)):
             outcomes.append(
                 LeagueError(
                     ErrorCode.INVALID_GAME_STATE,
@@ -234,6 +263,22 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
             )
         )
         finished.append(match["pk"])
+        if late:
+            # A match given back (its deadline passed, its referee seemed gone) and played all the
+            # same: the first valid result of a match stands, whoever holds it now. A re-dispatch
+            # in flight is withdrawn: its referee's report will find this result.
+            late_by.setdefault(referee.pk, []).append(match["pk"])
+            if match["referee__referee_id"]:
+                rows.append(
+                    event_values(
+                        league,
+                        "STATE",
+                        "match_withdrawn",
+                        agent=match["referee__referee_id"],
+                        match_id=match_id,
+                        payload={"reason": f"{referee.referee_id} reported the match first"},
+                    )
+                )
         # A later report of this match in the same batch sees this result, as it would in the table.
         match["result__report_digest"], match["result__referee_id"] = digest, referee.pk
         match["result__referee__referee_id"], match["status"] = referee.referee_id, Match.Status.FINISHED
@@ -254,14 +299,22 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
         )
         outcomes.append(Recorded("RECORDED", match_id))
         broadcasts.append((league.league_id, "match_finished", news))
+        said_silent = (result.get("details") or {}).get("silent")
+        if isinstance(said_silent, list):
+            for player_id in {p for p in said_silent if p in (a, b)}:
+                silent.setdefault(league, {})[player_id] = match_id
     if not results:
         return outcomes, rows
     MatchResult.objects.bulk_create(results)
     Match.objects.filter(pk__in=finished).update(status=Match.Status.FINISHED, finished_at=now)
+    for referee_pk, pks in late_by.items():
+        Match.objects.filter(pk__in=pks).update(referee_id=referee_pk)
     if stale_referees:
         Referee.objects.filter(pk__in=list(stale_referees)).update(last_seen_at=now, failures=0)
         for referee in stale_referees.values():
             referee.last_seen_at, referee.failures = now, 0
+    if silent:
+        rows.extend(mark_silent(silent, now))
     played = []
     for round_pk, (index, number, news) in last_of_round.items():
         if mark_round_played(round_pk):

@@ -8,8 +8,11 @@ now and then the database is cut for a few seconds (see league/bench/outage.py).
 exits on its own (not killed by the bench) is a violation: it is started again, and reported.
 
 Every league is then checked: complete with n(n-1)/2 results, none twice, the final standings
-equal to a recount from the results (``validate_league``), and finished within ``bound`` seconds
-of its start. The bound is stated in docs/operations.md (Recovery).
+equal to a recount from the results (``validate_league``), every outcome a player was told
+(GAME_OVER, kept in its --state-dir) the one recorded (league/bench/told.py), and finished within
+``bound`` seconds of its start. Registration may take up to 300 s (a machine at a load average
+of 10 starts Django processes slowly; the bound counts from the league's start). The bound is
+stated in docs/operations.md (Recovery).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from league.bench.league_run import BENCH_TIMEOUTS, INSTANT_MIX, validate_league
 from league.bench.machine import machine_info
 from league.bench.outage import Outage, database_outage
 from league.bench.processes import Child, Cluster, free_port, free_port_run
+from league.bench.told import recorded_outcomes, told_in_states, told_problems
 from league.models import AgentStatus, League, Match, MatchResult
 
 # What the bench kills (every kind alike).
@@ -128,6 +132,7 @@ class ChaosBench:
     crashes: list[str] = field(default_factory=list)
     outages: list[float] = field(default_factory=list)
     outcomes: list[LeagueOutcome] = field(default_factory=list)
+    told_checked: int = 0  # (player, match) outcomes told and compared with the record
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -181,6 +186,9 @@ class ChaosBench:
             self._end_chaos()
             if league.status == League.Status.COMPLETED:
                 problems += validate_league(league, self.players)
+                told = told_in_states(agents.log_dir / "state", league.league_id)
+                problems += told_problems(told, recorded_outcomes(league))
+                self.told_checked += len(told)
                 # From the LM's own clock: started (start_league) to completed (the last result).
                 wall = round((league.completed_at - league.started_at).total_seconds(), 2)
                 if wall > self.bound:
@@ -231,7 +239,7 @@ class ChaosBench:
         )
         return [Victim(child, agents.log_dir) for child in (*referees, *hosts)]
 
-    def _wait_for_registrations(self, league: League, timeout: float = 120.0) -> list[str]:
+    def _wait_for_registrations(self, league: League, timeout: float = 300.0) -> list[str]:
         """Wait for every agent to register, under chaos (agents retry their registration): the
         bench only reads meanwhile, which a cut does not stop (WAL readers; a direct connection)."""
         deadline = time.monotonic() + timeout
@@ -375,6 +383,7 @@ class ChaosBench:
             "outage_seconds_total": round(sum(self.outages), 1),
             "league_seconds_max": max(walls) if walls else None,
             "league_seconds_mean": round(sum(walls) / len(walls), 1) if walls else None,
+            "told_checked": self.told_checked,
             "violations": violations,
             "errors": len(violations),
             "valid": not violations and bool(self.outcomes),

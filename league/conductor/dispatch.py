@@ -36,6 +36,7 @@ from league.conductor.reachability import decide_unreachable
 from league.endpoints import networks
 from league.events import EventValues, append_events, broadcast_all, event_values, record_event
 from league.models import AgentStatus, League, Match, MatchResult, Referee, Round
+from leagueproto.envelope import deadline_in, format_timestamp
 from leagueproto.scoring import record_field
 
 log = logging.getLogger("league.conductor")
@@ -97,9 +98,14 @@ class MatchToStart:
 
 
 def start_match_message(
-    league: League, match: MatchToStart, referee: Referee, records: Records | None = None
+    league: League,
+    match: MatchToStart,
+    referee: Referee,
+    records: Records | None = None,
+    deadline: datetime | None = None,
 ) -> dict[str, Any]:
-    """``records``: the players' ``records_before`` the round, when the caller has them."""
+    """``records``: the players' ``records_before`` the round, when the caller has them;
+    ``deadline``: the match's deadline (the referee tells no outcome after it)."""
     (a_id, a_endpoint), (b_id, b_endpoint) = match.player_a, match.player_b
     if records is None:
         records = records_before(match.rnd, (a_id, b_id))
@@ -115,6 +121,11 @@ def start_match_message(
         player_A_endpoint=a_endpoint,
         player_B_endpoint=b_endpoint,
         match_token=match_token(league.league_id, match.match_id, match.attempt),
+        attempt=match.attempt,
+        # After this the conductor no longer waits for the answer (``start_call_budget``): a
+        # referee that reads the call later (stopped, cut off) must not play the match.
+        start_by=deadline_in(start_call_budget(league) + START_SLACK),
+        **({"deadline_at": format_timestamp(deadline)} if deadline is not None else {}),
         timeouts=timeouts_of(league),
         retry={"retries": league.retries, "delay": league.retry_delay},
         max_invalid_moves=league.max_invalid_moves,
@@ -125,8 +136,24 @@ def start_match_message(
     )
 
 
-def dispatch_of(league: League, match: MatchToStart, referee: Referee, records: Records | None = None) -> Dispatch:
-    message = start_match_message(league, match, referee, records)
+# Seconds added to a start_match's call budget in its ``start_by``: the message is built when the
+# match is claimed, a moment before it is sent.
+START_SLACK = 2.0
+
+
+def start_call_budget(league: League) -> float:
+    """The longest the conductor waits for the answer to one start_match, retries included."""
+    return league.default_timeout * (league.retries + 1) + league.retry_delay * league.retries
+
+
+def dispatch_of(
+    league: League,
+    match: MatchToStart,
+    referee: Referee,
+    records: Records | None = None,
+    deadline: datetime | None = None,
+) -> Dispatch:
+    message = start_match_message(league, match, referee, records, deadline)
     return Dispatch(
         match.pk,
         match.match_id,
@@ -275,7 +302,7 @@ def claim_matches(
                         payload={"attempt": match.attempt, "deadline_at": deadline.isoformat()},
                     )
                 )
-                claimed.append(dispatch_of(league, match, referee, records))
+                claimed.append(dispatch_of(league, match, referee, records, deadline))
         append_events(events)
     return claimed
 
@@ -290,7 +317,11 @@ def stale_assignments(league_pk: int, older_than: float, skip: Iterable[int] = (
         .exclude(pk__in=set(skip))
         .select_related("round", "player_a", "player_b", "referee__league")
     )
-    return [dispatch_of(league, MatchToStart.of(m), m.referee) for m in matches if m.referee is not None]
+    return [
+        dispatch_of(league, MatchToStart.of(m), m.referee, deadline=m.deadline_at)
+        for m in matches
+        if m.referee is not None
+    ]
 
 
 def is_accepted(outcome: str, reply: dict[str, Any] | None) -> bool:
@@ -299,28 +330,44 @@ def is_accepted(outcome: str, reply: dict[str, Any] | None) -> bool:
 
 def start_running(accepted: list[Dispatch]) -> set[int]:
     """ASSIGNED → RUNNING for each accepted match still in the assignment it was accepted for
-    (same referee, same attempt); the pks it moved. A match released or reassigned meanwhile
-    does not match and stays as it is. In the caller's transaction: the rows read are locked
-    (PostgreSQL) or SQLite's writer lock is held, so none changes between the read and the update."""
+    (same referee, same attempt); the pks started: those moved, and those already FINISHED in
+    that assignment (reported before this call; each still gets its ``match_started`` row). A
+    match released or reassigned meanwhile does not match and stays as it is. In the caller's
+    transaction: the rows read are locked (PostgreSQL) or SQLite's writer lock is held, so none
+    changes between the read and the update."""
     # One IN list, the assignment compared here: an OR of one (pk, referee, attempt) term per
     # match costs Django and SQLite far more to build and plan than the rows it reads.
     wanted = {d.match_pk: (d.referee_pk, d.attempt) for d in accepted}
+    # Locked in id order, as ``actions.record_results`` locks the matches it records: the reports
+    # of a batch's first matches often come in before the batch's start_match calls are all
+    # answered, and two transactions locking the same rows in different orders deadlock on
+    # PostgreSQL (the one rolled back was this one: a whole batch's start_match and
+    # match_started rows were lost).
     rows = (
-        Match.objects.select_for_update()
-        .filter(pk__in=wanted, status=Match.Status.ASSIGNED)
-        .values_list("pk", "referee_id", "attempt")
+        Match.objects.select_for_update(of=("self",))
+        .filter(pk__in=wanted, status__in=(Match.Status.ASSIGNED, Match.Status.FINISHED))
+        .order_by("pk")
+        .values_list("pk", "status", "referee_id", "attempt")
     )
-    moved = {pk for pk, referee_pk, attempt in rows if wanted[pk] == (referee_pk, attempt)}
+    started: set[int] = set()
+    moved: set[int] = set()
+    for pk, status, referee_pk, attempt in rows:
+        if wanted[pk] == (referee_pk, attempt):
+            started.add(pk)  # a match already reported (FINISHED) was started all the same
+            if status == Match.Status.ASSIGNED:
+                moved.add(pk)
     if moved:
         Match.objects.filter(pk__in=moved).update(status=Match.Status.RUNNING)
-    return moved
+    return started
 
 
 def settle_starts(league: League, outcomes: list[tuple[Dispatch, str, dict[str, Any] | None]]) -> set[int]:
     """Record a batch of start_match calls in one transaction: the OUT rows (one insert), and
     ASSIGNED → RUNNING for each accepted match still in that assignment.
 
-    Returns the pks moved to RUNNING. Refused or failed ones are left to the caller.
+    Returns the pks started (moved to RUNNING, or already FINISHED in that assignment: its
+    report came first); each has its ``match_started`` row. Refused or failed ones are left to
+    the caller.
     """
     accepted = {d.match_pk: d for d, outcome, reply in outcomes if is_accepted(outcome, reply)}
     with transaction.atomic():
@@ -366,14 +413,20 @@ def referee_cooldown(league: League, failures: int, base: float = 1.0) -> float:
     return min(COOLDOWN_MAX, max(league.retry_delay, base) * 2 ** max(0, failures - 1))
 
 
-def referee_failed(referee_pk: int, reason: str) -> tuple[bool, int]:
+def referee_failed(referee_pk: int, reason: str, *, silent: bool = False) -> tuple[bool, int]:
     """Count a failure; SUSPEND after ``SUSPEND_AFTER`` in a row (and free its matches). Returns
     (suspended now, failures in a row). A referee suspended here is marked unreachable: the
-    conductor probes it and lets it back in once it answers (``restore_agent``)."""
+    conductor probes it and lets it back in once it answers (``restore_agent``).
+
+    ``silent``: it took a start_match and gave no reply in time (stopped or cut off), or did
+    not answer a ping while it held matches. It is suspended at once and gets no new match
+    until it answers a ping again; else it would be given a match in most rounds, each waiting
+    a call budget before going elsewhere. The matches it holds are left to their deadline (it
+    may have told their players an outcome already)."""
     with transaction.atomic():
         referee = Referee.objects.select_for_update().select_related("league").get(pk=referee_pk)
         referee.failures += 1
-        suspend = referee.failures >= SUSPEND_AFTER and referee.status in LIVE
+        suspend = (silent or referee.failures >= SUSPEND_AFTER) and referee.status in LIVE
         fields = ["failures", "status"]
         if suspend:
             referee.status = AgentStatus.SUSPENDED
@@ -388,7 +441,9 @@ def referee_failed(referee_pk: int, reason: str) -> tuple[bool, int]:
             agent=referee.referee_id,
             payload={"reason": reason, "failures": referee.failures},
         )
-        if suspend:
+        if suspend and silent:
+            log.warning("referee %s suspended until it answers a ping: %s", referee.referee_id, reason)
+        elif suspend:
             log.warning("referee %s suspended after %d failures: %s", referee.referee_id, referee.failures, reason)
             for match in Match.objects.filter(referee=referee, status__in=IN_PLAY):
                 release_match(match.pk, referee.pk, match.attempt, f"referee {referee.referee_id} suspended")
@@ -415,12 +470,6 @@ def release_match(match_pk: int, referee_pk: int | None, attempt: int, reason: s
             payload={"attempt": attempt, "reason": reason},
         )
     return True
-
-
-def release_all(referee_pk: int, reason: str) -> int:
-    """Give back every match the referee is running; how many went back."""
-    rows = list(Match.objects.filter(referee_id=referee_pk, status=Match.Status.RUNNING).values_list("pk", "attempt"))
-    return sum(release_match(pk, referee_pk, attempt, reason) for pk, attempt in rows)
 
 
 @dataclass(frozen=True)

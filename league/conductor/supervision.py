@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -35,10 +36,10 @@ from league.conductor.dispatch import (
     is_accepted,
     referee_cooldown,
     referee_failed,
-    release_all,
     release_match,
     settle_starts,
     stale_assignments,
+    start_call_budget,
 )
 from league.conductor.embedded import claim_embedded, play_embedded
 from league.conductor.reachability import restore_agent, unreachable_agents, unreachable_failure
@@ -48,6 +49,7 @@ from leagueproto.client import CallFailed
 from leagueproto.errors import ErrorCode
 
 log = logging.getLogger("league.conductor")
+SETTLE_TRIES = 3  # tries of the transaction that records a batch of start_match calls
 
 
 class Supervision(Sending):
@@ -115,20 +117,29 @@ class Supervision(Sending):
             return item, "error" if result.is_error else "ok", result.reply
 
         outcomes = await asyncio.gather(*(one(item) for item in items))
-        try:
-            await sync_to_async(settle_starts)(
-                league, [(i, o, r if o in ("ok", "error") else None) for i, o, r in outcomes]
-            )
-        except DB_OUTAGE as exc:
-            # Sent but not recorded: the matches stay ASSIGNED and start_match is sent again
-            # (idempotent) once the database is back (``stale_assignments``).
-            log.debug("start_match outcomes not recorded (database unavailable): %s", exc)
-            return
+        settled = [(i, o, r if o in ("ok", "error") else None) for i, o, r in outcomes]
+        for attempt in range(SETTLE_TRIES):
+            try:
+                await sync_to_async(settle_starts)(league, settled)
+                break
+            except DB_OUTAGE as exc:
+                # A deadlock or serialization failure (PostgreSQL rolls one transaction back) is
+                # over at once: the same transaction again records the batch. An outage lasts:
+                # the matches stay ASSIGNED and start_match is sent again (idempotent) once the
+                # database is back (``stale_assignments``), and recorded then.
+                if attempt + 1 == SETTLE_TRIES:
+                    log.warning("start_match outcomes of %d matches not recorded: %s", len(items), exc)
+                    return
+                await asyncio.sleep(0.05 * (attempt + 1))
         troubles = []
+        silent = False
         for item, outcome, reply in outcomes:
             if is_accepted(outcome, reply):
                 continue
             if outcome not in ("ok", "error"):
+                # No reply in time: the referee is there (it took the connection) but stopped or
+                # cut off. A refused connection is a referee restarting: it cools down instead.
+                silent = silent or outcome == ErrorCode.TIMEOUT_ERROR.value
                 reason = f"start_match failed: {(reply or {}).get('detail', outcome)}"
             else:
                 reply = reply or {}
@@ -137,23 +148,29 @@ class Supervision(Sending):
             troubles.append((item, reason))
         if troubles:
             try:
-                await self.referee_trouble(league, troubles)
+                await self.referee_trouble(league, troubles, silent=silent)
             except DB_OUTAGE as exc:
                 log.debug("start_match troubles not recorded (database unavailable): %s", exc)
 
-    async def referee_trouble(self, league: League, troubles: list[tuple[Dispatch, str]]) -> None:
+    async def referee_trouble(
+        self, league: League, troubles: list[tuple[Dispatch, str]], *, silent: bool = False
+    ) -> None:
         """A referee's batch of start_match calls went wrong: the matches go back to the pool and
         the referee counts one failure (one, however many matches the batch held: one referee
-        down for a moment is not four failures) and cools down before it gets another match."""
+        down for a moment is not four failures) and cools down before it gets another match.
+        ``silent``: a call got no answer at all; the referee is suspended until it answers a
+        ping (``referee_failed``)."""
         for item, reason in troubles:
             log.warning("match %s: referee %s: %s", item.match_id, item.referee_id, reason)
             await sync_to_async(release_match)(item.match_pk, item.referee_pk, item.attempt, reason)
         item, reason = troubles[-1]
-        await self.count_failure(league, item.referee_pk, reason)
+        await self.count_failure(league, item.referee_pk, reason, silent=silent)
 
-    async def count_failure(self, league: League, referee_pk: int, reason: str, cooldown: float = 0.0) -> None:
+    async def count_failure(
+        self, league: League, referee_pk: int, reason: str, cooldown: float = 0.0, *, silent: bool = False
+    ) -> None:
         """One failure of a referee; it gets no match for ``referee_cooldown`` (at least ``cooldown``)."""
-        _suspended, failures = await sync_to_async(referee_failed)(referee_pk, reason)
+        _suspended, failures = await sync_to_async(partial(referee_failed, silent=silent))(referee_pk, reason)
         wait = max(cooldown, referee_cooldown(league, failures, max(self.poll, self.cooldown_base)))
         self._cooldown[referee_pk] = time.monotonic() + wait
 
@@ -191,7 +208,7 @@ class Supervision(Sending):
                 if row.referee_pk is not None:
                     await self.count_failure(league, row.referee_pk, reason, max(1.0, league.match_deadline))
         # A start_match call may take the whole retry budget; past that nobody is sending it.
-        budget = league.default_timeout * (league.retries + 1) + league.retry_delay * league.retries + 1.0
+        budget = start_call_budget(league) + 1.0
         cutoff = wall - timedelta(seconds=budget)
         if any(
             r.status == Match.Status.ASSIGNED
@@ -223,9 +240,12 @@ class Supervision(Sending):
     async def check_referee(self, league: League, referee: Referee, rows: list[InPlay]) -> None:
         """Ping a referee that runs matches for us, then ask it about each (``get_match_state``).
 
-        No answer to the ping: it is gone; its matches are given back and it counts a failure.
-        An answer that it does not know a match (E006: it was restarted and lost it): that match
-        is given back at once, with no failure counted, instead of waiting for its deadline.
+        No answer to the ping: it is suspended until it answers one again (``probe``), and its
+        matches stay with it until their deadline: it may have told
+        their players an outcome already (it saves it first, and reports it once it is back), so
+        giving them to another referee now could tell them a second one. Once it answers again,
+        a match it does not know (E006: it was restarted before the outcome) is given back at
+        once, with no failure counted, instead of waiting for its deadline.
         """
         client = self.client
         assert client is not None
@@ -237,9 +257,8 @@ class Supervision(Sending):
                 await client.call(referee.endpoint, "ping", ping, timeout=timeout, policy=policy)
             except CallFailed as exc:
                 reason = f"referee {referee.referee_id} unreachable: {exc}"
-                log.warning("%s; reassigning its matches", reason)
-                if await sync_to_async(release_all)(referee.pk, reason):
-                    await self.count_failure(league, referee.pk, reason)
+                log.warning("%s; suspended until it answers, its matches wait until their deadline", reason)
+                await self.count_failure(league, referee.pk, reason, silent=True)
                 return
 
             async def unknown(row: InPlay) -> bool:

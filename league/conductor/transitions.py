@@ -5,6 +5,11 @@ round PENDING → ANNOUNCED (ROUND_ANNOUNCEMENT sent) → PLAYED (its last resul
 ``actions.record_results``) → COMPLETED (standings and ROUND_COMPLETED sent); the last round
 COMPLETED → league COMPLETED with its champion. The database is the single source of truth, so
 a conductor killed at any moment and started again (anywhere) carries on from what it reads.
+
+A match's own changes (claim, start, release, result) are in ``dispatch`` and
+``actions.record_results``; docs/architecture.md ("A match's states") draws them all with the
+invariants they keep (at most one result per match, the first valid one, from a log that bears
+it out). Each change here is one transaction with its Event row.
 """
 
 from __future__ import annotations
@@ -12,10 +17,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from league import actions, standings
@@ -261,6 +267,35 @@ def notices_sent(league: League, round_pk: int, outcomes: list[list[Outcome]]) -
         if outcomes:
             record_deliveries(league, outcomes)
         Round.objects.filter(pk=round_pk).update(notices_owed=False)
+
+
+def extend_deadlines(league_id: str | None, seconds: float) -> int:
+    """The database was away for ``seconds``: every match in play (of ``league_id``, else of
+    every league in progress) gets that much longer before its deadline, one
+    ``deadlines_extended`` Event per league. A referee could not report while the database was
+    away, so the time lost is not its fault; without this, matches played during an outage were
+    given back at their deadline and played again. How many matches were extended."""
+    if seconds <= 0:
+        return 0
+    extended = 0
+    with transaction.atomic():
+        leagues = League.objects.filter(status=League.Status.RUNNING)
+        if league_id:
+            leagues = leagues.filter(league_id=league_id)
+        rows = []
+        for league in leagues:
+            count = Match.objects.filter(league=league, status__in=IN_PLAY, deadline_at__isnull=False).update(
+                deadline_at=F("deadline_at") + timedelta(seconds=seconds)
+            )
+            if count:
+                extended += count
+                rows.append(
+                    event_values(
+                        league, "STATE", "deadlines_extended", payload={"seconds": round(seconds, 1), "matches": count}
+                    )
+                )
+        append_events(rows)
+    return extended
 
 
 def complete_league(league_pk: int, champion: dict[str, Any] | None, table: list[dict[str, Any]]) -> bool:

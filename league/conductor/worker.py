@@ -41,6 +41,7 @@ from league.conductor.transitions import (
     check_registration,
     complete_league,
     create_schedule,
+    extend_deadlines,
     mark_round_completed,
     next_round,
     notices_sent,
@@ -51,6 +52,12 @@ from league.models import League, Round
 from leagueproto.client import AgentClient
 
 log = logging.getLogger("league.conductor")
+
+
+# Seconds added to the deadlines of the matches in play after an outage, besides its length:
+# the outage is seen when a write fails, which may be a while after it began (reads can go on),
+# and the referees' reports held back by it need a moment to come in.
+RESUME_GRACE = 10.0
 
 
 def database_writable() -> None:
@@ -132,6 +139,10 @@ class Conductor(Supervision):
                         # Reads may work while writes do not (a locked SQLite file): the outage
                         # is over when a write transaction can begin, not at the first read.
                         await sync_to_async(database_writable)()
+                        # Deadlines do not run out while the database is away (the referees
+                        # could not report): the matches in play get the time back first.
+                        away = time.monotonic() - self._outage_since
+                        await sync_to_async(extend_deadlines)(self.league_id, away + RESUME_GRACE)
                         self.database_up()
                     busy = await self.tick()
                 except DB_OUTAGE as exc:

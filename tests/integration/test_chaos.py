@@ -1,8 +1,8 @@
 """A short ``bench chaos`` run (league/bench/chaos.py): small leagues played while the LM, the
 conductor, referees and player hosts are killed with SIGKILL and started again every few seconds
 and the database is cut now and then. Every league must still complete with each result once,
-standings equal to a recount, within the bound of docs/operations.md, and no process may exit on
-its own."""
+standings equal to a recount, every outcome a player was told the one recorded, within the bound
+of docs/operations.md, and no process may exit on its own."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ def test_leagues_complete_and_add_up_while_processes_die_and_the_database_goes_a
     assert report["valid"] and report["violations"] == []
     assert report["leagues"] == report["leagues_valid"] >= 1
     assert report["results"] == report["leagues"] * 15  # 6 players: 15 matches a league
+    assert report["told_checked"] > 0  # what the players were told was compared with the record
     # The chaos really happened: the run killed processes of every kind and cut the database.
     summary = {k: report[k] for k in ("leagues", "kills_by_role", "outages")}
     assert set(report["kills_by_role"]) == {"lm", "conductor", "referee", "players"}, summary

@@ -99,6 +99,7 @@ def test_the_league_rides_out_a_database_outage(world):
         time.sleep(OUTAGE_SECONDS)
     world.wait_completed(timeout=60)
     world.assert_each_match_recorded_once()
+    world.assert_told_equals_recorded()
 
     assert during == before, "nothing could be recorded while the database was locked"
     assert conductor.proc.poll() is None, "the conductor kept running"

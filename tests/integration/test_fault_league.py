@@ -69,6 +69,7 @@ def test_a_league_with_fault_players_completes_and_only_the_faulty_pay(world):
     world.wait_completed(timeout=90)
     print(f"16-player fault league played in {time.monotonic() - started:.1f} s")
     world.assert_each_match_recorded_once()
+    world.assert_told_equals_recorded()
     assert world.results() == 120
 
     good = world.ids_of(GOOD) | world.ids_of(SLOW)

@@ -52,6 +52,7 @@ def test_it_completes_when_a_player_host_is_killed_and_restarted(world):
     world.start_host(VICTIMS)  # same ports, same --state-dir identity
     world.wait_completed()
     world.assert_each_match_recorded_once()
+    world.assert_told_equals_recorded()
 
     victims = world.ids_of(VICTIMS)
     staying = world.ids_of(STAYING)

@@ -7,6 +7,7 @@ import random
 import sys
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -14,6 +15,7 @@ from django.utils import timezone
 from league import actions
 from league.models import Event, League, Match, MatchResult, Referee
 from leagueproto.envelope import parse_timestamp
+from tests.integration.told import assert_told_equals_recorded
 from tests.support.servers import Process, free_ports, wait_for_port
 
 pytestmark = pytest.mark.processes
@@ -68,6 +70,16 @@ class World:
     def conductor(self) -> Process:
         return self.spawn("conductor", [*self.manage, "runleague", "--league", self.league.league_id, "--poll", "0.05"])
 
+    def player_logs(self) -> list[Path]:
+        """The logs of the player processes: each match's GAME_OVER as the players were told it."""
+        return sorted([*self.tmp.glob("players*.log"), *self.tmp.glob("host-*.log")])
+
+    def assert_told_equals_recorded(self) -> None:
+        """What each player was told (GAME_OVER) is what the LM recorded, for every match played."""
+        # Not every result was told (a GAME_OVER may not get through, a match may be decided by
+        # the LM for an unreachable player); every one told is checked.
+        assert assert_told_equals_recorded(self.league, self.player_logs()) > 0, "no player printed an outcome"
+
     def results(self) -> int:
         return MatchResult.objects.filter(league=self.league).count()
 
@@ -111,6 +123,7 @@ def test_it_completes_when_the_conductor_is_killed_and_restarted(world):
     world.conductor()
     world.wait_completed()
     world.assert_each_match_recorded_once()
+    world.assert_told_equals_recorded()
 
 
 def test_it_completes_when_a_referee_is_killed(world):
@@ -123,6 +136,7 @@ def test_it_completes_when_a_referee_is_killed(world):
     world.killed_at = timezone.now()
     world.wait_completed()
     world.assert_each_match_recorded_once()
+    world.assert_told_equals_recorded()
     dead = Referee.objects.get(league=world.league, endpoint__contains=f":{world.ref_port}/")
     assert Event.objects.filter(league=world.league, agent=dead.referee_id, kind__startswith="referee_").exists()
     # A report already on the wire at the kill may be recorded a moment later; what must never

@@ -100,6 +100,7 @@ def test_a_restarted_referee_gets_its_lost_matches_back_at_once(world):
     world.wait_reregistered(victim, killed_at)
     world.wait_completed(timeout=50)  # far less than the 300 s match deadline
     world.assert_each_match_recorded_once()
+    world.assert_told_equals_recorded()
 
     released = Event.objects.filter(league=world.league, kind="match_released", pk__gt=killed_at)
     assert released.exists(), "the killed referee's matches were given back"
@@ -129,6 +130,7 @@ def test_a_referee_that_lost_its_matches_gives_them_back_without_a_failure(world
     world.conductor()
     world.wait_completed(timeout=50)
     world.assert_each_match_recorded_once()
+    world.assert_told_equals_recorded()
 
     given_back = 0
     for pk, attempt in lost:

@@ -59,6 +59,7 @@ def test_silent_players_hold_no_one_up_and_lose_at_once(world, silent):
     world.conductor()
     world.wait_completed(timeout=90)
     world.assert_each_match_recorded_once()
+    world.assert_told_equals_recorded()
     league = world.league
     silent_ids = set(world.silent_ids.values())
 
@@ -71,6 +72,12 @@ def test_silent_players_hold_no_one_up_and_lose_at_once(world, silent):
     for result in results:
         pair = {result.match.player_a.player_id, result.match.player_b.player_id}
         assert penalised(result) == pair & silent_ids, (result.match.match_id, result.details)
+
+    # Silent in one match, known to be silent for its next (finding 6): a referee played at
+    # most its first match (the report says it was silent, and the LM marks it).
+    for player_id in silent_ids:
+        refereed = [r for r in results if player_id in penalised(r) and r.details.get("decided_by") != "league_manager"]
+        assert len(refereed) <= 1, (player_id, [r.match.match_id for r in refereed])
 
     # Once marked, a silent player's matches never went to a referee again: decided at once.
     decided = [r for r in results if r.details.get("decided_by") == "league_manager"]

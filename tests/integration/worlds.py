@@ -25,8 +25,17 @@ class Host:
 
 class MixedWorld(World):
     def __init__(
-        self, env: dict[str, str], manage: list[str], tmp_path, league_id: str, hosts: list[Host], **settings: Any
+        self,
+        env: dict[str, str],
+        manage: list[str],
+        tmp_path,
+        league_id: str,
+        hosts: list[Host],
+        *,
+        referees: int = 2,
+        **settings: Any,
     ) -> None:
+        self.referee_count = referees
         self.env, self.manage, self.tmp = env, manage, tmp_path
         self.procs: list[Process] = []
         self.lm_port = free_ports(1)
@@ -43,19 +52,21 @@ class MixedWorld(World):
         site = [sys.executable, "-m", "uvicorn", "leaguesite.asgi:application", "--port", str(self.lm_port)]
         self.spawn("lm", [*site, "--log-level", "warning"])
         wait_for_port(self.lm_port)
-        ref_port = self.ref_port = free_ports(2)
-        self.referees = [
-            self.spawn(f"ref{i}", [*self.manage, "runreferee", "--port", str(ref_port + i), *self.common()])
-            for i in (0, 1)
-        ]
+        self.ref_port = free_ports(self.referee_count)
+        self.referees = [self.spawn(f"ref{i}", self.referee_args(i)) for i in range(self.referee_count)]
         for host in self.hosts:
             self.host_ports[host.name] = free_ports(host.count)
             self.start_host(host)
         deadline = time.monotonic() + 120  # registered: a loaded machine starts agents slowly
-        while self.league.players.count() < self.players or self.league.referees.count() < 2:
+        while self.league.players.count() < self.players or self.league.referees.count() < self.referee_count:
             assert time.monotonic() < deadline, "agents did not register"
             time.sleep(0.1)
         actions.start_league(self.league)
+
+    def referee_args(self, n: int) -> list[str]:
+        """``runreferee`` for the ``n``-th referee, with a state dir of its own (its reports survive it)."""
+        port = ["--port", str(self.ref_port + n), "--state-dir", str(self.tmp / f"ref{n}-state")]
+        return [*self.manage, "runreferee", *port, *self.common()]
 
     def common(self) -> list[str]:
         return ["--league-url", self.lm_url, "--league-id", self.league.league_id]
@@ -63,7 +74,8 @@ class MixedWorld(World):
     def start_host(self, host: Host) -> Process:
         args = [*self.manage, "runplayer", "--port", str(self.host_ports[host.name]), "--count", str(host.count)]
         args += ["--name", host.name, "--strategy", host.strategy, "--state-dir", str(self.tmp / host.name)]
-        proc = self.spawn(f"host-{host.name}", [*args, *self.common(), "--log-level", "WARNING"])
+        # INFO: each match's GAME_OVER is printed (told equals recorded reads it).
+        proc = self.spawn(f"host-{host.name}", [*args, *self.common(), "--log-level", "INFO"])
         self.host_procs[host.name] = proc
         return proc
 

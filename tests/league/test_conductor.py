@@ -18,6 +18,7 @@ from leagueproto.scoring import compute_standings
 from tests.league.conductor_support import ScriptedPlayers, ScriptedReferee
 from tests.league.lm_support import make_league, player_meta, referee_meta, register_player, register_referee
 from tests.support.servers import free_port
+from tests.support.silent import SilentAgent
 
 FAST = {
     "join_timeout": 0.5,
@@ -210,6 +211,36 @@ def test_it_suspends_a_referee_that_keeps_failing(lm_server, players, referees):
     assert gone_row.status == AgentStatus.SUSPENDED and gone_row.failures >= SUSPEND_AFTER
     recorded_by = set(MatchResult.objects.filter(league=league).values_list("referee__referee_id", flat=True))
     assert recorded_by == {worker.registration["referee_id"]}
+    assert MatchResult.objects.filter(league=league).count() == 15
+
+
+def test_a_referee_that_takes_a_start_match_and_never_answers_is_suspended_at_once(lm_server, players, referees):
+    """Finding 5: a referee stopped or cut off (it takes the connection, never answers) gets no
+    new match until it answers a ping again, instead of one in each round until it had failed
+    ``SUSPEND_AFTER`` times, each waiting out the call's timeouts."""
+    league = make_league("conductor_mute_referee", **FAST)
+    group = players(6)
+    group.register(lm_server, league.league_id)
+    worker = referees()
+    worker.register(league.league_id, capacity=1)
+    mute = SilentAgent("mute").start()
+    try:
+        stopped = register_referee(
+            lm_server,
+            "stopped",
+            referee_meta=referee_meta(mute.url, max_concurrent_matches=5),
+            league_id=league.league_id,
+        )
+        close_window(league)
+        conduct(league.league_id, cooldown_base=0.1)
+    finally:
+        mute.stop()
+    league.refresh_from_db()
+    assert league.status == League.Status.COMPLETED
+    row = Referee.objects.get(league=league, referee_id=stopped["referee_id"])
+    assert row.status == AgentStatus.SUSPENDED and row.failures < SUSPEND_AFTER and row.unreachable_since is not None
+    sent = Event.objects.filter(league=league, direction="OUT", kind="START_MATCH", agent=row.referee_id)
+    assert len({e.payload["message"]["round_id"] for e in sent}) == 1  # one round's batch, never again
     assert MatchResult.objects.filter(league=league).count() == 15
 
 

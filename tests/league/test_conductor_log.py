@@ -3,10 +3,12 @@ records in START_MATCH, a tick's reads, claims and settled starts."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import orjson
 import pytest
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from league import queries, standings
@@ -273,6 +275,27 @@ def test_settling_starts_moves_only_accepted_matches_still_in_their_assignment()
     assert sent[1].payload["reply"]["status"] == "REJECTED"
 
 
+def test_a_start_whose_report_came_first_is_still_in_the_event_log():
+    """Finding 7: a batch's first matches are often reported before all its start_match calls
+    are answered; each still gets its START_MATCH and match_started rows (and stays FINISHED)."""
+    league = make_league("log_settle_reported")
+    a, b = add_players(league, 2)
+    referee = add_referee(league, AgentStatus.ACTIVE)
+    league = running(league)
+    rnd = Round.objects.create(league=league, number=1, status=Round.Status.PENDING)
+    Match.objects.create(league=league, round=rnd, match_id="R1M1", player_a=a, player_b=b, game_type="even_odd")
+    (item,) = transitions.announce_round(league, rnd.pk, None).claimed
+    Match.objects.filter(pk=item.match_pk).update(status=Match.Status.FINISHED)  # its report came first
+
+    started = dispatch.settle_starts(league, [(item, "ok", {"message_type": "START_MATCH_ACK", "status": "ACCEPTED"})])
+
+    assert started == {item.match_pk}
+    assert Match.objects.get(pk=item.match_pk).status == Match.Status.FINISHED
+    kinds = list(Event.objects.filter(league=league, match_id="R1M1").values_list("kind", flat=True))
+    assert kinds.count("START_MATCH") == 1 and kinds.count("match_started") == 1, kinds
+    assert referee.referee_id == item.referee_id
+
+
 def test_settling_starts_leaves_a_suspended_referee_suspended():
     league = make_league("log_settle_suspended")
     a, b = add_players(league, 2)
@@ -296,7 +319,7 @@ def start_match_from_models(league: League, match_pk: int) -> dict:
 
 
 def comparable(message: dict) -> dict:
-    return {k: v for k, v in message.items() if k not in ("conversation_id", "timestamp")}
+    return {k: v for k, v in message.items() if k not in ("conversation_id", "timestamp", "start_by", "deadline_at")}
 
 
 def test_a_claim_read_as_values_sends_what_the_model_rows_say(django_assert_num_queries):
@@ -363,3 +386,41 @@ def test_a_match_with_an_unreachable_player_is_recorded_as_any_result_and_ends_t
     finished = Event.objects.filter(league=league, kind="match_finished")
     assert {e.agent for e in finished} == {"league_manager"}
     assert reachability.decide_unreachable(rnd.pk) == []  # decided once
+
+
+@pytest.mark.django_db(transaction=True)
+def test_starting_matches_locks_only_their_rows_so_reports_finishing_the_round_never_deadlock():
+    """Finding 7 (PostgreSQL): ``start_running`` locked the matches with Match's default ordering,
+    which joins the round, so FOR UPDATE locked the round's row too; a report finishing one of
+    the batch's matches (match rows, then the round's, ``mark_round_played``) could deadlock with
+    it, and the whole batch's START_MATCH and match_started rows were rolled back. Now only the
+    match rows are locked: the round's row stays free while a batch's starts are recorded."""
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks: PostgreSQL only (SQLite has one writer at a time)")
+    league = make_league("log_settle_locks")
+    a, b = add_players(league, 2)
+    add_referee(league, AgentStatus.ACTIVE)
+    league = running(league)
+    rnd = Round.objects.create(league=league, number=1, status=Round.Status.PENDING)
+    Match.objects.create(league=league, round=rnd, match_id="R1M1", player_a=a, player_b=b, game_type="even_odd")
+    (item,) = transitions.announce_round(league, rnd.pk, None).claimed
+    holding, done = threading.Event(), threading.Event()
+
+    def start_and_hold() -> None:
+        try:
+            with transaction.atomic():
+                dispatch.start_running([item])
+                holding.set()
+                done.wait(10)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=start_and_hold)
+    thread.start()
+    try:
+        assert holding.wait(10)
+        with transaction.atomic():  # NOWAIT: raises at once if the starts hold the round's row
+            assert list(Round.objects.select_for_update(nowait=True).filter(pk=rnd.pk).values_list("pk", flat=True))
+    finally:
+        done.set()
+        thread.join(10)

@@ -79,8 +79,11 @@ class ScriptedPlayer:
         join_gate: threading.Event | None = None,
         move_gate: threading.Event | None = None,
         edits: dict[str, list[dict[str, Any]]] | None = None,
+        game_over_gate: threading.Event | None = None,
     ) -> None:
         self.player_id = player_id
+        # Holds the answer to GAME_OVER until the test sets it (a referee stopped while telling).
+        self.game_over_gate = game_over_gate
         self.edits = edits or {}
         self.join = join
         self.choices = list(choices or ["even"])
@@ -162,6 +165,8 @@ class ScriptedPlayer:
 
         async def ack(msg: LeagueMessage, ctx: CallContext) -> dict[str, Any]:
             self.received.add(name, msg.model_dump())
+            if name == "notify_match_result" and self.game_over_gate is not None:
+                await asyncio.to_thread(self.game_over_gate.wait, 60)
             return self.toolset.reply(msg, "ACK", status="received", match_id=getattr(msg, "match_id", None))
 
         return Tool(name=name, handler=ack, model=LeagueMessage, message_types=(message_type,))

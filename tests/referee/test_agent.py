@@ -11,7 +11,7 @@ import pytest
 
 from leagueproto.asgi import make_asgi_app
 from leagueproto.client import CallFailed
-from leagueproto.envelope import make_message
+from leagueproto.envelope import deadline_in, make_message
 from leagueproto.errors import ErrorCode
 from leagueproto.jsonutil import dumps
 from leagueproto.server import McpServer
@@ -70,18 +70,69 @@ def test_it_rejects_a_match_when_at_capacity(lm, players, tmp_path):
         scripted_lm.received.wait_for("acknowledged", 2)
 
 
-def test_it_accepts_a_repeated_assignment_without_running_the_match_twice(referee, lm, players):
+def test_it_answers_a_repeated_assignment_with_its_report_without_running_the_match_twice(referee, lm, players):
     scripted_lm, _ = lm
     a, url_a = players(ScriptedPlayer("P01"))
     _, url_b = players(ScriptedPlayer("P02"))
     message = start_match_message(url_a, url_b)
     assert rpc(referee.url, "start_match", message)["status"] == "ACCEPTED"
-    scripted_lm.received.wait_for("acknowledged")
+    (first,) = scripted_lm.received.wait_for("acknowledged")
     again = rpc(referee.url, "run_match", message)  # the alias, after the match finished
     assert (again["status"], again["reason"]) == ("ACCEPTED", "already finished")
-    time.sleep(0.2)
+    # The LM asks again because it has no result: the saved report goes to it once more.
+    second = scripted_lm.received.wait_for("acknowledged", 2)[1]
+    assert second["result"] == first["result"]
     assert len(a.received.of("handle_game_invitation")) == 1
-    assert len(scripted_lm.received.of("report_match_result")) == 1
+
+
+def test_it_saves_the_outcome_before_telling_the_players_and_never_plays_the_match_again(lm, players, tmp_path):
+    """Stopped while GAME_OVER is being delivered (the kill of finding 3): the outcome is on disk
+    already; the next referee on the same state dir reports that outcome and answers a re-sent
+    start_match with it instead of playing the match again."""
+    scripted_lm, lm_url = lm
+    told = threading.Event()
+    a, url_a = players(ScriptedPlayer("P01", choices=["odd"], game_over_gate=told))
+    b, url_b = players(ScriptedPlayer("P02", choices=["even"]))
+    state_dir = tmp_path / "state"
+    message = start_match_message(url_a, url_b)
+    scripted_lm.report_gate = threading.Event()  # the first referee's report never gets an answer
+    try:
+        with run_referee(league_url=lm_url, state_dir=state_dir, grace_seconds=0.2) as first:
+            first.wait_registered()
+            assert rpc(first.url, "start_match", message)["status"] == "ACCEPTED"
+            (game_over,) = a.received.wait_for("notify_match_result")
+            saved = list((state_dir / "pending").iterdir())
+            assert len(saved) == 1  # on disk while the player is still being told
+    finally:
+        told.set()
+    outcome = game_over["game_result"]
+    scripted_lm.report_gate = None
+    with run_referee(league_url=lm_url, state_dir=state_dir) as second:
+        second.wait_registered()
+        report = scripted_lm.received.wait_for("acknowledged")[-1]
+        recorded = (report["result"]["status"], report["result"]["winner"])
+        assert recorded == (outcome["status"], outcome["winner_player_id"])
+        again = rpc(second.url, "start_match", message)
+        assert (again["status"], again["reason"]) == ("ACCEPTED", "already finished")
+        # Asked about it (the LM's check after a restart), it knows the match: finished, not lost.
+        state = rpc(second.url, "get_match_state", {"match_id": "R1M1", "league_id": "league_test"})
+        assert (state["state"], state["result"]) == ("FINISHED", report["result"])
+        time.sleep(0.3)
+    assert len(a.received.of("handle_game_invitation")) == 1
+    assert len(b.received.of("notify_match_result")) == 1
+
+
+def test_it_does_not_play_a_start_match_the_lm_no_longer_waits_for(referee, players):
+    """A start_match read after its ``start_by`` (queued while the referee was stopped) is refused."""
+    a, url_a = players(ScriptedPlayer("P01"))
+    _, url_b = players(ScriptedPlayer("P02"))
+    message = start_match_message(url_a, url_b, start_by="2020-01-01T00:00:00Z")
+    reply = rpc(referee.url, "start_match", message)
+    assert reply["status"] == "REJECTED" and reply["reason"].startswith("stale")
+    fresh = start_match_message(url_a, url_b, match_id="R1M2", start_by=deadline_in(30))
+    assert rpc(referee.url, "start_match", fresh)["status"] == "ACCEPTED"
+    a.received.wait_for("handle_game_invitation")
+    assert [m["match_id"] for m in a.received.of("handle_game_invitation")] == ["R1M2"]
 
 
 def test_it_rejects_an_unknown_game_type(referee, players):
@@ -386,3 +437,37 @@ async def test_a_batch_the_lm_finds_too_large_goes_again_in_smaller_ones(tmp_pat
             assert caplog.text.count("(HTTP 413)") == 2
         finally:
             await referee.shutdown()
+
+
+def test_an_outcome_reached_after_the_match_deadline_is_told_to_no_one(referee, lm, players):
+    """Stopped mid-match past its deadline (SIGSTOP): the LM has given the match away, so the
+    players are not told this referee's outcome and the LM gets no report of it; the same match
+    given again is played afresh."""
+    scripted_lm, _ = lm
+    a, url_a = players(ScriptedPlayer("P01"))
+    b, url_b = players(ScriptedPlayer("P02"))
+    late = start_match_message(url_a, url_b, deadline_at="2020-01-01T00:00:00Z")
+    assert rpc(referee.url, "start_match", late)["status"] == "ACCEPTED"
+    wait_until(lambda: referee.referee.matches["league_test:R1M1"].status == "ABANDONED")
+    time.sleep(0.3)
+    assert not a.received.of("notify_match_result") and not b.received.of("notify_match_result")
+    assert not scripted_lm.received.of("report_match_result")
+    again = start_match_message(url_a, url_b, deadline_at=deadline_in(60))
+    assert rpc(referee.url, "start_match", again)["status"] == "ACCEPTED"
+    scripted_lm.received.wait_for("acknowledged")
+    assert len(a.received.of("notify_match_result")) == 1
+
+
+def test_a_silent_players_report_says_so_and_it_is_told_the_result_once(referee, lm, players):
+    """Finding 6: a player that gives no answer at all loses technically; the report names it
+    (``details.silent``) and GAME_OVER goes to it once, not with the retries."""
+    scripted_lm, _ = lm
+    _, url_a = players(ScriptedPlayer("P01"))
+    gone = f"http://127.0.0.1:{free_port()}/mcp"  # nothing listens: no connection
+    assert rpc(referee.url, "start_match", start_match_message(url_a, gone))["status"] == "ACCEPTED"
+    (report,) = scripted_lm.received.wait_for("acknowledged")
+    assert report["result"]["technical_loss"] == ["P02"]
+    assert report["result"]["details"]["silent"] == ["P02"]
+    told = [e for e in report["match_log"] if e["direction"] == "OUT" and e["message_type"] == "GAME_OVER"]
+    to_silent = [e for e in told if e["peer"] == "P02"]
+    assert len(to_silent) == 1 and to_silent[0]["attempt"] == 1, to_silent

@@ -1,0 +1,61 @@
+"""A referee stopped (SIGSTOP) mid-league for longer than a match deadline, then resumed
+(SIGCONT): the league goes on with the other referee, the stopped one gets no new match until it
+answers a ping again, and once resumed it neither plays the start_match calls queued while it was
+stopped (they are stale: past their ``start_by``) nor tells the outcome of a match it was playing
+(past its deadline: the match went elsewhere). What the players were told is what is recorded
+(finding 5 of issue 33: after SIGCONT the players were told second outcomes)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from league.models import Event, Match, Referee
+from tests.integration.test_recovery import FAST
+from tests.integration.worlds import Host, MixedWorld
+
+pytestmark = pytest.mark.processes
+
+STOPPED_FOR = 8.0
+
+
+@pytest.fixture
+def world(agent_env, manage_py, tmp_path):
+    settings = {**FAST, "match_deadline": 5.0}
+    w = MixedWorld(agent_env, manage_py, tmp_path, "frozenref", [Host("Bot", "slow", 8)], **settings)
+    try:
+        w.start()
+        yield w
+    finally:
+        w.stop()
+
+
+def test_a_stopped_referee_plays_nothing_stale_once_resumed(world):
+    world.conductor()
+    port = f":{world.ref_port}/"
+    victim = Referee.objects.get(league=world.league, endpoint__contains=port)
+    running = Match.objects.filter(league=world.league, referee=victim, status=Match.Status.RUNNING)
+    deadline = time.monotonic() + 40
+    while not running.exists():
+        assert time.monotonic() < deadline, "the stopped referee never got a match"
+        time.sleep(0.01)
+    os.kill(world.referees[0].proc.pid, signal.SIGSTOP)
+    try:
+        time.sleep(STOPPED_FOR)
+    finally:
+        os.kill(world.referees[0].proc.pid, signal.SIGCONT)
+    world.wait_completed(timeout=60)
+    world.assert_each_match_recorded_once()
+    world.assert_told_equals_recorded()
+
+    # Suspended at its first missed start_match (or ping), it got no start_match while suspended.
+    events = list(Event.objects.filter(league=world.league, agent=victim.referee_id).order_by("pk"))
+    kinds = [e.kind for e in events]
+    assert "referee_suspended" in kinds, kinds
+    suspended = kinds.index("referee_suspended")
+    restored = kinds.index("referee_restored") if "referee_restored" in kinds else len(kinds)
+    sent = [e for e in events[suspended:restored] if e.direction == "OUT" and e.kind == "START_MATCH"]
+    assert not sent, [e.match_id for e in sent]
