@@ -150,9 +150,11 @@ def test_the_smaller_findings(site, page, browser):
     )
     assert inside == [True] * 7
 
-    # Fourteen players, fourteen distinct lines.
-    styles = page.evaluate("window.leagueChart.data.datasets.map(d => d.borderColor + '|' + d.borderDash.join(','))")
-    assert len(styles) == 14 and len(set(styles)) == 14
+    # Fourteen players: the three leaders in colours of their own, the others thin grey lines.
+    styles = page.evaluate("window.leagueChart.data.datasets.map(d => d.borderColor + '|' + d.borderWidth)")
+    coloured = [s for s in styles if not s.startswith("rgba(160")]
+    assert len(styles) == 14 and len(coloured) == len(set(coloured)) == 3
+    assert all(s.endswith("|1") for s in styles if s not in coloured)
 
     # The schedule names the players and shows results.
     first = page.locator("#schedule .round").first
