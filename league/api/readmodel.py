@@ -27,6 +27,7 @@ RECENT_MATCHES = 30
 # page says so and each player's page lists its results instead.
 CROSSTABLE_MAX_PLAYERS = 40
 # Referees that can take a match (the conductor's LIVE statuses).
+TIE_BROKEN_BY = ("wins", "draws", "head_to_head")
 LIVE_AGENT = (AgentStatus.REGISTERED, AgentStatus.ACTIVE)
 IN_PLAY_LEAGUE = (League.Status.READY, League.Status.RUNNING)
 # Leagues whose pages change on their own (so the pages re-read them now and then as well).
@@ -105,6 +106,11 @@ def standings(league: League, results: list[Played] | None = None) -> list[dict[
         entry["status"] = players[row.player_id].status
         entry["decided_by"] = row.decided_by
         entry["decided_by_text"] = TIE_BREAK_TEXT.get(row.decided_by, "") if row.decided_by else ""
+        # The tag the pages show: only where a tie on points was broken by a criterion that
+        # separates the players (not on a lead in points, nor on the player id of players level
+        # on everything, nor before the row has played).
+        broken = row.decided_by in TIE_BROKEN_BY and entry["played"]
+        entry["tie_break"] = TIE_BREAK_TEXT[row.decided_by] if broken else ""
         out.append(entry)
     ids = [row["player_id"] for row in out]
     moves = tournament.rank_moves(ids, results, {row["player_id"]: row["rank"] for row in out})
@@ -161,6 +167,8 @@ def match_summary(match: Match) -> dict[str, Any]:
             "games_score": games_score(details),
             "game_rounds": _game_rounds(details, a.player_id, b.player_id),
             "label": _result_label(result, a.player_id, b.player_id, games_score(details)),
+            "roles": _roles(details, a.player_id, b.player_id),
+            "verdict": _verdict(winner, (a, b), games_score(details)),
         }
         data["finished_at"] = data["finished_at"] or _iso(result.reported_at)
     return data
@@ -187,6 +195,25 @@ def _game_rounds(details: dict[str, Any], a: str, b: str) -> list[dict[str, Any]
             }
         )
     return out
+
+
+def _roles(details: dict[str, Any], a: str, b: str) -> dict[str, str]:
+    """Each side's parity role in a best-of-N match ("A", "B" → "ODD"/"EVEN"), when the referee said."""
+    roles = details.get("roles")
+    if not isinstance(roles, dict):
+        return {}
+    return {side: str(roles[pid]) for side, pid in (("a", a), ("b", b)) if isinstance(roles.get(pid), str)}
+
+
+def _verdict(winner: str | None, players: tuple[Player, Player], games: dict[str, int] | None) -> str:
+    """Who won, by name, with the games from the winner's side ("Bravo won 3–1"); "" for a draw."""
+    named = {p.player_id: p.display_name for p in players}
+    if winner not in named:
+        return ""
+    loser = next(pid for pid in named if pid != winner)
+    if games is not None and winner in games and loser in games:
+        return f"{named[winner]} won {games[winner]}–{games[loser]}"
+    return f"{named[winner]} won"
 
 
 def _result_label(result: MatchResult, a: str, b: str, games: dict[str, int] | None) -> str:
@@ -320,6 +347,20 @@ def points_over_rounds(league: League, results: list[Played] | None = None) -> d
     return {"rounds": [f"R{n}" for n in numbers], "series": series}
 
 
+def headcount(noun: str, live: int, suspended: int, exited: int) -> str:
+    """A headline count of agents: the live ones (REGISTERED/ACTIVE) first, then those that are
+    not, apart ("12 players · 2 suspended"): a suspended or exited agent plays no match."""
+    parts = [f"{live} {noun}{'s' if live != 1 else ''}"]
+    parts += [f"{n} {what}" for n, what in ((suspended, "suspended"), (exited, "exited")) if n]
+    return " · ".join(parts)
+
+
+def _headcount(agents, noun: str) -> str:
+    by_status = Counter(dict(agents.values_list("status").annotate(n=Count("id")).values_list("status", "n")))
+    live = sum(by_status[s] for s in LIVE_AGENT)
+    return headcount(noun, live, by_status[AgentStatus.SUSPENDED], by_status[AgentStatus.SHUTDOWN])
+
+
 def league_summary(league: League) -> dict[str, Any]:
     players = league.players.exclude(status="REMOVED").count()
     referees = league.referees.exclude(status="REMOVED").count()
@@ -336,6 +377,8 @@ def league_summary(league: League) -> dict[str, Any]:
         "max_players": league.max_players,
         "players": players,
         "referees": referees,
+        "players_text": _headcount(league.players.all(), "player"),
+        "referees_text": _headcount(league.referees.all(), "referee"),
         "current_round": league.current_round,
         "champion": _player_ref(league.champion) if league.champion_id else None,
         "created_at": _iso(league.created_at),
@@ -474,14 +517,21 @@ def join_info(league: League) -> dict[str, Any] | None:
     agents = []
     for player in players:
         health = tournament.agent_health(calls.get(player.player_id, []), _iso(player.last_seen_at))
+        state, summary = health["state"], health["summary"]
+        if player.unreachable_since:
+            # The conductor found it answering nothing at all: that is what the class must see.
+            state = "silent"
+            why = player.unreachable_reason or "it answers no call"
+            summary = f"Unreachable: {why}. It loses its matches until it answers."
         agents.append(
             {
                 "player_id": player.player_id,
                 "display_name": player.display_name,
                 "status": player.status,
                 "registered_at": _iso(player.registered_at),
-                "state": health["state"],
-                "summary": health["summary"],
+                "endpoint": player.endpoint if player.endpoint.startswith(("http://", "https://")) else "",
+                "state": state,
+                "summary": summary,
             }
         )
     return {

@@ -6,7 +6,14 @@ from rest_framework.routers import DefaultRouter
 
 from league.api import views
 
-router = DefaultRouter()
+
+class LeagueRouter(DefaultRouter):
+    """DRF's router with a root that describes the API and links to its docs and the site."""
+
+    APIRootView = views.APIRoot
+
+
+router = LeagueRouter()
 # "api-league", not "league": the page views own league-list and league-detail, and the API root
 # linked "leagues" to the HTML home page while the two names clashed.
 router.register("leagues", views.LeagueViewSet, basename="api-league")

@@ -11,12 +11,13 @@ from django.db.models.functions import Coalesce
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
-from rest_framework import viewsets
+from rest_framework import routers, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.reverse import reverse
 from rest_framework.settings import api_settings
 
 from league.api import live, profiles, readmodel, serializers
@@ -42,12 +43,19 @@ def _count(model, **filters) -> Coalesce:
 
 # Agents a league counts as its own: all but those removed (the league page counts the same).
 COUNTED_AGENTS = [s for s in AgentStatus.values if s != AgentStatus.REMOVED]
+LIVE_AGENTS = [AgentStatus.REGISTERED, AgentStatus.ACTIVE]  # the ones that play: the headline counts
 
 
 def leagues_with_counts():
     return League.objects.select_related("champion").annotate(
         player_count=_count(Player, status__in=COUNTED_AGENTS),
         referee_count=_count(Referee, status__in=COUNTED_AGENTS),
+        players_live=_count(Player, status__in=LIVE_AGENTS),
+        players_suspended=_count(Player, status=AgentStatus.SUSPENDED),
+        players_exited=_count(Player, status=AgentStatus.SHUTDOWN),
+        referees_live=_count(Referee, status__in=LIVE_AGENTS),
+        referees_suspended=_count(Referee, status=AgentStatus.SUSPENDED),
+        referees_exited=_count(Referee, status=AgentStatus.SHUTDOWN),
         matches_total=_count(Match),
         matches_finished=_count(Match, status=Match.Status.FINISHED),
     )
@@ -341,3 +349,23 @@ class RefereeViewSet(LeagueScopedMixin, viewsets.ReadOnlyModelViewSet):
 
     def retrieve(self, request: Request, *args, **kwargs) -> Response:
         return Response(profiles.referee_profile(self.get_object()))
+
+
+class APIRoot(routers.APIRootView):
+    """The Even/Odd League's read-only API: every league with its standings, schedule, matches
+    (with the referees' message logs) and agents, as JSON (or CSV for standings and results).
+
+    The interactive reference is at /api/docs/ (its OpenAPI schema at /api/schema/); the league
+    pages themselves are at /. No key is needed: everything here is public.
+    """
+
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        response = super().get(request, *args, **kwargs)
+        # The router's links first, then where to read about them and the way back to the site.
+        response.data = {
+            **response.data,
+            "docs": reverse("api-docs", request=request),
+            "schema": reverse("api-schema", request=request),
+            "site": reverse("league-list", request=request),
+        }
+        return response

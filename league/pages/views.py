@@ -28,6 +28,14 @@ def league_list(request: HttpRequest) -> HttpResponse:
         league.url = _league_url(league.league_id)
         league.open_now = league.registration_open()
         league.closes_iso = readmodel.iso(league.registration_closes_at)
+        league.players_text = readmodel.headcount(
+            "player", league.players_live, league.players_suspended, league.players_exited
+        )
+        league.referees_text = readmodel.headcount(
+            "referee", league.referees_live, league.referees_suspended, league.referees_exited
+        )
+        # The league page's warning, on the card too: a league in play that no referee can play.
+        league.referee_warning = readmodel.referee_warning(league)
     active = any(league.status in readmodel.ACTIVE_LEAGUE for league in leagues)
     return render(request, "league/league_list.html", {"leagues": leagues, "active": active})
 
@@ -39,6 +47,10 @@ def _league_url(league_id: str) -> str | None:
         return reverse("league-detail", args=[league_id])
     except NoReverseMatch:
         return None
+
+
+AGENT_URL_PLACEHOLDER = "<YOUR-AGENT-URL>"
+AGENT_URL_SLOT = "AGENT-URL-SLOT"  # marks the address's place in the JSON before quoting
 
 
 def registration_command(mcp_url: str, league_id: str, game_type: str) -> str:
@@ -58,12 +70,16 @@ def registration_command(mcp_url: str, league_id: str, game_type: str) -> str:
                 "display_name": "Agent Alpha",
                 "version": "1.0.0",
                 "game_types": [game_type],
-                "contact_endpoint": "http://localhost:8101/mcp",
+                "contact_endpoint": AGENT_URL_SLOT,
             },
         },
     }
-    body = json.dumps(message, indent=2, ensure_ascii=False)
-    return f"curl -s {shlex.quote(mcp_url)} \\\n  -H 'Content-Type: application/json' \\\n  -d {shlex.quote(body)}"
+    body = shlex.quote(json.dumps(message, indent=2, ensure_ascii=False))
+    # The agent's address stands outside the quotes: pasted unedited, the shell reads
+    # "<YOUR-AGENT-URL>" as a redirection from a file that does not exist and runs nothing,
+    # so no seat is taken for an address where nothing listens.
+    body = body.replace(AGENT_URL_SLOT, f"'{AGENT_URL_PLACEHOLDER}'")
+    return f"curl -s {shlex.quote(mcp_url)} \\\n  -H 'Content-Type: application/json' \\\n  -d {body}"
 
 
 # A league page rendered less than this long ago is served while the league moves on: a busy

@@ -222,6 +222,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Read-only access to leagues, standings, schedules, matches and agents.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Every endpoint is public and read-only: no security scheme, so the docs show no locks
+    # (the session login DRF adds is only for the browsable API).
+    "AUTHENTICATION_WHITELIST": [],
     # Swagger UI and Redoc assets come from drf-spectacular-sidecar: no CDN at run time.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -24,7 +24,6 @@
     });
   }
   function $(id) { return document.getElementById(id); }
-  function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
   function timeTag(iso, fmt) {
     if (!iso) return "–";
     return '<time class="local" datetime="' + esc(iso) + '" data-format="' + (fmt || "datetime") + '" title="' +
@@ -69,9 +68,9 @@
         ' since the latest round began">' + (up ? "▲" : "▼") + Math.abs(r.rank_change) + "</span>";
     }
     var tb = "";
-    if (r.decided_by && r.decided_by !== "points" && r.played) {
-      tb = ' <span class="tb" data-rule="' + esc(r.decided_by) + '" title="Below the player above on the tie-break: ' +
-        esc(r.decided_by_text) + '">tie-break: ' + esc(r.decided_by) + "</span>";
+    if (r.tie_break) {
+      tb = ' <span class="tb" data-rule="' + esc(r.decided_by) + '" title="Below the player above on the tie-break">tie-break: ' +
+        esc(r.tie_break) + "</span>";
     }
     var form = (r.form || []).map(function (f) {
       return '<span class="fm fm-' + esc(f.mark) + (f.technical ? " fm-tech" : "") + '" title="' + esc(f.match_id + " " + f.score) + '">' + esc(f.mark) + "</span>";
@@ -172,7 +171,7 @@
     $("join-countdown").dataset.until = join.closes_at || "";
     $("join-agents").innerHTML = join.agents.length ? join.agents.map(function (a) {
       return '<li class="agent agent-' + esc(a.state) + '"><span class="sdot"></span><strong>' + esc(a.display_name) + '</strong> <span class="muted small">' +
-        esc(a.player_id) + '</span> <span class="agent-why">' + esc(a.summary) + "</span></li>";
+        esc(a.player_id) + (a.endpoint ? " · " + esc(a.endpoint) : "") + '</span> <span class="agent-why">' + esc(a.summary) + "</span></li>";
     }).join("") : '<li class="empty-row">No agent has registered yet.</li>';
   }
 
@@ -181,13 +180,25 @@
     el.textContent = s.league.status;
     el.className = "status status-" + s.league.status.toLowerCase();
     $("league-note").textContent = s.note;
-    $("count-players").textContent = plural(s.league.players, "player");
-    $("count-referees").textContent = plural(s.league.referees, "referee");
+    $("count-players").textContent = s.league.players_text;
+    $("count-referees").textContent = s.league.referees_text;
     var warning = $("referee-warning");
     warning.hidden = !s.referee_warning;
     warning.textContent = s.referee_warning || "";
     $("tie-rule").textContent = s.tie_break_rule;
   }
+
+  // -- the join command, with the student's own address -----------------------------------
+  // The command comes with '<YOUR-AGENT-URL>' outside its quotes (the shell refuses to run it);
+  // an address typed here takes its place. Only a plain http(s) URL: it lands inside a quoted
+  // JSON string, where a quote or a backslash would break the command.
+  var PLACEHOLDER = "'<YOUR-AGENT-URL>'", AGENT_URL = /^https?:\/\/[^\s'"\\<>`$]+$/;
+  var curlBox = $("join-curl"), urlField = $("join-agent-url"), curlTemplate = curlBox ? curlBox.textContent : "";
+  if (urlField) urlField.addEventListener("input", function () {
+    var url = urlField.value.trim(), ok = AGENT_URL.test(url);
+    $("join-url-error").hidden = !url || ok;
+    curlBox.textContent = ok ? curlTemplate.split(PLACEHOLDER).join(url) : curlTemplate;
+  });
 
   // -- chart ------------------------------------------------------------------------------
   // Twelve hand-picked colours, then evenly spread hues with a dash pattern per lap, so no two
@@ -202,15 +213,20 @@
     return { color: "hsl(" + hue + ", 65%, " + (j % 2 ? 38 : 48) + "%)", dash: DASHES[(Math.floor(j / 18) + 1) % DASHES.length] };
   }
   var chart = null;
+  // Past this many lines a chart of every colour is a tangle: only the leaders (and the
+  // followed player) keep theirs, the others are thin grey lines.
+  var CHART_ALL_COLOURS = 6, CHART_LEADERS = 3;
   function chartData(c) {
-    var n = c.series.length;
+    var n = c.series.length, leaders = {};
+    (state.standings || []).slice(0, CHART_LEADERS).forEach(function (r) { leaders[r.player_id] = true; });
     return {
       labels: c.rounds,
       datasets: c.series.map(function (s, i) {
-        var style = lineStyle(i, n), dim = followed && s.player_id !== followed, me = followed && s.player_id === followed;
-        var color = dim ? "rgba(160, 166, 180, 0.35)" : style.color;
+        var style = lineStyle(i, n), me = followed && s.player_id === followed;
+        var shown = followed ? me || (n > CHART_ALL_COLOURS && leaders[s.player_id]) : n <= CHART_ALL_COLOURS || leaders[s.player_id];
+        var color = shown ? style.color : "rgba(160, 166, 180, 0.35)";
         return { label: s.display_name, data: s.points, borderColor: color, backgroundColor: color, borderDash: style.dash,
-                 pointRadius: me ? 4 : 3, borderWidth: me ? 4 : 2, order: me ? 0 : 1 };
+                 pointRadius: me ? 4 : shown ? 3 : 0, borderWidth: me ? 4 : shown ? 2.5 : 1, order: me ? 0 : shown ? 1 : 2 };
       })
     };
   }
@@ -219,6 +235,10 @@
     $("chart").parentNode.hidden = c.rounds.length === 0;
     if (typeof Chart === "undefined") return;
     if (!chart) {
+      // Axis text and grid in the page's own colours (light or dark theme).
+      var css = getComputedStyle(document.documentElement);
+      Chart.defaults.color = css.getPropertyValue("--muted").trim() || Chart.defaults.color;
+      Chart.defaults.borderColor = css.getPropertyValue("--line").trim() || Chart.defaults.borderColor;
       chart = new Chart($("chart"), {
         type: "line",
         data: chartData(c),
@@ -255,6 +275,8 @@
     });
     if (!changed || "standings" in changed) {
       renderStandings(s.standings, previous);
+      // The leader's gold rank once a match has been played, not in a table of zeros.
+      $("standings-body").classList.toggle("ranked", s.progress.matches_finished > 0);
       if ($("follow").options.length !== s.standings.length + 1) renderFollowOptions(s.standings);
     }
     applyFollow();

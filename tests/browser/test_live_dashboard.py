@@ -116,21 +116,44 @@ def test_it_renders_mid_league_and_completed_screenshots(site, browser, shots):
     for match, moves in zip(Match.objects.filter(league=bo5, round__number=1).order_by("id"), games, strict=True):
         play_bo5(match, moves, notify=lambda *a: None)
     written += _shoot(browser, site, shots, "league-bo5", "bo5_cup")
+    # The best-of-5 match and a player of it, and the league in the dark theme.
+    bo5_match = Match.objects.filter(league=bo5, round__number=1).order_by("id").first()
+    for scheme in ("light", "dark"):
+        written += _shoot(
+            browser, site, shots, f"match-bo5-{scheme}", "bo5_cup", path=f"matches/{bo5_match.match_id}/", scheme=scheme
+        )
+        written += _shoot(
+            browser,
+            site,
+            shots,
+            f"player-{scheme}",
+            "bo5_cup",
+            path=f"players/{bo5_match.player_a.player_id}/",
+            scheme=scheme,
+        )
+    written += _shoot(browser, site, shots, "league-dark", "class_of_14", scheme="dark")
     joining = make_league("class_2026", players=3, status=League.Status.REGISTERING, scheduled=False, referees=0)
     League.objects.filter(pk=joining.pk).update(
         registration_opens_at=timezone.now(), registration_closes_at=timezone.now() + timedelta(minutes=10)
     )
     written += _shoot(browser, site, shots, "league-registering", "class_2026")
-    assert sorted(p.name for p in shots.glob("league-*.png")) == sorted(
-        f"league-{when}-{label}.png"
-        for when in ("completed", "mid", "14-players", "bo5", "registering")
+    assert sorted(p.name for p in shots.glob("*.png") if not p.name.startswith("check-")) == sorted(
+        f"{when}-{label}.png"
+        for when in (
+            *(f"league-{w}" for w in ("completed", "mid", "14-players", "bo5", "registering", "dark")),
+            *(f"{page}-{scheme}" for page in ("match-bo5", "player") for scheme in ("light", "dark")),
+        )
         for label in ("desktop", "phone")
     )
     for shot in written:
         assert shot.stat().st_size > 10_000
 
 
-def _shoot(browser, site, shots: Path, name: str, league_id: str = "spring_cup") -> list[Path]:
+def _shoot(
+    browser, site, shots: Path, name: str, league_id: str = "spring_cup", *, path: str = "", scheme: str = "light"
+) -> list[Path]:
+    """The league page (or ``path`` under it: a match's or a player's page) on a desktop and a
+    phone, in the ``scheme`` colour theme."""
     shots.mkdir(parents=True, exist_ok=True)
     written = []
     for label, viewport, mobile in (("desktop", (1280, 800), False), ("phone", (390, 844), True)):
@@ -139,13 +162,17 @@ def _shoot(browser, site, shots: Path, name: str, league_id: str = "spring_cup")
             device_scale_factor=1 if not mobile else 2,
             is_mobile=mobile,
             has_touch=mobile,
+            color_scheme=scheme,
         )
         page = context.new_page()
-        page.goto(f"{site.base}/leagues/{league_id}/")
-        wait_live(page)
-        page.wait_for_function("() => Number(document.getElementById('league-page').dataset.version) >= 1")
-        path = shots / f"{name}-{label}.png"
-        page.screenshot(path=str(path), full_page=True)
-        written.append(path)
+        page.goto(f"{site.base}/leagues/{league_id}/{path}")
+        if path:
+            page.wait_for_function("() => document.getElementById('main').dataset.live === 'live'")
+        else:
+            wait_live(page)
+            page.wait_for_function("() => Number(document.getElementById('league-page').dataset.version) >= 1")
+        shot = shots / f"{name}-{label}.png"
+        page.screenshot(path=str(shot), full_page=True)
+        written.append(shot)
         context.close()
     return written

@@ -81,7 +81,7 @@ def test_it_follows_one_player_across_feed_schedule_standings_and_chart(site, pa
     colours = page.evaluate("window.leagueChart.data.datasets.map(d => [d.label, d.borderColor, d.borderWidth])")
     mine = [c for c in colours if c[0] == "Charlie"]
     others = [c for c in colours if c[0] != "Charlie"]
-    assert mine[0][2] == 4 and all(c[1].startswith("rgba(160") and c[2] == 2 for c in others)
+    assert mine[0][2] == 4 and all(c[1].startswith("rgba(160") and c[2] == 1 for c in others)
     # The choice is kept in the address: a reload (or a shared link) follows the same player.
     page.reload()
     wait_version(page)
