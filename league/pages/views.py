@@ -97,7 +97,11 @@ def league_detail(request: HttpRequest, league_id: str) -> HttpResponse:
     if at is None:
         raise Http404(f"no league {league_id!r}")
     mcp_url = request.build_absolute_uri(reverse("mcp"))
-    key = f"live-page:{hashlib.blake2b(f'{league_id} {mcp_url}'.encode(), digest_size=8).hexdigest()}"
+    # The league itself (its row and creation), not only its id: a league deleted and made again
+    # under the same id is another page, however recently the first was rendered.
+    identity = League.objects.filter(league_id=league_id).values_list("pk", "created_at").first()
+    name = f"{league_id} {identity} {mcp_url}"
+    key = f"live-page:{hashlib.blake2b(name.encode(), digest_size=8).hexdigest()}"
     kept = _fresh(cache.get(key), at)
     if kept is None:
         with _rendering:
