@@ -6,6 +6,8 @@
 - ``bench scale``: matches/s by league size (and a chart), plus a burst of registrations.
 - ``bench soak``: consecutive leagues with fault players; leaks and lost results.
 - ``bench chaos``: leagues while processes are killed and the database is cut; every league checked.
+- ``bench fuzz``: invalid requests over the LM, a referee, a player and a relay endpoint; no 5xx,
+  no dropped socket, no state change.
 
 Every figure is measured, never asserted; each command checks its own results and exits
 non-zero when they do not add up.
@@ -26,7 +28,7 @@ from league.conductor.worker import POLL
 
 
 class Command(BaseCommand):
-    help = "Benchmarks: ceiling, league, api, scale, soak, chaos."
+    help = "Benchmarks: ceiling, league, api, scale, soak, chaos, fuzz."
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="what", required=True)
@@ -104,7 +106,12 @@ class Command(BaseCommand):
         chaos.add_argument("--max-leagues", type=int, default=1000)
         chaos.add_argument("--seed", type=int, default=None, help="for the choice of victims and times")
         chaos.add_argument("--json", dest="json_path")
-        for played in (league, api, scale, soak, chaos):
+        fuzz = sub.add_parser("fuzz", help="invalid requests over every kind of endpoint: no 5xx, no state change")
+        fuzz.add_argument("--requests", type=int, default=100_000)
+        fuzz.add_argument("--concurrency", type=int, default=16)
+        fuzz.add_argument("--seed", type=int, default=0)
+        fuzz.add_argument("--json", dest="json_path")
+        for played in (league, api, scale, soak, chaos, fuzz):
             played.add_argument(
                 "--keep-db",
                 action="store_true",
@@ -167,6 +174,12 @@ class Command(BaseCommand):
                 out=self.stderr,
             )
             report = bench.run()
+        elif what == "fuzz":
+            from league.bench.fuzz import FuzzBench
+
+            report = FuzzBench(
+                requests=options["requests"], concurrency=options["concurrency"], seed=options["seed"], out=self.stderr
+            ).run()
         elif what == "chaos":
             from league.bench.chaos import ChaosBench
 
