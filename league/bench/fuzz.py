@@ -160,6 +160,7 @@ class FuzzBench:
     seed: int = 0
     out: Any = None
     log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="league-fuzz-")))
+    targets: tuple[str, ...] = ("lm", "referee", "player", "relay")  # which endpoints get requests
     env: dict[str, str] | None = None  # the agents' environment (default: this process's)
     failed: Counter = field(default_factory=Counter)  # "target kind verb: outcome" of each 5xx or transport error
 
@@ -243,7 +244,7 @@ class FuzzBench:
 
     async def _send(self, targets: dict[str, str], league_id: str) -> dict[str, Counter]:
         rng = random.Random(self.seed)
-        names = sorted(targets)
+        names = sorted(name for name in targets if name in self.targets)
         cases = [(names[i % len(names)], make_case(rng, league_id)) for i in range(self.requests)]
         counts: dict[str, Counter] = {name: Counter() for name in names}
         queue = iter(cases)

@@ -110,6 +110,7 @@ class Command(BaseCommand):
         fuzz.add_argument("--requests", type=int, default=100_000)
         fuzz.add_argument("--concurrency", type=int, default=16)
         fuzz.add_argument("--seed", type=int, default=0)
+        fuzz.add_argument("--targets", default="lm,referee,player,relay", help="endpoints that get requests")
         fuzz.add_argument("--json", dest="json_path")
         for played in (league, api, scale, soak, chaos, fuzz):
             played.add_argument(
@@ -177,8 +178,13 @@ class Command(BaseCommand):
         elif what == "fuzz":
             from league.bench.fuzz import FuzzBench
 
+            targets = tuple(t.strip() for t in options["targets"].split(",") if t.strip())
             report = FuzzBench(
-                requests=options["requests"], concurrency=options["concurrency"], seed=options["seed"], out=self.stderr
+                requests=options["requests"],
+                concurrency=options["concurrency"],
+                seed=options["seed"],
+                targets=targets,
+                out=self.stderr,
             ).run()
         elif what == "chaos":
             from league.bench.chaos import ChaosBench
