@@ -6,13 +6,13 @@ Standings come from the one standings service, :mod:`league.standings`.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from league.conductor.common import match_token
 from league.models import IN_PROGRESS, League, Match, Player
 from league.standings import standing_dict, standings
 from leagueproto.errors import ErrorCode, LeagueError
+from leagueproto.matchtoken import player_token, token_digest
 from leagueproto.scoring import StandingRow
 
 ACTIVE_STATUSES = IN_PROGRESS
@@ -139,11 +139,12 @@ def next_match(league: League, player_id: str, player: Player | None = None) -> 
 
 
 def match_assignment(league: League, player: Player, match_id: str) -> dict[str, Any]:
-    """Who referees one of ``player``'s matches now, and the SHA-256 of the match token that
-    referee holds: a player that got two invitations to a match with different tokens keeps the
-    one whose hash this is (docs/protocol.md, "Whom to trust"). A match that is not out with a
-    referee (scheduled, given back, cancelled) has no token. Only the match's players may ask
-    (E012), so the hash tells no one anything the referee did not already tell them."""
+    """Who referees one of ``player``'s matches now, and the SHA-256 of the token that referee
+    sends ``player`` (its own, derived from the match token: leagueproto.matchtoken): a player
+    that got two invitations to a match with different tokens keeps the one whose hash this is
+    (docs/protocol.md, "Whom to trust"). A match that is not out with a referee (scheduled, given
+    back, cancelled) has no token. Only the match's players may ask (E012), and each learns only
+    the hash of its own token, which tells it nothing the referee did not already tell it."""
     match = _matches(league).filter(match_id=match_id).of_player(player.pk).first()
     if match is None:
         raise LeagueError(
@@ -152,14 +153,16 @@ def match_assignment(league: League, player: Player, match_id: str) -> dict[str,
             context={"match_id": match_id},
         )
     out = match.status in (Match.Status.ASSIGNED, Match.Status.RUNNING, Match.Status.FINISHED)
-    token = match_token(league.league_id, match.match_id, match.attempt) if out else None
+    token = (
+        player_token(match_token(league.league_id, match.match_id, match.attempt), player.player_id) if out else None
+    )
     return {
         "match_id": match.match_id,
         "round_id": match.round.number,
         "status": match.status,
         "referee_id": match.referee.referee_id if out and match.referee else None,
         "referee_endpoint": match.referee.endpoint if out and match.referee else None,
-        "match_token_sha256": hashlib.sha256(token.encode()).hexdigest() if token else None,
+        "match_token_sha256": token_digest(token) if token else None,
     }
 
 

@@ -142,7 +142,9 @@ class StartMatch(LeagueMessage):
     player_B_id: str = Field(description="Player B's id, e.g. 'P02'.")
     player_A_endpoint: str = Field(description="Player A's /mcp URL.")
     player_B_endpoint: str = Field(description="Player B's /mcp URL.")
-    match_token: str | None = Field(None, description="Bearer the referee sends to both players.")
+    match_token: str | None = Field(
+        None, description="The match's secret: each player is sent only its own token derived from it."
+    )
     deadline_at: str | None = Field(
         None, description="UTC match deadline: an outcome reached after it is told to no one (the LM gave it away)."
     )
@@ -662,7 +664,7 @@ class Referee:
 
     def _stray_answer(self, msg: StrayAnswer, ctx: CallContext) -> LeagueError:
         """The refusal of an answer a player sent as a call of its own, noted in its match's log
-        when it carries the match token (anyone else is only refused: a log is not for strangers
+        when it carries one of its players' tokens (anyone else is only refused: a log is not for strangers
         to write in), at most ``STRAY_NOTES_KEPT`` times a match."""
         what = msg.message_type or ctx.method
         sender = msg.sender or "a player"
@@ -674,9 +676,8 @@ class Referee:
         token = (msg.model_extra or {}).get("auth_token") or ctx.bearer_token
         if (
             runner is not None
-            and runner.spec.match_token
             and isinstance(token, str)
-            and same_token(token, runner.spec.match_token)
+            and any(same_token(token, mine) for mine in runner.spec.player_tokens.values())
             and sum(e["message_type"] == "STRAY_ANSWER" for e in runner.log.entries) < STRAY_NOTES_KEPT
         ):
             problem = f"{sender} sent {what} as a call to the referee; {rule}"

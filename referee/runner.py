@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from leagueproto.client import AgentClient, CallFailed, CallResult, RetryPolicy
@@ -26,7 +27,9 @@ from leagueproto.envelope import (
     utc_now,
 )
 from leagueproto.errors import ErrorCode, LeagueError
+from leagueproto.matchtoken import player_token
 from leagueproto.scoring import match_score
+from leagueproto.tools import same_token
 from referee.games import GameRules, InvalidMove, MoveContext, Request
 
 log = logging.getLogger(__name__)
@@ -118,6 +121,20 @@ class MatchSpec:
 
     def opponent(self, seat: Seat) -> Seat:
         return self.player_b if seat is self.player_a else self.player_a
+
+    @cached_property
+    def player_tokens(self) -> dict[str, str]:
+        """Each player's own token for this match (leagueproto.matchtoken): the only one it is
+        sent, so its opponent holds no token it accepts. Empty without a match token."""
+        if not self.match_token:
+            return {}
+        return {
+            seat.player_id: player_token(self.match_token, seat.player_id) for seat in (self.player_a, self.player_b)
+        }
+
+    def token_of(self, player_id: str) -> str | None:
+        """The token ``player_id`` is sent in every message of the match, and answers with."""
+        return self.player_tokens.get(player_id)
 
 
 @dataclass
@@ -366,7 +383,7 @@ class MatchRunner:
                 ) from None
             if result.is_error:
                 raise PlayerFailed(seat.player_id, f"answered the invitation with {_error_summary(result.reply)}")
-            problem = reply_problem(seat.player_id, "GAME_INVITATION", result.reply)
+            problem = reply_problem(seat.player_id, "GAME_INVITATION", result.reply, self.spec.token_of(seat.player_id))
             if problem is None:
                 if result.reply.get("accept", True) in _DECLINED:
                     raise PlayerFailed(seat.player_id, "declined the invitation (accept: false)")
@@ -398,7 +415,7 @@ class MatchRunner:
                 problem = InvalidMove(f"answered {request.message_type} with {_error_summary(result.reply)}")
             else:
                 problem = deferred_answer(seat.player_id, request, result.reply) or reply_problem(
-                    seat.player_id, request.message_type, result.reply
+                    seat.player_id, request.message_type, result.reply, self.spec.token_of(seat.player_id)
                 )
                 if problem is None:
                     try:
@@ -437,7 +454,7 @@ class MatchRunner:
             retry_count=invalid,
             max_retries=allowed,
             consequence="technical loss" if last else f"technical loss after {allowed + 1} invalid answers",
-            auth_token=self.spec.match_token,
+            auth_token=self.spec.token_of(seat.player_id),
         )
         message.update(league_id=self.spec.league_id, round_id=self.spec.round_id, player_id=seat.player_id)
         await self._deliver(seat, Request("notify_game_error", "GAME_ERROR"), message, self.spec.timeouts.default)
@@ -463,7 +480,7 @@ class MatchRunner:
             message_type,
             self.sender,
             conversation_id=self.conversation_id,
-            auth_token=self.spec.match_token,
+            auth_token=self.spec.token_of(seat.player_id),
             league_id=self.spec.league_id,
             round_id=self.spec.round_id,
             match_id=self.spec.match_id,
@@ -582,14 +599,16 @@ def deferred_answer(player_id: str, request: Request, reply: Mapping[str, Any]) 
     )
 
 
-def reply_problem(player_id: str, asked: str, reply: Mapping[str, Any]) -> InvalidMove | None:
+def reply_problem(player_id: str, asked: str, reply: Mapping[str, Any], token: str | None = None) -> InvalidMove | None:
     """Why a (non-error) reply to ``asked`` is not an answer from ``player_id``, or None.
 
     A wrong ``message_type`` is E002. The reply came back from the player's endpoint, so it is the
     player's (docs/protocol.md, "Who an agent is"): a ``player_id`` or ``sender`` naming another
     player id (a fixed id from the agent's own configuration) is logged, not refused; only a sender
-    that is no player at all (``referee:…``, ``league_manager``) is E012. Fields left out are
-    tolerated here (the game's rules judge the move itself).
+    that is no player at all (``referee:…``, ``league_manager``) is E012, and so is an
+    ``auth_token`` other than ``token`` (the player's own for the match: an answer carrying its
+    opponent's token is not its answer). Fields left out are tolerated here (the game's rules judge
+    the move itself), the token included: a reply need not echo one.
     """
     expected = RESPONSE_TYPES.get(asked)
     got = reply.get("message_type")
@@ -607,11 +626,18 @@ def reply_problem(player_id: str, asked: str, reply: Mapping[str, Any]) -> Inval
         try:
             kind, ident = parse_sender(sender)
         except LeagueError:  # not an agent's name at all: nobody is impersonated
-            return None
+            kind, ident = "player", player_id
         if kind != "player":
             return _impostor(player_id, "sender", sender)
         if ident != player_id and _AGENT_ID.match(ident or ""):
             log.info("%s answered %s as %r (its endpoint says who it is)", player_id, asked, sender)
+    answered_with = reply.get("auth_token")
+    if token and answered_with and not same_token(answered_with, token):
+        return InvalidMove(
+            f"the reply's auth_token is not {player_id}'s token for this match",
+            code=ErrorCode.AUTH_TOKEN_INVALID,
+            expected=f"{player_id}'s own match token (the one its GAME_INVITATION carried), or none",
+        )
     return None
 
 

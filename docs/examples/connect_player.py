@@ -99,7 +99,8 @@ def ack(request: dict) -> dict:
 
 
 def lm_confirms(match_id: str, token: str) -> bool:
-    """Whether the League Manager says ``token`` is the one the referee of ``match_id`` holds now."""
+    """Whether the League Manager says ``token`` is ours for ``match_id`` now: the token its referee
+    now sends us (each player has its own; the LM answers each the SHA-256 of its own)."""
     if not ME["auth_token"]:
         return False
     query = {

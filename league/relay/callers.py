@@ -6,9 +6,11 @@ No credential is new: a call proves who sends it with the token the protocol alr
 
 * the League Manager's token for that player (``league.auth.lm_token``: an HMAC of SECRET_KEY, the
   league, the player and its token's hash), which the conductor puts in every message it sends;
-* the match token of a match of that player, assigned or running, or finished in the last
-  ``FINISHED_GRACE`` seconds (``league.conductor.common.match_token``: an HMAC of SECRET_KEY, the
-  league, the match and its attempt), which its referee puts in every message of the match.
+* that player's own token for a match of its, assigned or running, or finished in the last
+  ``FINISHED_GRACE`` seconds (``leagueproto.matchtoken.player_token`` of the match token,
+  ``league.conductor.common.match_token``: an HMAC of SECRET_KEY, the league, the match and its
+  attempt), which its referee puts in every message of the match to that player. Its opponent is
+  sent another, so it cannot call the player through the relay either.
 
 Anything else is refused before it reaches the player's socket. The tokens of a whole league are
 read in one query and kept ``TRUST_LIFE`` seconds (``Book``): a round's calls cost a query or two,
@@ -31,6 +33,7 @@ from django.utils import timezone
 from league.auth import lm_token
 from league.conductor.common import match_token
 from league.models import AgentStatus, Match, Player
+from leagueproto.matchtoken import player_token
 
 LEAGUE_MANAGER = "league_manager"
 # A referee's last calls of a match (GAME_OVER) may come just after it reported the result.
@@ -76,8 +79,13 @@ def credentials(league_id: str) -> Credentials:
         theirs = Q(player_a_id__in=players) | Q(player_b_id__in=players)
         matches = Match.objects.filter(league__league_id=league_id).filter(theirs).filter(live | recent)
         for match_id, attempt, a, b in matches.values_list("match_id", "attempt", "player_a_id", "player_b_id"):
-            held = tokens.setdefault(match_token(league_id, match_id, attempt), [])
-            held.extend((players[pk][0], f"referee:{match_id}") for pk in (a, b) if pk in players)
+            secret = match_token(league_id, match_id, attempt)
+            for pk in (a, b):
+                if pk in players:
+                    # The referee calls each player with that player's own token for the match
+                    # (leagueproto/matchtoken.py): its opponent does not hold it.
+                    mine = player_token(secret, players[pk][0])
+                    tokens.setdefault(mine, []).append((players[pk][0], f"referee:{match_id}"))
     return Credentials(frozenset(p for p, _ in players.values()), tokens)
 
 

@@ -110,12 +110,14 @@ def test_get_match_assignment_tells_a_player_of_the_match_the_hash_of_its_token(
 
     from league.conductor.common import match_token
     from league.models import Match
+    from leagueproto.matchtoken import player_token
 
     league, ref, players = _league_with_a_result(lm_server)
     p3, p1 = players[2], players[0]
     data = _query(lm_server, p3, "player:P03", "GET_MATCH_ASSIGNMENT", match_id="R1M2")
     match = Match.objects.get(league=league, match_id="R1M2")
-    token = match_token(league.league_id, "R1M2", match.attempt)
+    # The hash of P03's own token for the match, the one its referee sends it (not the match token).
+    token = player_token(match_token(league.league_id, "R1M2", match.attempt), "P03")
     assert data == {
         "match_id": "R1M2",
         "round_id": 1,

@@ -15,6 +15,7 @@ from league.auth import lm_token
 from league.conductor.common import match_token
 from league.models import Player as PlayerRow
 from leagueproto.envelope import make_message
+from leagueproto.matchtoken import player_token
 from tests.league.lm_support import assigned_match, make_league, register_player, register_referee
 from tests.support.servers import Process, free_port
 from tests.support.waiting import wait_until
@@ -57,7 +58,7 @@ def test_the_minimal_player_trusts_only_its_league_and_its_matchs_referee(lm_ser
         wait_until(lambda: "registered as P01" in log.read_text(), timeout=30)
         register_player(lm_server, "other")
         match = assigned_match(league, a="P01", b="P02")
-        real = match_token(league.league_id, "R1M1", match.attempt)
+        real = player_token(match_token(league.league_id, "R1M1", match.attempt), "P01")  # P01's own
         row = PlayerRow.objects.get(league=league, player_id="P01")
 
         # A practice LEAGUE_COMPLETED (the check's, a classmate's) does not end its league.

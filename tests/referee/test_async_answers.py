@@ -9,6 +9,7 @@ from __future__ import annotations
 import httpx
 
 from leagueproto.envelope import make_message
+from leagueproto.matchtoken import player_token
 from tests.referee.conftest import FAST_TIMEOUTS, rpc, start_match_message
 from tests.referee.scripted import ScriptedLM, ScriptedPlayer
 
@@ -34,7 +35,7 @@ def test_an_acknowledgement_instead_of_an_answer_is_named_in_the_log_and_the_cal
     answer = make_message(
         "CHOOSE_PARITY_RESPONSE",
         "player:P02",
-        auth_token="match-token-R1M1",  # the player's match token: the referee notes the call in the log
+        auth_token=player_token("match-token-R1M1", "P02"),  # its own match token: noted in the log
         league_id="league_test",
         match_id="R1M1",
         parity_choice="odd",

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from leagueproto.envelope import make_message
+from leagueproto.matchtoken import player_token
 from referee.games import get_game
 from referee.runner import COLLECTING_CHOICES, MatchLog, MatchResult, MatchRunner, MatchSpec, Seat
 from tests.referee.conftest import FAST_TIMEOUTS, rpc, run_referee, start_match_message
@@ -82,9 +83,11 @@ def test_only_the_registering_lm_may_read_a_match(referee, players):
     query = {"match_id": "R1M1", "league_id": "league_test"}
     assert rpc(referee.url, "get_match_state", query)["error_code"] == "E011"
     # A player's tokens prove nothing here: its match token (as a field or a bearer), or another.
+    mine = player_token("match-token-R1M1", "P01")
+    assert rpc(referee.url, "get_match_state", {**query, "auth_token": mine})["error_code"] == "E012"
     assert rpc(referee.url, "get_match_state", {**query, "auth_token": "match-token-R1M1"})["error_code"] == "E012"
     body = {"jsonrpc": "2.0", "id": 1, "method": "get_match_state", "params": query}
-    bearer = {"Authorization": "Bearer match-token-R1M1"}
+    bearer = {"Authorization": f"Bearer {mine}"}
     assert httpx.post(referee.url, json=body, headers=bearer, timeout=5).json()["result"]["error_code"] == "E012"
     # Nor is it told whether a match exists.
     assert rpc(referee.url, "get_match_state", {"match_id": "R9M9"})["error_code"] == "E011"
@@ -104,11 +107,11 @@ def test_a_strangers_stray_answer_is_refused_without_writing_in_the_match_log(re
         )
         return rpc(referee.url, "choose_parity_response", {**answer, "parity_choice": "odd"})
 
-    for token in (None, "a-guess"):
+    for token in (None, "a-guess", "match-token-R1M1"):  # the match token itself is no player's
         assert stray(token)["error_code"] == "E002"
     assert not [e for e in runner.log.entries if e["message_type"] == "STRAY_ANSWER"]
-    for _ in range(15):  # the match's own token: noted, a bounded number of times
-        assert stray("match-token-R1M1")["error_code"] == "E002"
+    for _ in range(15):  # a player's own token for the match: noted, a bounded number of times
+        assert stray(player_token("match-token-R1M1", "P02"))["error_code"] == "E002"
     assert len([e for e in runner.log.entries if e["message_type"] == "STRAY_ANSWER"]) == 10
     gate.set()
 

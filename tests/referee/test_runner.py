@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from leagueproto.matchtoken import player_token
 from tests.referee.conftest import rpc, start_match_message
 from tests.referee.scripted import ScriptedPlayer, raw_app, serving
 from tests.support.servers import free_port
@@ -35,7 +36,8 @@ def test_it_runs_a_normal_match_and_reports_it(referee, lm, players):
 
     for player in (a, b):
         invitation = player.received.of("handle_game_invitation")[0]
-        assert invitation["auth_token"] == "match-token-R1M1"
+        # Each player gets its own token, derived from the match token; never the match token.
+        assert invitation["auth_token"] == player_token("match-token-R1M1", "P01" if player is a else "P02")
         assert invitation["sender"] == "referee:REF01"
         assert invitation["timestamp"].endswith("Z") and "." not in invitation["timestamp"]
         call = player.received.of("choose_parity")[0]

@@ -21,6 +21,7 @@ from websockets.sync.client import ClientConnection, connect
 from league.conductor.common import match_token
 from league.endpoints import ConnectPolicy
 from league.models import League, Match, Player, Round
+from leagueproto.matchtoken import player_token
 from players.connect import connect_url
 from tests.league.lm_support import make_league, message, player_meta, register_player
 from tests.relay.support import lm_headers
@@ -126,10 +127,15 @@ def test_the_players_own_token_or_another_players_lm_token_is_no_caller(relay, l
     _real_call_gets_through(endpoint, socket, pool)
 
 
+def _referees_token(match: Match, player: str = "P01", attempt: int | None = None) -> str:
+    """What the referee of ``match`` calls ``player`` with: that player's own token for the match."""
+    return player_token(match_token(LEAGUE, match.match_id, attempt or match.attempt), player)
+
+
 def test_the_referee_of_a_match_of_the_player_may_call_with_its_match_token(relay, pool):
     endpoint, socket = relay
     match = _match_of(endpoint)
-    token = match_token(LEAGUE, match.match_id, match.attempt)
+    token = _referees_token(match, match.player_a.player_id)
     # As the referee sends it: in the message (dialect A), or in a tools/call's arguments.
     pending = pool.submit(_post, endpoint, _ping("ref", auth_token=token, match_id="R1M1"))
     _answer_next(socket)
@@ -139,10 +145,14 @@ def test_the_referee_of_a_match_of_the_player_may_call_with_its_match_token(rela
     pending = pool.submit(_post, endpoint, mcp)
     _answer_next(socket, "tools/call")
     assert pending.result(10).status_code == 200
-    # Another attempt's token, or a match no longer played, is no caller.
-    assert _post(endpoint, _ping(auth_token=match_token(LEAGUE, "R1M1", 2))).status_code == 403
+    # The bare match token, the opponent's own token, another attempt's token, or a match no
+    # longer played, is no caller.
+    assert _post(endpoint, _ping(auth_token=match_token(LEAGUE, "R1M1", match.attempt))).status_code == 403
+    assert _post(endpoint, _ping(auth_token=_referees_token(match, "P90"))).status_code == 403
+    assert _post(endpoint, _ping(auth_token=_referees_token(match, match.player_a.player_id, 2))).status_code == 403
     Match.objects.filter(pk=match.pk).update(status=Match.Status.CANCELLED)
-    assert _post(endpoint, _ping(auth_token=match_token(LEAGUE, "R1M2", 1))).status_code == 403
+    other_match = player_token(match_token(LEAGUE, "R1M2", 1), match.player_a.player_id)
+    assert _post(endpoint, _ping(auth_token=other_match)).status_code == 403
 
 
 # -- finding 4: malformed calls ---------------------------------------------------------------------
@@ -199,7 +209,7 @@ def test_one_caller_cannot_take_every_place(relay, settings, pool):
     settings.RELAY_MAX_IN_FLIGHT = 8  # a caller's share: 2
     endpoint, socket = relay
     match = _match_of(endpoint)
-    referee = {"Authorization": f"Bearer {match_token(LEAGUE, match.match_id, match.attempt)}"}
+    referee = {"Authorization": f"Bearer {_referees_token(match, match.player_a.player_id)}"}
     hog = lm_headers(endpoint)
     held = [pool.submit(_post_from, "127.0.0.2", endpoint, _ping(n), hog) for n in (1, 2)]
     waiting = [json.loads(socket.recv(5)) for _ in held]  # both in flight, unanswered

@@ -8,6 +8,8 @@
 - ``bench chaos``: leagues while processes are killed and the database is cut; every league checked.
 - ``bench server``: the production server (docs/operations.md) under slow-header and idle sockets.
 - ``bench spectators``: a league unwatched, then the same league watched by N live pages.
+- ``bench fuzz``: invalid requests over the LM, a referee, a player and a relay endpoint; no 5xx,
+  no dropped socket, no state change.
 
 Every figure is measured, never asserted; each command checks its own results and exits
 non-zero when they do not add up.
@@ -29,7 +31,7 @@ from leagueproto.envelope import GAME_TYPES
 
 
 class Command(BaseCommand):
-    help = "Benchmarks: ceiling, league, api, scale, soak, chaos, server, spectators."
+    help = "Benchmarks: ceiling, league, api, scale, soak, chaos, server, spectators, fuzz."
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="what", required=True)
@@ -125,7 +127,13 @@ class Command(BaseCommand):
         watch.add_argument("--timeout", type=float, default=900.0)
         watch.add_argument("--quick", action="store_true", help="small and short, for the suite")
         watch.add_argument("--json", dest="json_path")
-        for played in (league, api, scale, soak, chaos, server, watch):
+        fuzz = sub.add_parser("fuzz", help="invalid requests over every kind of endpoint: no 5xx, no state change")
+        fuzz.add_argument("--requests", type=int, default=100_000)
+        fuzz.add_argument("--concurrency", type=int, default=16)
+        fuzz.add_argument("--seed", type=int, default=0)
+        fuzz.add_argument("--targets", default="lm,referee,player,relay", help="endpoints that get requests")
+        fuzz.add_argument("--json", dest="json_path")
+        for played in (league, api, scale, soak, chaos, server, watch, fuzz):
             played.add_argument(
                 "--keep-db",
                 action="store_true",
@@ -196,6 +204,17 @@ class Command(BaseCommand):
                 slow=50 if quick else options["slow"],
                 idle=50 if quick else options["idle"],
                 probes=10 if quick else options["probes"],
+                out=self.stderr,
+            ).run()
+        elif what == "fuzz":
+            from league.bench.fuzz import FuzzBench
+
+            targets = tuple(t.strip() for t in options["targets"].split(",") if t.strip())
+            report = FuzzBench(
+                requests=options["requests"],
+                concurrency=options["concurrency"],
+                seed=options["seed"],
+                targets=targets,
                 out=self.stderr,
             ).run()
         elif what == "chaos":
