@@ -16,7 +16,7 @@ fault              what the referee sees                                        
 ``wrong_type``     a reply with message_type GAME_JOIN_ACK instead of the response     no
 ``invalid_parity`` ``"EVEN"`` / move 7, every time (asked again, then a loss)          no (E004)
 ``flapping``       every other match it is down (HTTP 503 to every call of the match)  no, half
-``impostor``       the reply claims to come from another player                        no
+``impostor``       the reply names its opponent (its endpoint still says who it is)    yes (logged)
 ``oversized``      a legal reply padded past 256 KB (the client's reply cap)           no
 =================  ==================================================================  =============
 """

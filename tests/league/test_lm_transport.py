@@ -126,6 +126,7 @@ def test_it_negotiates_the_mcp_version_and_lists_tools_with_schemas(lm_server):
         "GET_SCHEDULE",
         "GET_NEXT_MATCH",
         "GET_PLAYER_STATS",
+        "GET_MATCH_ASSIGNMENT",
     ]
 
 

@@ -115,7 +115,11 @@ def test_it_saves_the_outcome_before_telling_the_players_and_never_plays_the_mat
         again = rpc(second.url, "start_match", message)
         assert (again["status"], again["reason"]) == ("ACCEPTED", "already finished")
         # Asked about it (the LM's check after a restart), it knows the match: finished, not lost.
-        state = rpc(second.url, "get_match_state", {"match_id": "R1M1", "league_id": "league_test"})
+        state = rpc(
+            second.url,
+            "get_match_state",
+            {"match_id": "R1M1", "league_id": "league_test", "auth_token": ScriptedLM.LM_TOKEN},
+        )
         assert (state["state"], state["result"]) == ("FINISHED", report["result"])
         time.sleep(0.3)
     assert len(a.received.of("handle_game_invitation")) == 1
