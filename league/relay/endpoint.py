@@ -5,7 +5,7 @@ handler per ASGI event (``http.request``, ``http.disconnect``), routed in league
 beside Django (the route says why it is not a Django view). Django judges what Django would
 (checks.py): a Host it refuses is 400, and every answer carries the headers of Django's security
 middleware. Besides: a browser's Origin not of this site is 403, a method other than POST 405,
-a body over ``RELAY_MAX_MESSAGE_BYTES`` 413, all before the body is read.
+a body over ``largest_call()`` 413, all before the body is read.
 
 Then the call: what is not one JSON-RPC 2.0 request object is answered a JSON-RPC error; a call
 without the League Manager's or the match's token for that player (callers.py) is 403. Neither
@@ -42,6 +42,7 @@ from league.relay.checks import asgi_headers, django_request, host_refused, orig
 from league.relay.consumer import LAYER_DOWN, receive_patiently
 from leagueproto import jsonrpc
 from leagueproto.jsonutil import dumps, loads
+from leagueproto.server import DEFAULT_MAX_BODY
 
 # The status a consumer answers a call with when its socket closes before the reply.
 DROPPED = 502
@@ -230,13 +231,21 @@ def refusal(request: HttpRequest) -> Answer | None:
     if request.method != "POST":
         return Answer(405, b"the relay endpoint takes POST (JSON-RPC)")
     declared = request.META.get("CONTENT_LENGTH", "")
-    if declared.isdigit() and int(declared) > settings.RELAY_MAX_MESSAGE_BYTES:
+    if declared.isdigit() and int(declared) > largest_call():
         return too_large()
     return None
 
 
+def largest_call() -> int:
+    """The largest call relayed: ``RELAY_MAX_MESSAGE_BYTES``, and no more than an agent's server
+    takes (leagueproto/server.py): a player refusing a larger body answers without the call's id,
+    so its refusal could never be matched to the call, whose caller would wait out its timeout."""
+    return min(settings.RELAY_MAX_MESSAGE_BYTES, DEFAULT_MAX_BODY)
+
+
 def too_large() -> Answer:
-    return Answer(413, f"request body larger than {settings.RELAY_MAX_MESSAGE_BYTES} bytes".encode())
+    limit = largest_call()
+    return rpc_error(413, jsonrpc.INVALID_REQUEST, f"Request body larger than {limit} bytes")
 
 
 class RelayHttpConsumer(AsyncConsumer):
@@ -264,7 +273,7 @@ class RelayHttpConsumer(AsyncConsumer):
                 raise StopConsumer()
         chunk = message.get("body", b"")
         self.size += len(chunk)
-        if self.size > settings.RELAY_MAX_MESSAGE_BYTES:
+        if self.size > largest_call():
             await self.reply(too_large())
             raise StopConsumer()
         self.chunks.append(chunk)

@@ -312,3 +312,15 @@ def test_the_conductors_check_refuses_a_metadata_address_even_for_a_relay_endpoi
     policy = ConnectPolicy()
     problem = async_to_sync(policy)("169.254.169.254", 80, "169.254.169.254")
     assert problem is not None and "metadata" in problem
+
+
+def test_a_call_larger_than_an_agent_takes_is_refused_at_once_and_the_socket_kept(relay, pool):
+    """A player's server refuses a body over 64 KiB (leagueproto/server.py) with an answer that
+    carries no id, which the relay could not match to the call: so the relay refuses it itself,
+    at once, under its own larger limit, and the socket carries the next call as before."""
+    endpoint, socket = relay
+    call = _ping("big", display_name="x" * 100_000)
+    refused = _post(endpoint, call, lm_headers(endpoint))
+    assert refused.status_code == 413 and refused.json()["error"]["code"] == -32600
+    assert "65536 bytes" in refused.json()["error"]["message"]
+    _real_call_gets_through(endpoint, socket, pool)
