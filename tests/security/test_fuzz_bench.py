@@ -28,11 +28,7 @@ def test_invalid_requests_get_no_5xx_and_change_nothing(agent_env, tmp_path):
     counts = report["status_by_target"]
     assert set(counts) == {"lm", "referee", "player", "relay"}
     assert sum(sum(c.values()) for c in counts.values()) == 240
-    for target in ("lm", "referee", "player"):
+    for target in ("lm", "referee", "player", "relay"):
         assert report["server_errors"][target] == 0 and report["transport_errors"][target] == 0, report
-    assert not [c for c in report["state_changes"] if not c.startswith("Player#") or ".relay_" not in c], report
-    relay = [e for e in report["errors"] if not e.startswith("relay") and not e.startswith("rows changed: Player#")]
-    assert relay == [], report["errors"]
-    if report["errors"]:
-        # The relay endpoint does not yet survive every input (issue 31, item 4): reported, not hidden.
-        pytest.xfail(f"relay: {report['errors']} ({report['failures_by_kind']})")
+    assert report["state_changes"] == [] and report["errors"] == [], report
+    assert report["relay_socket_dropped"] is False
