@@ -144,8 +144,8 @@
 
   function renderCrosstable(x) {
     var box = $("crosstable");
-    if (!x) { box.innerHTML = '<p class="muted">Too many players for a grid: each player\'s page lists its results.</p>'; return; }
-    if (!x.rows.length) { box.innerHTML = '<p class="muted">The grid fills in once players have registered.</p>'; return; }
+    if (!x) { box.innerHTML = '<p class="muted">Too many players for a grid: each player\'s page lists its results.</p>'; markCrosstableScroll(); return; }
+    if (!x.rows.length) { box.innerHTML = '<p class="muted">The grid fills in once players have registered.</p>'; markCrosstableScroll(); return; }
     var head = '<tr><th class="left">Player</th>' + x.rows.map(function (p, i) {
       return '<th title="' + esc(p.display_name + " (" + p.player_id + ")") + '" data-player="' + esc(p.player_id) + '">' + (i + 1) + "</th>";
     }).join("") + "</tr>";
@@ -161,7 +161,16 @@
         }).join("") + "</tr>";
     }).join("");
     box.innerHTML = '<table class="table cross"><thead>' + head + "</thead><tbody>" + body + "</tbody></table>";
+    markCrosstableScroll();
   }
+
+  // "scroll →" only when the grid is wider than its box (a phone, many players): a hint over a
+  // grid that fits sends the eye looking for columns that are not there.
+  function markCrosstableScroll() {
+    var box = $("crosstable");
+    $("crosstable-hint").classList.toggle("needed", box.scrollWidth > box.clientWidth + 1);
+  }
+  window.addEventListener("resize", markCrosstableScroll);
 
   function renderJoin(join) {
     var panel = $("join");
