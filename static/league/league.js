@@ -122,8 +122,10 @@
 
   function renderProgress(p) {
     $("progress-bar").style.width = p.percent + "%";
-    $("progress-text").textContent = p.matches_finished + " of " + p.matches_total + " matches · round " +
-      p.current_round + " of " + p.rounds_total + (p.matches_running ? " · " + p.matches_running + " running" : "");
+    // Before the schedule is drawn there is nothing to count ("0 of 0 matches" said nothing).
+    $("progress-text").textContent = !p.matches_total ? "No matches until the league starts." :
+      p.matches_finished + " of " + p.matches_total + " matches · round " + p.current_round + " of " + p.rounds_total +
+      (p.matches_running ? " · " + p.matches_running + " running" : "");
   }
 
   function renderRounds(rounds) {

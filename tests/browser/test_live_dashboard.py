@@ -171,6 +171,8 @@ def _shoot(
         else:
             wait_live(page)
             page.wait_for_function("() => Number(document.getElementById('league-page').dataset.version) >= 1")
+        # Nothing wider than the screen: a phone would zoom the whole page out to fit it.
+        assert page.evaluate("() => document.documentElement.scrollWidth") == viewport[0], name
         shot = shots / f"{name}-{label}.png"
         page.screenshot(path=str(shot), full_page=True)
         written.append(shot)
