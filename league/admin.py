@@ -85,10 +85,20 @@ def close_registration(modeladmin, request, queryset):
 @admin.action(description="Start (close registration, mark READY)")
 def start_league(modeladmin, request, queryset):
     _each(modeladmin, request, queryset, actions.start_league, "Started")
+    started = False
     for league in queryset.model.objects.filter(pk__in=[league.pk for league in queryset]):
+        started = started or league.status in actions.IN_PLAY
         warning = referee_warning(league)
         if warning:
             modeladmin.message_user(request, f"League {league.league_id}: {warning}", messages.WARNING)
+    if started:
+        # The admin only marks a league READY: without a conductor it stays there, saying nothing.
+        modeladmin.message_user(
+            request,
+            "The conductor (python manage.py runleague, running beside the site) draws the schedule and plays"
+            " the rounds.",
+            messages.INFO,
+        )
 
 
 @admin.action(description="Generate a referee key (shown once; replaces the previous one)")

@@ -188,6 +188,7 @@ def test_a_teacher_runs_a_league_from_the_admin_to_the_exports_with_real_agents(
         admin_action(admin, league, "start_league")
         messages = success(admin)
         assert "Started: 1" in messages and "No live referee" not in messages
+        assert "The conductor (python manage.py runleague, running beside the site)" in messages
         wait_text(watch, "league-status", "RUNNING")
         watch.wait_for_selector("#join", state="hidden")
         admin_action(admin, league, "pause")
