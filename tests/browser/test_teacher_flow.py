@@ -46,7 +46,7 @@ SETTINGS = {
     "retries": "1",
     "retry_delay": "0.2",
     "match_deadline": "30",
-    "round_pause": "2",
+    "round_pause": "3",
 }
 
 
@@ -119,7 +119,7 @@ def test_a_teacher_runs_a_league_from_the_admin_to_the_exports_with_real_agents(
         admin.fill("#id_password", PASSWORD)
         admin.click("input[type=submit]")
         league = create_league(admin, "class_cup", "Class Cup", **SETTINGS)
-        assert (league.game_type, league.round_pause, league.move_timeout) == ("even_odd", 2.0, 2.0)
+        assert (league.game_type, league.round_pause, league.move_timeout) == ("even_odd", 3.0, 2.0)
         assert league.status == League.Status.INITIALIZING
 
         # The conductor runs beside the site, as the README's "Running a league by hand" says.
