@@ -27,10 +27,13 @@ TEST_WORKERS ?= 4
 test: setup lint chromium
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
-# The dashboard's screenshots in docs/screenshots/, taken again by its browser test (a plain test
-# run writes them to a temporary directory).
+# The screenshots in docs/screenshots/, taken again by the browser tests that show those pages: the
+# dashboard's, the check page's and the teacher's admin flow (a plain test run writes them to a
+# temporary directory).
 screenshots: setup chromium
-	UPDATE_SCREENSHOTS=1 $(PY) -m pytest -q tests/browser/test_live_dashboard.py -k screenshots
+	UPDATE_SCREENSHOTS=1 $(PY) -m pytest -q -p no:cacheprovider tests/browser/test_live_dashboard.py \
+		tests/browser/test_check_page.py tests/browser/test_teacher_flow.py \
+		-k "screenshots or plays_but_takes_no_notices or teacher_runs_a_league"
 
 # The browser tests drive Debian's Chromium (browser downloads are impossible here).
 chromium:

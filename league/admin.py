@@ -14,13 +14,14 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, reverse
 
 from league import actions
 from league.api.readmodel import referee_warning
 from league.consumers import announce_leagues
+from league.export import dumps, export_league
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 
 
@@ -84,10 +85,20 @@ def close_registration(modeladmin, request, queryset):
 @admin.action(description="Start (close registration, mark READY)")
 def start_league(modeladmin, request, queryset):
     _each(modeladmin, request, queryset, actions.start_league, "Started")
+    started = False
     for league in queryset.model.objects.filter(pk__in=[league.pk for league in queryset]):
+        started = started or league.status in actions.IN_PLAY
         warning = referee_warning(league)
         if warning:
             modeladmin.message_user(request, f"League {league.league_id}: {warning}", messages.WARNING)
+    if started:
+        # The admin only marks a league READY: without a conductor it stays there, saying nothing.
+        modeladmin.message_user(
+            request,
+            "The conductor (python manage.py runleague, running beside the site) draws the schedule and plays"
+            " the rounds.",
+            messages.INFO,
+        )
 
 
 @admin.action(description="Generate a referee key (shown once; replaces the previous one)")
@@ -144,6 +155,18 @@ def cancel(modeladmin, request, queryset):
     )
 
 
+@admin.action(description="Export as JSON (a full backup, as `league export` writes it)")
+def export_json(modeladmin, request, queryset):
+    """The backup a teacher keeps, downloaded from the admin (one league at a time: one file)."""
+    if queryset.count() != 1:
+        modeladmin.message_user(request, "Select one league to export (one file each).", messages.ERROR)
+        return None
+    league = queryset.get()
+    response = HttpResponse(dumps(export_league(league)), content_type="application/json; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{league.league_id}-export.json"'
+    return response
+
+
 @admin.action(description="Reinstate (undo suspension)")
 def reinstate(modeladmin, request, queryset):
     _each(modeladmin, request, queryset, actions.reinstate_agent, "Reinstated")
@@ -193,6 +216,7 @@ class LeagueAdmin(admin.ModelAdmin):
         cancel,
         generate_referee_key,
         revoke_referee_key,
+        export_json,
     ]
     inlines = [RefereeInline, PlayerInline]
     fieldsets = (
@@ -225,6 +249,8 @@ class LeagueAdmin(admin.ModelAdmin):
                     "retry_delay",
                     "max_invalid_moves",
                     "match_deadline",
+                    # A class that follows the league live on a projector wants time between rounds.
+                    "round_pause",
                 )
             },
         ),

@@ -1,6 +1,8 @@
 """ASGI entry point: Django for HTTP but the relay endpoint's (a Channels HTTP consumer), Channels
 for the dashboard's websockets and the relay's."""
 
+import asyncio
+import contextvars
 import os
 
 from django.core.asgi import get_asgi_application
@@ -41,10 +43,22 @@ async def http(scope, receive, send) -> None:
     await app(scope, receive, send)
 
 
+limited_http = RequestLimits(http)
+
+
+async def http_in_a_context_of_its_own(scope, receive, send) -> None:
+    """Each request in a fresh context. The server starts a request pipelined on a keep-alive
+    connection from inside the previous answer's last ``send``; a static file's answer is sent by
+    WhiteNoise's thread through ``async_to_sync``, whose executor the new request would inherit
+    and find gone by the time it runs (every such request was a 500: asgiref's "CurrentThreadExecutor
+    already quit or is broken", django/asgiref#491; tests/leaguesite/test_static.py)."""
+    await asyncio.create_task(limited_http(scope, receive, send), context=contextvars.Context())
+
+
 application = ProtocolTypeRouter(
     {
         # Body size and read deadline first (leaguesite/limits.py), then static files, the relay or Django.
-        "http": RequestLimits(http),
+        "http": http_in_a_context_of_its_own,
         "websocket": websockets,
     }
 )

@@ -117,6 +117,7 @@ class Conductor(Supervision):
     _probed: dict[int, float] = field(default_factory=dict)  # league pk → when its agents to probe were read
     _status: dict[int, str] = field(default_factory=dict)  # league pk → its status as last logged
     _no_referee: set[int] = field(default_factory=set)  # leagues in play logged as having no live referee
+    _paused: set[int] = field(default_factory=set)  # leagues last seen PAUSED, out of _status
     _outage_since: float | None = None  # monotonic time the database became unavailable
     _pinging: set[tuple[str, int]] = field(default_factory=set)  # agents being probed now
 
@@ -217,10 +218,14 @@ class Conductor(Supervision):
             self.note_status(league.pk, league.league_id, league.status)
         left = [pk for pk in self._status if pk not in seen]
         if left:
-            # Out of the leagues in progress: completed, cancelled or paused. Read once, then forgotten.
+            # Out of the leagues in progress: completed, cancelled, deleted or paused. Read once,
+            # then forgotten; a paused one is remembered as paused only (not read again each tick),
+            # so that its resumption is logged as "PAUSED -> RUNNING".
             statuses = League.objects.filter(pk__in=left).values_list("pk", "league_id", "status")
             for pk, league_id, status in await sync_to_async(list)(statuses):
                 self.note_status(pk, league_id, status)
+                if status == League.Status.PAUSED:
+                    self._paused.add(pk)
             for pk in left:
                 self._status.pop(pk, None)
                 self._no_referee.discard(pk)
@@ -229,6 +234,9 @@ class Conductor(Supervision):
         """Log a league's status when it is not the one last logged: the transitions this
         conductor makes as it makes them, those made elsewhere (an admin) when a tick reads them."""
         before = self._status.get(league_pk)
+        if before is None and league_pk in self._paused:
+            self._paused.discard(league_pk)
+            before = League.Status.PAUSED
         if before != status:
             self._status[league_pk] = status
             log.info("league %s: %s", league_id, f"{before} -> {status}" if before else status)

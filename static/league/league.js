@@ -122,8 +122,10 @@
 
   function renderProgress(p) {
     $("progress-bar").style.width = p.percent + "%";
-    $("progress-text").textContent = p.matches_finished + " of " + p.matches_total + " matches · round " +
-      p.current_round + " of " + p.rounds_total + (p.matches_running ? " · " + p.matches_running + " running" : "");
+    // Before the schedule is drawn there is nothing to count ("0 of 0 matches" said nothing).
+    $("progress-text").textContent = !p.matches_total ? "No matches until the league starts." :
+      p.matches_finished + " of " + p.matches_total + " matches · round " + p.current_round + " of " + p.rounds_total +
+      (p.matches_running ? " · " + p.matches_running + " running" : "");
   }
 
   function renderRounds(rounds) {
@@ -144,8 +146,8 @@
 
   function renderCrosstable(x) {
     var box = $("crosstable");
-    if (!x) { box.innerHTML = '<p class="muted">Too many players for a grid: each player\'s page lists its results.</p>'; return; }
-    if (!x.rows.length) { box.innerHTML = '<p class="muted">The grid fills in once players have registered.</p>'; return; }
+    if (!x) { box.innerHTML = '<p class="muted">Too many players for a grid: each player\'s page lists its results.</p>'; markCrosstableScroll(); return; }
+    if (!x.rows.length) { box.innerHTML = '<p class="muted">The grid fills in once players have registered.</p>'; markCrosstableScroll(); return; }
     var head = '<tr><th class="left">Player</th>' + x.rows.map(function (p, i) {
       return '<th title="' + esc(p.display_name + " (" + p.player_id + ")") + '" data-player="' + esc(p.player_id) + '">' + (i + 1) + "</th>";
     }).join("") + "</tr>";
@@ -161,7 +163,16 @@
         }).join("") + "</tr>";
     }).join("");
     box.innerHTML = '<table class="table cross"><thead>' + head + "</thead><tbody>" + body + "</tbody></table>";
+    markCrosstableScroll();
   }
+
+  // "scroll →" only when the grid is wider than its box (a phone, many players): a hint over a
+  // grid that fits sends the eye looking for columns that are not there.
+  function markCrosstableScroll() {
+    var box = $("crosstable");
+    $("crosstable-hint").classList.toggle("needed", box.scrollWidth > box.clientWidth + 1);
+  }
+  window.addEventListener("resize", markCrosstableScroll);
 
   function renderJoin(join) {
     var panel = $("join");

@@ -231,7 +231,7 @@ def play_round(league: League, number: int, drawn: int = 4, notify: Notify = bro
 def _entry(seq, t_ms, direction, peer, method, message_type, *, outcome="ok", attempt=1, latency=None, **message):
     return {
         "seq": seq,
-        "at": "2025-01-15T10:15:00Z",
+        "at": timezone.now().strftime("%Y-%m-%dT%H:%M:%SZ"),  # when the seeded match is played
         "t_ms": t_ms,
         "direction": direction,
         "peer": peer,

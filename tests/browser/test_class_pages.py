@@ -150,6 +150,17 @@ def test_dark_theme_favicon_and_the_crosstable_hint_on_a_phone(site, browser):
         assert box == [True, "auto"]
         icon = page.locator('link[rel="icon"]').get_attribute("href")
         assert icon.endswith(".svg") and page.request.get(f"{site.base}{icon}").ok
+        # Four players fit on a phone: no hint to scroll a grid that does not scroll.
+        make_league("small_cup", players=4)
+        page.goto(f"{site.base}/leagues/small_cup/")
+        wait_version(page)
+        assert (
+            page.evaluate(
+                "() => { const b = document.getElementById('crosstable'); return b.scrollWidth > b.clientWidth; }"
+            )
+            is False
+        )
+        assert not page.locator("#crosstable-hint").is_visible()
     finally:
         context.close()
     light = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme="light")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
@@ -148,6 +150,23 @@ def test_it_asks_to_cancel_a_league_in_play_before_deleting_it(admin_client):
     assert League.objects.filter(pk=league.pk).exists()
 
 
+def test_it_exports_one_league_as_the_json_backup(admin_client):
+    from tests.browser.league_data import make_league, play_round
+
+    league = make_league("old_cup", players=4, status=League.Status.COMPLETED)
+    play_round(league, 1)
+    other = _league()
+    url = reverse("admin:league_league_changelist")
+    response = admin_client.post(url, {"action": "export_json", "_selected_action": [league.pk]})
+    assert response["Content-Disposition"] == 'attachment; filename="old_cup-export.json"'
+    data = json.loads(response.content)
+    assert data["format"] == "league-export/1" and data["league"]["league_id"] == "old_cup"
+    assert len(data["results"]) == 2 and "token_hash" not in response.content.decode()
+    # One file per league: two selected are refused with a word, not a zip or the first one.
+    both = admin_client.post(url, {"action": "export_json", "_selected_action": [league.pk, other.pk]}, follow=True)
+    assert "Select one league to export" in both.content.decode()
+
+
 def _add_form() -> dict[str, str]:
     return {
         "name": "Cup",
@@ -165,6 +184,7 @@ def _add_form() -> dict[str, str]:
         "retry_delay": "2",
         "max_invalid_moves": "3",
         "match_deadline": "300",
+        "round_pause": "0",
         "allowed_networks": "127.0.0.0/8",
         "rate_limit_per_minute": "600",
         "max_seats_per_network": "0",
