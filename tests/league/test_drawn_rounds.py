@@ -117,7 +117,9 @@ def test_a_swiss_league_plays_its_rounds_without_rematch_and_one_bye_each(player
     assert all(Bye.objects.filter(round=r).count() <= 1 for r in played)
     # Each player plays or sits out every round exactly once.
     for rnd in played:
-        seated = [p for a, b in Match.objects.filter(round=rnd).values_list("player_a_id", "player_b_id") for p in (a, b)]
+        seated = [
+            p for a, b in Match.objects.filter(round=rnd).values_list("player_a_id", "player_b_id") for p in (a, b)
+        ]
         seated += list(Bye.objects.filter(round=rnd).values_list("player_id", flat=True))
         assert sorted(seated) == sorted(league.players.values_list("pk", flat=True))
     table = standings.standings(league)
