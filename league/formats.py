@@ -110,18 +110,33 @@ def knockout_bracket(league: League) -> Bracket:
         .values_list("round__number", "player_a__player_id", "player_b__player_id", "result__outcome")
     )
     for number, a, b, outcome in rows:
-        winner = a if outcome == MatchResult.Outcome.WIN_A else b if outcome == MatchResult.Outcome.WIN_B else None
-        by_round[number].append(((a, b), winner))
-    for number, player_id in (
-        Bye.objects.filter(league=league).order_by().values_list("round__number", "player__player_id")
-    ):
+        by_round[number].append(((a, b), winner_of(a, b, outcome)))
+    byes = Bye.objects.filter(league=league).order_by().values_list("round__number", "player__player_id")
+    for number, player_id in byes:
         by_round[number].append(((player_id, None), None))
+    return bracket_of(by_round, {n for n, status in statuses.items() if status in PLAYED_ROUNDS})
+
+
+def winner_of(a: str, b: str, outcome: str | None) -> str | None:
+    """The winner of a match by its stored outcome (None: a draw, both lost, or no result)."""
+    return a if outcome == MatchResult.Outcome.WIN_A else b if outcome == MatchResult.Outcome.WIN_B else None
+
+
+def bracket_of(by_round: Mapping[int, list[tuple[pairing.KnockoutMatch, str | None]]], played: set[int]) -> Bracket:
+    """A :class:`Bracket` from each round's entries in any order (seeds from the first round's
+    players, by id) and the numbers of the rounds played."""
     first = {p for (a, b), _ in by_round.get(1, []) for p in (a, b) if p is not None}
     seeds = pairing.knockout_seeds(pairing.Entrant(player_id) for player_id in first)
     place = pairing.knockout_positions(seeds)
     numbers = sorted(by_round)
     rounds = [sorted(by_round[n], key=lambda entry: min(place[p] for p in entry[0] if p is not None)) for n in numbers]
-    return Bracket(seeds, rounds, [statuses.get(n) in PLAYED_ROUNDS for n in numbers])
+    return Bracket(seeds, rounds, [n in played for n in numbers])
+
+
+def knockout_format(bracket: Bracket, byes: tuple[tuple[str, int], ...]) -> TableFormat:
+    """A knockout's table format: its byes and each player's stage from the rounds played."""
+    played = [entries for entries, done in zip(bracket.rounds, bracket.played, strict=True) if done]
+    return TableFormat(KNOCKOUT_TIE_BREAKS, byes, pairing.knockout_stages(played, bracket.seeds))
 
 
 def next_round_draw(league: League, number: int) -> Drawn | None:
@@ -153,6 +168,4 @@ def table_format(league: League) -> TableFormat:
     )
     if league.schedule_format == League.ScheduleFormat.SWISS:
         return TableFormat(SWISS_TIE_BREAKS, byes)
-    bracket = knockout_bracket(league)
-    played = [entries for entries, done in zip(bracket.rounds, bracket.played, strict=True) if done]
-    return TableFormat(KNOCKOUT_TIE_BREAKS, byes, pairing.knockout_stages(played, bracket.seeds))
+    return knockout_format(knockout_bracket(league), byes)

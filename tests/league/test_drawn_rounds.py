@@ -210,3 +210,14 @@ def test_a_league_that_cannot_play_its_format_does_not_start(fmt, players, probl
 def test_a_swiss_league_without_rounds_or_with_as_many_as_its_maximum_of_players_is_refused(rounds, problem):
     with pytest.raises(ValueError, match=problem):
         actions.create_league(name="x", league_id="x", schedule_format="swiss", swiss_rounds=rounds, max_players=10)
+
+
+@pytest.mark.parametrize("fmt", [{"schedule_format": "swiss", "swiss_rounds": 4}, {"schedule_format": "knockout"}])
+def test_an_export_recomputes_the_standings_the_league_serves(fmt):
+    from league.export import export_league, recompute_standings
+
+    league = started_league(f"export_{fmt['schedule_format']}", 7, **fmt)
+    play_out(league, lambda m: "DRAW" if m.match_id.endswith("M1") else lower_id_wins(m))
+    data = export_league(league)
+    assert sum(len(r["byes"]) for r in data["schedule"]) >= 1
+    assert recompute_standings(data) == standings.standings(league)
