@@ -221,3 +221,12 @@ def test_an_export_recomputes_the_standings_the_league_serves(fmt):
     data = export_league(league)
     assert sum(len(r["byes"]) for r in data["schedule"]) >= 1
     assert recompute_standings(data) == standings.standings(league)
+
+
+def test_the_swiss_league_page_shows_a_buchholz_column_and_the_rule(client):
+    league = started_league("swiss_html", 5, schedule_format="swiss", swiss_rounds=2)
+    play_out(league)
+    page = client.get(f"/leagues/{league.league_id}/").content.decode()
+    assert ">Bh</th>" in page and 'class="buchholz"' in page
+    assert "then Buchholz (the sum of your opponents&#x27; points)" in page
+    assert "round 2 of 2" in page
