@@ -166,7 +166,10 @@ def recompute_format(data: dict[str, Any]) -> formats.TableFormat:
         return formats.ROUND_ROBIN
     played = {r["round_id"] for r in data["schedule"] if r["status"] in formats.PLAYED_ROUNDS}
     byes = tuple(
-        (player_id, BYE_POINTS) for r in data["schedule"] if r["round_id"] in played for player_id in r.get("byes", [])
+        (player_id, BYE_POINTS, r["round_id"])
+        for r in data["schedule"]
+        if r["round_id"] in played
+        for player_id in r.get("byes", [])
     )
     if schedule_format == League.ScheduleFormat.SWISS:
         return formats.TableFormat(SWISS_TIE_BREAKS, byes)

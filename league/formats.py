@@ -45,7 +45,7 @@ class TableFormat:
     """What a league's format adds to its results when it is ranked (``league.standings``)."""
 
     tie_breaks: tuple[TieBreak, ...] = TIE_BREAKS
-    byes: tuple[tuple[str, int], ...] = ()  # (player id, points) of each bye of a played round
+    byes: tuple[tuple[str, int, int], ...] = ()  # (player id, points, round) of each bye of a played round
     stages: Mapping[str, int] = field(default_factory=dict)  # knockout: rounds each player got through
 
 
@@ -133,7 +133,7 @@ def bracket_of(by_round: Mapping[int, list[tuple[pairing.KnockoutMatch, str | No
     return Bracket(seeds, rounds, [n in played for n in numbers])
 
 
-def knockout_format(bracket: Bracket, byes: tuple[tuple[str, int], ...]) -> TableFormat:
+def knockout_format(bracket: Bracket, byes: tuple[tuple[str, int, int], ...]) -> TableFormat:
     """A knockout's table format: its byes and each player's stage from the rounds played."""
     played = [entries for entries, done in zip(bracket.rounds, bracket.played, strict=True) if done]
     return TableFormat(KNOCKOUT_TIE_BREAKS, byes, pairing.knockout_stages(played, bracket.seeds))
@@ -164,7 +164,7 @@ def table_format(league: League) -> TableFormat:
     byes = tuple(
         Bye.objects.filter(league=league, round__status__in=PLAYED_ROUNDS)
         .order_by("pk")
-        .values_list("player__player_id", "points")
+        .values_list("player__player_id", "points", "round__number")
     )
     if league.schedule_format == League.ScheduleFormat.SWISS:
         return TableFormat(SWISS_TIE_BREAKS, byes)

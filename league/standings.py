@@ -59,7 +59,7 @@ def table_of(
     table = StandingsTable.for_players(names, fmt.tie_breaks)
     for result in results:
         table.add(result)
-    for player_id, points in fmt.byes:
+    for player_id, points, _ in fmt.byes:
         if player_id in table.tallies:
             table.add_bye(player_id, points)
     table.stages = dict(fmt.stages)

@@ -104,10 +104,9 @@ def standings(league: League, results: list[Played] | None = None) -> list[dict[
     recent form."""
     players = {p.player_id: p for p in league.players.all()}
     results = results if results is not None else played(league)
+    fmt = table_format(league)
     ranked = standings_service.rank(
-        ((p.player_id, p.display_name, p.status) for p in players.values()),
-        [p.row() for p in results],
-        table_format(league),
+        ((p.player_id, p.display_name, p.status) for p in players.values()), [p.row() for p in results], fmt
     )
     swiss = league.schedule_format == League.ScheduleFormat.SWISS
     out = []
@@ -125,7 +124,9 @@ def standings(league: League, results: list[Played] | None = None) -> list[dict[
         entry["tie_break"] = TIE_BREAK_TEXT[row.decided_by] if broken else ""
         out.append(entry)
     ids = [row["player_id"] for row in out]
-    moves = tournament.rank_moves(ids, results, {row["player_id"]: row["rank"] for row in out})
+    moves = tournament.rank_moves(
+        ids, results, {row["player_id"]: row["rank"] for row in out}, fmt.tie_breaks, fmt.byes
+    )
     form = tournament.recent_form(ids, results)
     for row in out:
         row["rank_change"] = moves[row["player_id"]]

@@ -230,3 +230,17 @@ def test_the_swiss_league_page_shows_a_buchholz_column_and_the_rule(client):
     assert ">Bh</th>" in page and 'class="buchholz"' in page
     assert "then Buchholz (the sum of your opponents&#x27; points)" in page
     assert "round 2 of 2" in page
+
+
+def test_rank_moves_in_a_swiss_league_count_the_byes_of_the_rounds_before():
+    league = started_league("swiss_moves", 5, schedule_format="swiss", swiss_rounds=3)
+    first = league.rounds.get()
+    play_round(first, lambda m: "WIN_B")  # upsets: the bye's 3 points matter for the ranks after round 1
+    draw_next_round(league.pk)
+    mark_round_completed(first.pk)
+    after_one = {row["player_id"]: row["rank"] for row in standings.standings(league)}
+    second = league.rounds.get(number=2)
+    play_round(second)
+    snap = snapshot(league.league_id)
+    for row in snap["standings"]:
+        assert row["rank_change"] == after_one[row["player_id"]] - row["rank"], row["player_id"]
