@@ -153,7 +153,9 @@ class LeagueBench:
         )
         return actions.open_registration(league, 600.0)
 
-    def wait_for_registrations(self, league: League, timeout: float = 120.0) -> float:
+    def wait_for_registrations(self, league: League, timeout: float | None = None) -> float:
+        # 120 s, or 0.3 s a player for the largest leagues (1,000 players start slowly on 2 cores).
+        timeout = timeout if timeout is not None else max(120.0, 0.3 * self.players)
         began = time.monotonic()
         while time.monotonic() - began < timeout:
             self.cluster.check()
