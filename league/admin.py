@@ -222,7 +222,18 @@ class LeagueAdmin(admin.ModelAdmin):
     fieldsets = (
         (
             None,
-            {"fields": ("league_id", "name", "game_type", "schedule_format", "status", "current_round", "champion")},
+            {
+                "fields": (
+                    "league_id",
+                    "name",
+                    "game_type",
+                    "schedule_format",
+                    "swiss_rounds",
+                    "status",
+                    "current_round",
+                    "champion",
+                )
+            },
         ),
         (
             "Registration",

@@ -15,9 +15,9 @@ from typing import Any
 from django.core.serializers.json import DjangoJSONEncoder
 from django.forms.models import model_to_dict
 
-from league import standings
-from league.models import Event, League, Match, MatchResult, Player, Referee, Round
-from leagueproto.scoring import OUTCOME_POINTS, ResultRow, id_sort_key
+from league import formats, standings
+from league.models import DRAWN_FORMATS, Bye, Event, League, Match, MatchResult, Player, Referee, Round
+from leagueproto.scoring import BYE_POINTS, OUTCOME_POINTS, SWISS_TIE_BREAKS, ResultRow, id_sort_key
 
 FORMAT = "league-export/1"
 # Never exported: a token hash is as good as a token against a copy of the code; the network an
@@ -62,6 +62,13 @@ def export_league(league: League) -> dict[str, Any]:
                 "finished_at": _iso(m.finished_at),
             }
         )
+    byes: dict[int, list[str]] = {}
+    for number, player_id in (
+        Bye.objects.filter(league=league)
+        .order_by("round__number", "id")
+        .values_list("round__number", "player__player_id")
+    ):
+        byes.setdefault(number, []).append(player_id)
     schedule = [
         {
             "round_id": r.number,
@@ -69,6 +76,8 @@ def export_league(league: League) -> dict[str, Any]:
             "announced_at": _iso(r.announced_at),
             "completed_at": _iso(r.completed_at),
             "matches": by_round.get(r.number, []),
+            # Swiss and knockout: who sat the round out (each bye scores a win's points once played).
+            "byes": byes.get(r.number, []),
         }
         for r in Round.objects.filter(league=league).order_by("number")
     ]
@@ -145,7 +154,38 @@ def recompute_standings(data: dict[str, Any]) -> list[dict[str, Any]]:
     # A result of a player the file does not list (a file edited by hand) still counts, nameless.
     unlisted = {pid for row in rows for pid in (row.player_a, row.player_b)} - {p[0] for p in players}
     players += [(pid, "", "") for pid in unlisted]
-    return [standings.standing_dict(row, name) for row, name in standings.rank(players, rows)]
+    fmt = recompute_format(data)
+    return [standings.standing_dict(row, name) for row, name in standings.rank(players, rows, fmt)]
+
+
+def recompute_format(data: dict[str, Any]) -> formats.TableFormat:
+    """What a Swiss or knockout export's table adds to its results, from its schedule alone:
+    the byes of the rounds played and, in a knockout, how far each player went."""
+    schedule_format = data["league"].get("schedule_format")
+    if schedule_format not in DRAWN_FORMATS:
+        return formats.ROUND_ROBIN
+    played = {r["round_id"] for r in data["schedule"] if r["status"] in formats.PLAYED_ROUNDS}
+    byes = tuple(
+        (player_id, BYE_POINTS, r["round_id"])
+        for r in data["schedule"]
+        if r["round_id"] in played
+        for player_id in r.get("byes", [])
+    )
+    if schedule_format == League.ScheduleFormat.SWISS:
+        return formats.TableFormat(SWISS_TIE_BREAKS, byes)
+    outcomes = {r["match_id"]: r["outcome"] for r in data["results"]}
+    by_round = {
+        r["round_id"]: [
+            (
+                (m["player_A_id"], m["player_B_id"]),
+                formats.winner_of(m["player_A_id"], m["player_B_id"], outcomes.get(m["match_id"])),
+            )
+            for m in r["matches"]
+        ]
+        + [((player_id, None), None) for player_id in r.get("byes", [])]
+        for r in data["schedule"]
+    }
+    return formats.knockout_format(formats.bracket_of(by_round, played), byes)
 
 
 def result_problems(data: dict[str, Any]) -> list[str]:

@@ -79,6 +79,8 @@ class League(models.Model):
     class ScheduleFormat(models.TextChoices):
         SINGLE = "single", "Single round-robin"
         DOUBLE = "double", "Double round-robin (sides swapped)"
+        SWISS = "swiss", "Swiss (each round drawn from the standings)"
+        KNOCKOUT = "knockout", "Knockout (single elimination)"
 
     league_id = models.CharField(
         max_length=64,
@@ -90,6 +92,10 @@ class League(models.Model):
     game_type = models.CharField(max_length=32, default="even_odd", choices=game_type_choices)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.INITIALIZING, db_index=True)
     schedule_format = models.CharField(max_length=8, choices=ScheduleFormat.choices, default=ScheduleFormat.SINGLE)
+    # ``rounds`` is the reverse name of Round's league key, hence the longer name.
+    swiss_rounds = models.PositiveIntegerField(
+        default=0, help_text="Swiss only: how many rounds to play (at least 1, fewer than the players)."
+    )
 
     registration_opens_at = models.DateTimeField(null=True, blank=True)
     registration_closes_at = models.DateTimeField(null=True, blank=True)
@@ -141,6 +147,17 @@ class League(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.league_id})"
 
+    def clean(self) -> None:
+        problem = format_problem(self.schedule_format, self.swiss_rounds, self.max_players)
+        if problem:
+            raise ValidationError({"swiss_rounds" if "rounds" in problem else "schedule_format": problem})
+
+    @property
+    def draws_rounds(self) -> bool:
+        """Swiss and knockout: each round is drawn when the one before it is played (a round-robin
+        stores its whole schedule at the start)."""
+        return self.schedule_format in DRAWN_FORMATS
+
     def registration_open(self, now=None) -> bool:
         now = now or timezone.now()
         if self.status != self.Status.REGISTERING:
@@ -148,6 +165,27 @@ class League(models.Model):
         if self.registration_opens_at and now < self.registration_opens_at:
             return False
         return not (self.registration_closes_at and now >= self.registration_closes_at)
+
+
+# The formats whose rounds are drawn one at a time, from the standings (league/conductor/draw.py).
+DRAWN_FORMATS = (League.ScheduleFormat.SWISS, League.ScheduleFormat.KNOCKOUT)
+
+
+def format_problem(schedule_format: str, swiss_rounds: int, players: int) -> str | None:
+    """Why a league of ``players`` cannot be played in ``schedule_format`` (one sentence), or None.
+    Checked when a league is created (``players``: its maximum) and when it starts (those registered)."""
+    if schedule_format == League.ScheduleFormat.SWISS:
+        if swiss_rounds < 1:
+            return "a Swiss league needs its number of rounds (swiss_rounds, at least 1)"
+        if swiss_rounds >= players:
+            return (
+                f"a Swiss league of {players} players can play at most {max(players - 1, 0)} rounds "
+                f"(swiss_rounds is {swiss_rounds}): with as many rounds as players, someone would meet "
+                "an opponent twice or sit out twice"
+            )
+    if schedule_format == League.ScheduleFormat.KNOCKOUT and players < 2:
+        return f"a knockout needs at least 2 players ({players})"
+    return None
 
 
 # The statuses of a league in progress (``League.objects.in_progress()``).
@@ -308,6 +346,24 @@ class Round(models.Model):
 
     def __str__(self) -> str:
         return f"{self.league.league_id} R{self.number}"
+
+
+class Bye(models.Model):
+    """A round a player of a Swiss or knockout league sits out without a match (an odd count in
+    Swiss, a top seed's first round in a knockout). It scores ``points`` (a win's, by
+    leagueproto.scoring.BYE_POINTS) once its round is played; a player has at most one per round."""
+
+    league = models.ForeignKey(League, on_delete=models.CASCADE, related_name="byes")
+    round = models.ForeignKey(Round, on_delete=models.CASCADE, related_name="byes")
+    player = models.ForeignKey("Player", on_delete=models.CASCADE, related_name="+")
+    points = models.PositiveSmallIntegerField()
+
+    class Meta:
+        ordering = ["league", "round__number", "id"]
+        constraints = [models.UniqueConstraint(fields=["round", "player"], name="unique_bye")]
+
+    def __str__(self) -> str:
+        return f"{self.round} bye {self.player.player_id}"
 
 
 class MatchQuerySet(models.QuerySet):

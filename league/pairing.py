@@ -372,17 +372,46 @@ def knockout_next_round(
 
     A bye advances its player; a draw (winner ``None``) advances the higher seed (the lower seed
     number). Neighbouring winners meet, the higher seed first. An empty list: that was the final."""
-    advancing: list[str] = []
-    for (high, low), winner in previous_round_results:
-        if low is None:
-            advancing.append(high)
-        elif winner is None:
-            advancing.append(min(high, low, key=seeds.__getitem__))
-        elif winner in (high, low):
-            advancing.append(winner)
-        else:
-            raise ValueError(f"{winner} did not play {high} v {low}")
+    advancing = [knockout_advancing(match, winner, seeds) for match, winner in previous_round_results]
     if len(advancing) < 2:
         return []
     pairs = zip(advancing[::2], advancing[1::2], strict=True)
     return [(x, y) if seeds[x] < seeds[y] else (y, x) for x, y in pairs]
+
+
+def knockout_positions(seeds: Mapping[str, int]) -> dict[str, int]:
+    """Each player's place in the first round's bracket order (0 first). A round's matches and
+    byes in bracket order are those sorted by their players' lowest place: the winners of
+    neighbouring entries meet next, so this is all a later round needs of the bracket."""
+    if not seeds:
+        return {}
+    size = 1 << (len(seeds) - 1).bit_length()
+    place = {seed: index for index, seed in enumerate(_bracket_order(size))}
+    return {player_id: place[seed] for player_id, seed in seeds.items()}
+
+
+def knockout_advancing(match: KnockoutMatch, winner: str | None, seeds: Mapping[str, int]) -> str:
+    """Who goes through from one bracket entry: the bye's player, the winner, or on a draw (or
+    when both lost technically) the higher seed."""
+    high, low = match
+    if low is None:
+        return high
+    if winner is None:
+        return min(high, low, key=seeds.__getitem__)
+    if winner not in (high, low):
+        raise ValueError(f"{winner} did not play {high} v {low}")
+    return winner
+
+
+def knockout_stages(
+    played_rounds: Sequence[Sequence[tuple[KnockoutMatch, str | None]]], seeds: Mapping[str, int]
+) -> dict[str, int]:
+    """How many rounds each player got through, from the rounds played so far (each a list of
+    bracket entries with their winner): the knockout's first ranking key. The champion got
+    through every round; a player knocked out in round r got through r-1."""
+    stages = dict.fromkeys(seeds, 0)
+    for entries in played_rounds:
+        for match, winner in entries:
+            through = knockout_advancing(match, winner, seeds)
+            stages[through] = stages.get(through, 0) + 1
+    return stages

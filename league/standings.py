@@ -17,7 +17,8 @@ from typing import Any, NamedTuple
 from django.conf import settings
 from django.db.models import Count, Max, Q, QuerySet
 
-from league.models import AgentStatus, League, MatchResult, Player
+from league.formats import ROUND_ROBIN, TableFormat, table_format
+from league.models import AgentStatus, League, MatchResult, Player, Round
 from leagueproto.scoring import ResultRow, StandingRow, StandingsTable
 
 # The MatchResult columns a ResultRow is built from, in ResultRow's field order.
@@ -49,20 +50,27 @@ def entrants(players: Iterable[tuple[str, str, str]], results: Iterable[ResultRo
 
 
 def table_of(
-    players: Iterable[tuple[str, str, str]], results: Iterable[ResultRow]
+    players: Iterable[tuple[str, str, str]], results: Iterable[ResultRow], fmt: TableFormat = ROUND_ROBIN
 ) -> tuple[StandingsTable, dict[str, str]]:
-    """The table of ``entrants(players, results)`` with every result added, and their display names."""
+    """The table of ``entrants(players, results)`` with every result added (and, in a Swiss or
+    knockout league, ``fmt``'s byes and stages), and their display names."""
     results = list(results)
     names = entrants(players, results)
-    table = StandingsTable.for_players(names)
+    table = StandingsTable.for_players(names, fmt.tie_breaks)
     for result in results:
         table.add(result)
+    for player_id, points, _ in fmt.byes:
+        if player_id in table.tallies:
+            table.add_bye(player_id, points)
+    table.stages = dict(fmt.stages)
     return table, names
 
 
-def rank(players: Iterable[tuple[str, str, str]], results: Iterable[ResultRow]) -> list[tuple[StandingRow, str]]:
+def rank(
+    players: Iterable[tuple[str, str, str]], results: Iterable[ResultRow], fmt: TableFormat = ROUND_ROBIN
+) -> list[tuple[StandingRow, str]]:
     """The ranked rows of ``entrants(players, results)``, each with its player's display name."""
-    table, names = table_of(players, results)
+    table, names = table_of(players, results, fmt)
     return [(row, names[row.player_id]) for row in table.rows()]
 
 
@@ -87,7 +95,7 @@ def _dicts(table: StandingsTable, names: dict[str, str]) -> list[dict[str, Any]]
 
 def _full_table(league: League) -> tuple[StandingsTable, dict[str, str]]:
     players = Player.objects.filter(league=league).order_by().values_list("player_id", "display_name", "status")
-    return table_of(players, result_rows(league))
+    return table_of(players, result_rows(league), table_format(league))
 
 
 def compute(league: League) -> list[dict[str, Any]]:
@@ -100,7 +108,7 @@ class StandingsKey(NamedTuple):
 
     results: int
     latest_result: int | None
-    rest: tuple  # the league's creation, and the players' count, latest id, removals, latest seen
+    rest: tuple  # the league's creation, the players' count, latest id, removals, latest seen (and rounds played)
 
 
 def standings_key(league: League) -> StandingsKey:
@@ -118,7 +126,12 @@ def standings_key(league: League) -> StandingsKey:
             seen=Max("last_seen_at"),
         )
     )
-    return StandingsKey(results["count"], results["latest"], (league.created_at, *players.values()))
+    rest = (league.created_at, *players.values())
+    if league.draws_rounds:
+        # A Swiss or knockout table changes as a round is played too (its byes count, a
+        # knockout's stages move on): a round played reads the table afresh.
+        rest += (Round.objects.filter(league=league, status__in=(Round.Status.PLAYED, Round.Status.COMPLETED)).count(),)
+    return StandingsKey(results["count"], results["latest"], rest)
 
 
 # Standings per league and process. When the key changed only by results added since, those

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from leagueproto.scoring import ResultRow, compute_standings, result_mark
+from leagueproto.scoring import TIE_BREAKS, ResultRow, TieBreak, compute_standings, result_mark
 
 FORM_LENGTH = 5
 # What a call to an agent ended as (the referee's match log, the conductor's delivery Events).
@@ -67,13 +67,25 @@ class Played:
         }
 
 
-def rank_moves(player_ids: Sequence[str], played: Sequence[Played], ranks: Mapping[str, int]) -> dict[str, int | None]:
+def rank_moves(
+    player_ids: Sequence[str],
+    played: Sequence[Played],
+    ranks: Mapping[str, int],
+    tie_breaks: tuple[TieBreak, ...] = TIE_BREAKS,
+    byes: Iterable[tuple[str, int, int]] = (),
+) -> dict[str, int | None]:
     """How many places each player moved since the start of the latest round with results
-    (positive: up). None before a second round has results: there is nothing to compare with."""
+    (positive: up). None before a second round has results: there is nothing to compare with.
+    A Swiss league's ``tie_breaks`` and ``byes`` ((player id, points, round)) rank the table before."""
     numbers = sorted({p.round for p in played})
     if len(numbers) < 2:
         return dict.fromkeys(player_ids)
-    before = compute_standings(player_ids, [p.row() for p in played if p.round < numbers[-1]])
+    before = compute_standings(
+        player_ids,
+        [p.row() for p in played if p.round < numbers[-1]],
+        tie_breaks=tie_breaks,
+        byes=[player_id for player_id, _, number in byes if number < numbers[-1]],
+    )
     earlier = {row.player_id: row.rank for row in before}
     return {pid: earlier[pid] - ranks[pid] if pid in earlier and pid in ranks else None for pid in player_ids}
 

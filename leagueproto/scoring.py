@@ -18,6 +18,10 @@ Swiss player sits out because the player count is odd, league/pairing.py) scores
 :data:`BYE_POINTS`, the points of a win, like a technical win the opponent never showed up for;
 it is not a match played, not a win in the record, and adds nothing to Buchholz: there was no
 opponent whose points could count.
+
+Knockout events rank with :data:`KNOCKOUT_TIE_BREAKS`: first the stage (how many rounds a player
+got through, league/pairing.py ``knockout_stages``), so the champion is first and the finalist
+second whatever their points, then points, wins, draws, head-to-head and player id.
 """
 
 from __future__ import annotations
@@ -39,11 +43,12 @@ OUTCOME_POINTS: dict[str, tuple[int, int]] = {
 }
 
 # The order in which ties are broken; a standings row's ``decided_by`` names one.
-TieBreak = Literal["points", "buchholz", "wins", "draws", "head_to_head", "player_id"]
+TieBreak = Literal["stage", "points", "buchholz", "wins", "draws", "head_to_head", "player_id"]
 TIE_BREAKS: tuple[TieBreak, ...] = ("points", "wins", "draws", "head_to_head", "player_id")
 SWISS_TIE_BREAKS: tuple[TieBreak, ...] = ("points", "buchholz", "wins", "draws", "head_to_head", "player_id")
+KNOCKOUT_TIE_BREAKS: tuple[TieBreak, ...] = ("stage", "points", "wins", "draws", "head_to_head", "player_id")
 # The rules that may come before head-to-head, compared as numbers (more is better).
-_COUNTED: frozenset[str] = frozenset({"points", "buchholz", "wins", "draws"})
+_COUNTED: frozenset[str] = frozenset({"stage", "points", "buchholz", "wins", "draws"})
 TIE_BREAK_RULE = (
     f"Ranked by points (win {WIN_POINTS}, draw {DRAW_POINTS}, loss {LOSS_POINTS}), then wins, then draws, "
     "then head-to-head (points taken in the games between the tied players), then player id."
@@ -55,11 +60,16 @@ TIE_BREAK_TEXT: dict[str, str] = {
     "head_to_head": "level on points, wins and draws: more points in their games against each other",
     "player_id": "level on everything, head-to-head included: the lower player id",
     "buchholz": "same points, higher Buchholz: the sum of your opponents' points",
+    "stage": "went further in the knockout",
 }
 SWISS_TIE_BREAK_RULE = (
     f"Ranked by points (win {WIN_POINTS}, draw {DRAW_POINTS}, loss {LOSS_POINTS}, bye {BYE_POINTS}), "
     "then Buchholz (the sum of your opponents' points), then wins, then draws, "
     "then head-to-head (points taken in the games between the tied players), then player id."
+)
+KNOCKOUT_TIE_BREAK_RULE = (
+    "Ranked by how far each player went in the knockout (the rounds it got through; a drawn match "
+    "sends the higher seed through), then points, then wins, then draws, then head-to-head, then player id."
 )
 
 
@@ -134,6 +144,7 @@ class StandingRow:
     decided_by: TieBreak | None = None
     buchholz: int = 0
     byes: int = 0
+    stage: int = 0
 
 
 @dataclass
@@ -170,13 +181,15 @@ class StandingsTable:
     match_ids: set[str] = field(default_factory=set)
     opponents: dict[str, list[str]] = field(default_factory=dict)
     byes: dict[str, int] = field(default_factory=dict)
+    stages: dict[str, int] = field(default_factory=dict)  # knockout: rounds each player got through
     tie_breaks: tuple[TieBreak, ...] = TIE_BREAKS
 
     def __post_init__(self) -> None:
         counted, tail = self.tie_breaks[:-2], self.tie_breaks[-2:]
         if tail != ("head_to_head", "player_id") or not set(counted) <= _COUNTED or len(set(counted)) != len(counted):
             raise ValueError(
-                f"unsupported tie-breaks {self.tie_breaks}: points/buchholz/wins/draws, then head_to_head, player_id"
+                f"unsupported tie-breaks {self.tie_breaks}: stage/points/buchholz/wins/draws, then head_to_head, "
+                "player_id"
             )
 
     @classmethod
@@ -221,7 +234,13 @@ class StandingsTable:
         counted = self.tie_breaks[:-2]
         buchholz = {p: sum(tallies[o].points for o in opponents) for p, opponents in self.opponents.items()}
         values = {
-            player_id: {"points": t.points, "wins": t.wins, "draws": t.draws, "buchholz": buchholz[player_id]}
+            player_id: {
+                "points": t.points,
+                "wins": t.wins,
+                "draws": t.draws,
+                "buchholz": buchholz[player_id],
+                "stage": self.stages.get(player_id, 0),
+            }
             for player_id, t in tallies.items()
         }
         primary = {player_id: tuple(values[player_id][rule] for rule in counted) for player_id in tallies}
@@ -266,6 +285,7 @@ class StandingsTable:
                     decided_by=_decided_by(counted, ordered[rank - 2], player_id, primary, h2h) if rank > 1 else None,
                     buchholz=buchholz[player_id],
                     byes=self.byes.get(player_id, 0),
+                    stage=self.stages.get(player_id, 0),
                 )
             )
         return rows

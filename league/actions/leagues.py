@@ -16,7 +16,7 @@ from django.utils import timezone
 from league.auth import new_token
 from league.consumers import announce_leagues
 from league.events import broadcast, record_event
-from league.models import AgentStatus, Event, League, Match, Player, Referee, Round
+from league.models import AgentStatus, Event, League, Match, Player, Referee, Round, format_problem
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +28,14 @@ IN_PLAY = (League.Status.READY, League.Status.RUNNING, League.Status.PAUSED)
 
 
 def create_league(*, name: str, league_id: str, game_type: str = "even_odd", **settings: Any) -> League:
+    """A new league (INITIALIZING). ValueError when its format cannot be played with its maximum
+    of players (``models.format_problem``: Swiss rounds at least 1 and fewer than the players)."""
+    league = League(name=name, league_id=league_id, game_type=game_type, **settings)
+    problem = format_problem(league.schedule_format, league.swiss_rounds, league.max_players)
+    if problem:
+        raise ValueError(problem)
     with transaction.atomic():
-        league = League.objects.create(name=name, league_id=league_id, game_type=game_type, **settings)
+        league.save(force_insert=True)
         record_event(league, "STATE", "league_created", payload={"game_type": game_type, "name": name})
     broadcast(league.league_id, "league_status", {"league_id": league.league_id, "status": league.status})
     return league
@@ -83,6 +89,9 @@ def start_league(league: League) -> League:
             raise ValueError(
                 f"league {league.league_id} has {players} player(s); at least {league.min_players} are needed"
             )
+        problem = format_problem(league.schedule_format, league.swiss_rounds, players)
+        if problem:
+            raise ValueError(f"league {league.league_id} cannot start: {problem}")
         now = timezone.now()
         if not league.registration_closes_at or league.registration_closes_at > now:
             league.registration_closes_at = now

@@ -17,9 +17,10 @@ from django.utils import timezone
 
 from league import standings as standings_service
 from league import tournament
+from league.formats import table_format
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Round
 from league.tournament import Call, Played
-from leagueproto.scoring import TIE_BREAK_RULE, TIE_BREAK_TEXT
+from leagueproto.scoring import KNOCKOUT_TIE_BREAK_RULE, SWISS_TIE_BREAK_RULE, TIE_BREAK_RULE, TIE_BREAK_TEXT
 
 RUNNING_MATCH = (Match.Status.ASSIGNED, Match.Status.RUNNING)
 RECENT_MATCHES = 30
@@ -27,7 +28,13 @@ RECENT_MATCHES = 30
 # page says so and each player's page lists its results instead.
 CROSSTABLE_MAX_PLAYERS = 40
 # Referees that can take a match (the conductor's LIVE statuses).
-TIE_BROKEN_BY = ("wins", "draws", "head_to_head")
+TIE_BROKEN_BY = ("buchholz", "wins", "draws", "head_to_head")
+# How each format ranks, as the league page explains it under the table.
+TIE_BREAK_RULES = {
+    League.ScheduleFormat.SWISS: SWISS_TIE_BREAK_RULE
+    + " A bye (a round sat out when the count is odd) scores as a win, without an opponent for Buchholz.",
+    League.ScheduleFormat.KNOCKOUT: KNOCKOUT_TIE_BREAK_RULE,
+}
 LIVE_AGENT = (AgentStatus.REGISTERED, AgentStatus.ACTIVE)
 IN_PLAY_LEAGUE = (League.Status.READY, League.Status.RUNNING)
 # Leagues whose pages change on their own (so the pages re-read them now and then as well).
@@ -97,13 +104,17 @@ def standings(league: League, results: list[Played] | None = None) -> list[dict[
     recent form."""
     players = {p.player_id: p for p in league.players.all()}
     results = results if results is not None else played(league)
+    fmt = table_format(league)
     ranked = standings_service.rank(
-        ((p.player_id, p.display_name, p.status) for p in players.values()), [p.row() for p in results]
+        ((p.player_id, p.display_name, p.status) for p in players.values()), [p.row() for p in results], fmt
     )
+    swiss = league.schedule_format == League.ScheduleFormat.SWISS
     out = []
     for row, name in ranked:
         entry = standings_service.standing_dict(row, name)
         entry["status"] = players[row.player_id].status
+        if swiss:  # the page's Buchholz column (None elsewhere: no column)
+            entry["buchholz"], entry["byes"] = row.buchholz, row.byes
         entry["decided_by"] = row.decided_by
         entry["decided_by_text"] = TIE_BREAK_TEXT.get(row.decided_by, "") if row.decided_by else ""
         # The tag the pages show: only where a tie on points was broken by a criterion that
@@ -113,7 +124,9 @@ def standings(league: League, results: list[Played] | None = None) -> list[dict[
         entry["tie_break"] = TIE_BREAK_TEXT[row.decided_by] if broken else ""
         out.append(entry)
     ids = [row["player_id"] for row in out]
-    moves = tournament.rank_moves(ids, results, {row["player_id"]: row["rank"] for row in out})
+    moves = tournament.rank_moves(
+        ids, results, {row["player_id"]: row["rank"] for row in out}, fmt.tie_breaks, fmt.byes
+    )
     form = tournament.recent_form(ids, results)
     for row in out:
         row["rank_change"] = moves[row["player_id"]]
@@ -315,7 +328,8 @@ def progress(league: League) -> dict[str, Any]:
         running=Count("id", filter=Q(status__in=RUNNING_MATCH)),
     )
     total, finished = counts["total"], counts["finished"]
-    rounds_total = Round.objects.filter(league=league).count()
+    # A Swiss league draws its rounds one by one: the total is the number it will play.
+    rounds_total = max(Round.objects.filter(league=league).count(), league.swiss_rounds)
     rounds_done = Round.objects.filter(league=league, status__in=(Round.Status.PLAYED, Round.Status.COMPLETED)).count()
     return {
         "matches_total": total,
@@ -438,7 +452,7 @@ def league_note(
 
 def _title_by(rows: list[dict[str, Any]] | None) -> str:
     """How the champion got ahead of the runner-up, when a tie-break decided it."""
-    if not rows or len(rows) < 2 or rows[1].get("decided_by") in (None, "points"):
+    if not rows or len(rows) < 2 or rows[1].get("decided_by") in (None, "points", "stage"):
         return ""
     return f", ahead of {rows[1]['display_name']} on the tie-break: {TIE_BREAK_TEXT[rows[1]['decided_by']]}"
 
@@ -558,7 +572,7 @@ def snapshot(league_id: str) -> dict[str, Any] | None:
         "join": join_info(league),
         "progress": prog,
         "standings": table,
-        "tie_break_rule": TIE_BREAK_RULE,
+        "tie_break_rule": TIE_BREAK_RULES.get(league.schedule_format, TIE_BREAK_RULE),
         "crosstable": None if big else tournament.crosstable(table, results),
         "rounds": rounds(league),
         "recent_matches": recent_matches(league),

@@ -3,11 +3,13 @@ an endpoint's secret or anything not named here never leaves the server."""
 
 from __future__ import annotations
 
+from typing import get_args
+
 from rest_framework import serializers
 
 from league.api import readmodel
 from league.models import League, Match, Player, Referee
-from leagueproto.scoring import TIE_BREAKS
+from leagueproto.scoring import TieBreak
 
 
 class LeagueSerializer(serializers.ModelSerializer):
@@ -26,6 +28,7 @@ class LeagueSerializer(serializers.ModelSerializer):
             "game_type",
             "status",
             "schedule_format",
+            "swiss_rounds",
             "registration_open",
             "registration_opens_at",
             "registration_closes_at",
@@ -65,11 +68,15 @@ class StandingSerializer(serializers.Serializer):
     technical_losses = serializers.IntegerField()
     points = serializers.IntegerField()
     decided_by = serializers.ChoiceField(
-        choices=list(TIE_BREAKS),
+        choices=list(get_args(TieBreak)),
         allow_null=True,
         help_text="The rule that placed this row below the one above (null for the first).",
     )
     decided_by_text = serializers.CharField()
+    buchholz = serializers.IntegerField(
+        required=False, help_text="Swiss leagues only: the sum of the points of the opponents the player met."
+    )
+    byes = serializers.IntegerField(required=False, help_text="Swiss leagues only: rounds sat out (each a win).")
     rank_change = serializers.IntegerField(
         allow_null=True, help_text="Places moved since the latest round began (positive: up)."
     )

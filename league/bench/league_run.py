@@ -8,6 +8,7 @@ result's match log) and checks the league is complete and correct before reporti
 
 from __future__ import annotations
 
+import math
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -28,8 +29,9 @@ from league.bench.processes import (
     free_port_run,
     machine_cpu_times,
 )
-from league.models import AgentStatus, Event, League, Match, MatchResult
+from league.models import AgentStatus, Bye, Event, League, Match, MatchResult, format_problem
 from league.standings import result_rows
+from leagueproto.scoring import BYE_POINTS
 
 # Instant strategies only: the bench measures the platform, not the players' thinking.
 INSTANT_MIX = ("random", "always_even", "always_odd", "alternate")
@@ -55,6 +57,8 @@ class LeagueBench:
     players: int = 100
     referees: int = 2
     game: str = "even_odd"
+    schedule_format: str = "single"  # single, double, swiss (with ``rounds``) or knockout
+    rounds: int = 0  # Swiss: rounds to play
     max_concurrent: int | None = None  # per referee; default: a whole round at once
     # runplayer processes, each hosting its share of the players with the whole mix dealt out in
     # turn. The players are the load, not the platform, and one busy host costs less per call than
@@ -75,6 +79,9 @@ class LeagueBench:
 
     def __post_init__(self) -> None:
         self.cluster = Cluster(self.log_dir)
+        problem = format_problem(self.schedule_format, self.rounds, self.players)
+        if problem:
+            raise BenchFailed(problem)
         if self.max_concurrent is None:
             per_round = max(1, self.players // 2)
             self.max_concurrent = max(2, -(-per_round // self.referees))
@@ -140,11 +147,15 @@ class LeagueBench:
             min_players=2,
             max_players=self.players,
             max_referees=self.referees,
+            schedule_format=self.schedule_format,
+            swiss_rounds=self.rounds,
             **BENCH_TIMEOUTS,
         )
         return actions.open_registration(league, 600.0)
 
-    def wait_for_registrations(self, league: League, timeout: float = 120.0) -> float:
+    def wait_for_registrations(self, league: League, timeout: float | None = None) -> float:
+        # 120 s, or 0.3 s a player for the largest leagues (1,000 players start slowly on 2 cores).
+        timeout = timeout if timeout is not None else max(120.0, 0.3 * self.players)
         began = time.monotonic()
         while time.monotonic() - began < timeout:
             self.cluster.check()
@@ -186,6 +197,8 @@ class LeagueBench:
         return {
             "league_id": league.league_id,
             "game": self.game,
+            "format": self.schedule_format,
+            "rounds": league.rounds.count(),
             "players": self.players,
             "referees": self.referees,
             "referee_capacity": self.max_concurrent,
@@ -216,20 +229,37 @@ class LeagueBench:
 
 
 def validate_league(league: League, players: int) -> list[str]:
-    """What is wrong with a finished league (empty when it is complete and consistent)."""
+    """What is wrong with a finished league (empty when it is complete and consistent): every
+    match finished with one result, the pairs its format plays (every pair once in a round-robin;
+    no pair twice, each round played by all but at most one bye in a Swiss league; one fewer
+    matches than players in a knockout), and the final standings equal to a recount."""
     problems = []
     if league.status != League.Status.COMPLETED:
         problems.append(f"league ended {league.status}")
-    expected = players * (players - 1) // 2
+    fmt = league.schedule_format
     results = result_rows(league)
+    byes = Counter(Bye.objects.filter(league=league).values_list("player__player_id", flat=True))
+    rounds = league.rounds.count()
+    if fmt == League.ScheduleFormat.SWISS:
+        expected = league.swiss_rounds * (players // 2)
+        if rounds != league.swiss_rounds:
+            problems.append(f"{rounds} rounds, expected {league.swiss_rounds}")
+        if any(n > 1 for n in byes.values()) or sum(byes.values()) != league.swiss_rounds * (players % 2):
+            problems.append(f"byes {dict(byes)}: expected one a round when the count is odd, at most one each")
+    elif fmt == League.ScheduleFormat.KNOCKOUT:
+        expected = players - 1  # each match knocks one player out
+        if rounds != math.ceil(math.log2(players)):
+            problems.append(f"{rounds} rounds, expected {math.ceil(math.log2(players))}")
+    else:
+        expected = players * (players - 1) // 2 * (2 if fmt == League.ScheduleFormat.DOUBLE else 1)
     if len(results) != expected:
         problems.append(f"{len(results)} results, expected {expected}")
     unfinished = Match.objects.filter(league=league).exclude(status=Match.Status.FINISHED).count()
     if unfinished:
         problems.append(f"{unfinished} matches not FINISHED")
     pairs = Counter(frozenset((r.player_a, r.player_b)) for r in results)
-    if any(n != 1 for n in pairs.values()):
-        problems.append("some pair of players met more than once")
+    if any(n != (2 if fmt == League.ScheduleFormat.DOUBLE else 1) for n in pairs.values()):
+        problems.append("some pair of players met more often than the format plays them")
     # Recompute the table from the results alone and compare with what the players were told.
     tally: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(("played", "points", "technical_losses"), 0))
     for r in results:
@@ -238,8 +268,15 @@ def validate_league(league: League, players: int) -> list[str]:
             tally[pid]["played"] += 1
             tally[pid]["points"] += pts
             tally[pid]["technical_losses"] += int(tech)
-    if len(tally) != players or any(t["played"] != players - 1 for t in tally.values()):
-        problems.append("not every player played every other player once")
+    for pid, count in byes.items():
+        tally[pid]["points"] += BYE_POINTS * count
+    if fmt == League.ScheduleFormat.SWISS:
+        if len(tally) != players or any(t["played"] + byes[p] != league.swiss_rounds for p, t in tally.items()):
+            problems.append("not every player played or sat out every round once")
+    elif fmt != League.ScheduleFormat.KNOCKOUT:
+        per_player = (players - 1) * (2 if fmt == League.ScheduleFormat.DOUBLE else 1)
+        if len(tally) != players or any(t["played"] != per_player for t in tally.values()):
+            problems.append("not every player played every other player once")
     final = (
         Event.objects.filter(league=league, direction="OUT", kind="LEAGUE_COMPLETED")
         .order_by("id")
@@ -256,10 +293,14 @@ def validate_league(league: League, players: int) -> list[str]:
                 problems.append(f"standings of {row.get('player_id')}: {key} {row.get(key)} != {mine.get(key)}")
                 break
     points = [row.get("points", 0) for row in standings]
-    if points != sorted(points, reverse=True):
+    if fmt != League.ScheduleFormat.KNOCKOUT and points != sorted(points, reverse=True):
         problems.append("final standings are not ranked by points")
     if standings and league.champion and league.champion.player_id != standings[0]["player_id"]:
         problems.append("the champion is not the top of the final standings")
+    if fmt == League.ScheduleFormat.KNOCKOUT and league.champion:
+        final_match = Match.objects.filter(league=league, round__number=rounds).select_related("result").first()
+        if final_match is None or league.champion_id not in (final_match.player_a_id, final_match.player_b_id):
+            problems.append("the champion did not play the final")
     return problems
 
 

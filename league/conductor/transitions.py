@@ -1,6 +1,8 @@
 """A league's state transitions, each its own transaction, each recorded in the Event log.
 
-REGISTERING → READY (enough players when the window closes) → RUNNING (schedule stored); per
+REGISTERING → READY (enough players when the window closes) → RUNNING (schedule stored: every
+round of a round-robin, the first of a Swiss or knockout league, whose next round is drawn by
+``draw_next_round`` once the one before is PLAYED, before that one's boundary is sent); per
 round PENDING → ANNOUNCED (ROUND_ANNOUNCEMENT sent) → PLAYED (its last result recorded, by
 ``actions.record_results``) → COMPLETED (standings and ROUND_COMPLETED sent); the last round
 COMPLETED → league COMPLETED with its champion. The database is the single source of truth, so
@@ -24,14 +26,15 @@ from django.db import transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
-from league import actions, standings
+from league import actions, formats, standings
 from league.conductor.common import IN_PLAY, Delivery, Dispatch, Outcome, players_of
 from league.conductor.delivery_log import record_deliveries
 from league.conductor.dispatch import Records, claim_matches, records_in
 from league.conductor.notices import announcement, finished_in_round, next_round_after, round_matches
 from league.events import append_events, broadcast, event_values, record_event
-from league.models import AgentStatus, Event, League, Match, Round
+from league.models import AgentStatus, Bye, Event, League, Match, Round
 from league.schedule import schedule_matches
+from leagueproto.scoring import BYE_POINTS
 
 log = logging.getLogger("league.conductor")
 
@@ -66,7 +69,15 @@ def create_schedule(league_pk: int) -> bool:
             return False
         players = [p for p in players_of(league) if p.status not in (AgentStatus.SUSPENDED, AgentStatus.REMOVED)]
         by_id = {p.player_id: p for p in players}
-        if not league.rounds.exists():
+        if not league.rounds.exists() and league.draws_rounds:
+            first = _draw_round(league)
+            record_event(
+                league,
+                "STATE",
+                "schedule_created",
+                payload={"rounds": 1 if first else 0, "format": league.schedule_format, "drawn": "round by round"},
+            )
+        elif not league.rounds.exists():
             planned = schedule_matches(by_id, double=league.schedule_format == League.ScheduleFormat.DOUBLE)
             numbers = sorted({m.round_number for m in planned})
             rounds = {n: Round.objects.create(league=league, number=n) for n in numbers}
@@ -94,6 +105,64 @@ def create_schedule(league_pk: int) -> bool:
         record_event(league, "STATE", "league_running", payload={"status": league.status})
         broadcast(league.league_id, "league_status", {"league_id": league.league_id, "status": league.status})
     return True
+
+
+def draw_next_round(league_pk: int) -> Round | None:
+    """A Swiss or knockout league's next round, drawn from the results so far once its latest
+    round is PLAYED (``league.formats.next_round_draw``): the Round, its matches and byes and a
+    ``round_drawn`` Event, in one transaction under the league's lock. The drawn round, or None
+    when there is nothing to draw (not such a league, not RUNNING, its latest round still being
+    played or already followed by a drawn one, or no round left: the last Swiss round, the final).
+
+    Idempotent: a conductor killed after the draw commits finds the new round PENDING as the
+    latest and draws nothing; one killed before finds the played round still the latest and
+    draws it (the lock, and the unique (league, number) of rounds, keep two from both drawing)."""
+    with transaction.atomic():
+        league = League.objects.select_for_update().get(pk=league_pk)
+        if not league.draws_rounds or league.status != League.Status.RUNNING:
+            return None
+        return _draw_round(league)
+
+
+def _draw_round(league: League) -> Round | None:
+    """Draw and store the round after the league's latest (in the caller's transaction, the
+    league locked), if that one is played; see ``draw_next_round``."""
+    latest = Round.objects.filter(league_id=league.pk).order_by("-number").first()
+    if latest is not None and latest.status not in (Round.Status.PLAYED, Round.Status.COMPLETED):
+        return None
+    number = 1 if latest is None else latest.number + 1
+    drawn = formats.next_round_draw(league, number)
+    if drawn is None or not drawn.pairs:
+        return None
+    players = {p.player_id: p for p in league.players.all()}
+    rnd = Round.objects.create(league=league, number=number)
+    Match.objects.bulk_create(
+        Match(
+            league=league,
+            round=rnd,
+            match_id=f"R{number}M{index}",
+            player_a=players[a],
+            player_b=players[b],
+            game_type=league.game_type,
+        )
+        for index, (a, b) in enumerate(drawn.pairs, start=1)
+    )
+    Bye.objects.bulk_create(
+        Bye(league=league, round=rnd, player=players[player_id], points=BYE_POINTS) for player_id in drawn.byes
+    )
+    record_event(
+        league,
+        "STATE",
+        "round_drawn",
+        payload={
+            "round_id": number,
+            "format": league.schedule_format,
+            "matches": [{"player_A_id": a, "player_B_id": b} for a, b in drawn.pairs],
+            "byes": drawn.byes,
+            "rematches": drawn.rematches,
+        },
+    )
+    return rnd
 
 
 def current_round(league: League) -> Round | None:
@@ -216,6 +285,10 @@ def next_round(league: League) -> NextRound:
     """The league's current round and, if it is PENDING and not pausing, its ROUND_ANNOUNCEMENTs
     and matches (none while the round_pause runs): what a tick reads before announcing."""
     rnd = current_round(league)
+    if rnd is None and league.draws_rounds and draw_next_round(league.pk) is not None:
+        # Every round completed and yet one more to play: drawn now (a guarded step; the usual
+        # draw is ``draw_next_round`` before the previous round's boundary).
+        rnd = current_round(league)
     owed = owed_round(league)
     if rnd is None or rnd.status != Round.Status.PENDING or pausing_between_rounds(league, rnd):
         return NextRound(rnd, owed=owed)

@@ -8,8 +8,9 @@ Per league, each ``tick`` does the next due step (the transitions are in ``trans
 - ANNOUNCED: more matches claimed as referees free up; matches overdue, of a referee that
   stopped answering, or unknown to their referee go back to the pool (``Supervision``).
 - PLAYED (``actions.record_results`` recorded the round's last result; a tick reads the
-  round's status): standings and ROUND_COMPLETED to every player, round COMPLETED, and the
-  next round announced in the same breath (``finish_round``).
+  round's status): a Swiss or knockout league's next round drawn (``draw_next_round``),
+  standings and ROUND_COMPLETED to every player, round COMPLETED, and the next round announced
+  in the same breath (``finish_round``).
 - last round COMPLETED: LEAGUE_COMPLETED to every player and referee; league COMPLETED.
 
 A database outage is waited out (``run``): everything the conductor knows is in the database,
@@ -41,6 +42,7 @@ from league.conductor.transitions import (
     check_registration,
     complete_league,
     create_schedule,
+    draw_next_round,
     extend_deadlines,
     mark_round_completed,
     next_round,
@@ -360,6 +362,10 @@ class Conductor(Supervision):
         as any notification); one killed after finds the notices owed and sends them again
         first (``resend_boundary``). Otherwise (the last round, or a pause) the round is
         COMPLETED once its notices are sent and recorded."""
+        if league.draws_rounds:
+            # The next round exists before the boundary is built: ROUND_COMPLETED names it and
+            # its announcement goes out with the boundary, as in a round-robin.
+            await sync_to_async(draw_next_round)(league.pk)
         boundary = await sync_to_async(round_boundary)(league, rnd)
         upcoming = boundary.upcoming
         if upcoming is None:

@@ -80,6 +80,7 @@
       '<td class="left"><a href="' + playerUrl(r.player_id) + '">' + esc(r.display_name) + '</a> <span class="muted small">' + esc(r.player_id) + "</span>" + tb + "</td>" +
       '<td>' + r.played + '</td><td>' + r.wins + '</td><td>' + r.draws + '</td><td>' + r.losses + '</td>' +
       '<td class="hide-sm">' + r.technical_losses + '</td><td class="points">' + r.points + '</td>' +
+      (r.buchholz != null ? '<td class="buchholz" title="Buchholz' + (r.byes ? "; " + r.byes + " bye" + (r.byes > 1 ? "s" : "") : "") + '">' + r.buchholz + "</td>" : "") +
       '<td class="hide-sm form">' + form + "</td></tr>";
   }
   function renderStandings(rows, previous) {

@@ -338,3 +338,22 @@ def test_a_read_takes_a_fixed_number_of_queries(django_assert_num_queries, resul
     if query in ("GET_STANDINGS", "get_standings"):
         rows = reply["data"]["standings"] if query == "GET_STANDINGS" else reply["standings"]
         assert rows[0]["player_id"] == "P01" and len(rows) == results + 1
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("fmt, matches", [(["--format", "swiss", "--rounds", "3"], 9), (["--format", "knockout"], 5)])
+def test_bench_league_quick_plays_a_checked_swiss_or_knockout_league(agent_env, tmp_path, fmt, matches):
+    out = tmp_path / "league.json"
+    args = [sys.executable, str(ROOT / "manage.py"), "bench", "league", "--quick", *fmt, "--json", str(out)]
+    done = subprocess.run(args, env=agent_env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    report = json.loads(out.read_text())
+    assert (report["format"], report["players"], report["matches"], report["valid"]) == (fmt[1], 6, matches, True)
+    league = League.objects.get(league_id=report["league_id"])
+    assert report["rounds"] == league.rounds.count() == 3
+
+
+def test_bench_league_refuses_a_swiss_league_of_as_many_rounds_as_players(manage_py):
+    args = [*manage_py, "bench", "league", "--players", "4", "--format", "swiss", "--rounds", "4"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "at most 3 rounds" in done.stderr

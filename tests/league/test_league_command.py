@@ -25,6 +25,35 @@ def _player(league: League, player_id: str, name: str) -> Player:
 
 
 @pytest.mark.django_db
+def test_it_creates_a_swiss_league_with_its_rounds_and_a_knockout():
+    run("create", "--name", "Swiss", "--league-id", "swiss", "--schedule", "swiss", "--rounds", "5")
+    run("create", "--name", "Cup", "--league-id", "cup", "--schedule", "knockout")
+    assert League.objects.get(league_id="swiss").swiss_rounds == 5
+    assert League.objects.get(league_id="cup").schedule_format == "knockout"
+
+
+@pytest.mark.django_db
+def test_it_refuses_a_swiss_league_without_rounds_or_with_too_many():
+    with pytest.raises(CommandError, match="number of rounds"):
+        run("create", "--name", "Swiss", "--league-id", "swiss", "--schedule", "swiss")
+    with pytest.raises(CommandError, match="at most 7 rounds"):
+        run(
+            "create",
+            "--name",
+            "Swiss",
+            "--league-id",
+            "swiss",
+            "--schedule",
+            "swiss",
+            "--rounds",
+            "8",
+            "--max-players",
+            "8",
+        )
+    assert not League.objects.filter(league_id="swiss").exists()
+
+
+@pytest.mark.django_db
 def test_it_creates_a_league_with_its_settings_and_opens_it():
     out = run(
         "create", "--name", "Spring Cup", "--league-id", "spring", "--game", "even_odd_bo5", "--registration-seconds",

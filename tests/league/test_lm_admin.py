@@ -116,6 +116,18 @@ def test_it_creates_through_the_named_action_and_then_keeps_the_id(admin_client)
     assert 'href="/leagues/winter/"' in change and "View on site" in change
 
 
+def test_it_creates_a_swiss_league_with_its_rounds_and_refuses_one_without(admin_client):
+    url = reverse("admin:league_league_add")
+    form = {**_add_form(), "league_id": "swiss", "schedule_format": "swiss"}
+    refused = admin_client.post(url, form).content.decode()
+    assert "number of rounds" in refused and not League.objects.filter(league_id="swiss").exists()
+    too_many = admin_client.post(url, {**form, "swiss_rounds": "200"}).content.decode()
+    assert "at most 199 rounds" in too_many and not League.objects.filter(league_id="swiss").exists()
+    admin_client.post(url, {**form, "swiss_rounds": "5"}, follow=True)
+    league = League.objects.get(league_id="swiss")
+    assert (league.schedule_format, league.swiss_rounds) == ("swiss", 5)
+
+
 def test_it_names_its_models_as_people_read_them(admin_client):
     page = admin_client.get(reverse("admin:index")).content.decode()
     assert ">Matches<" in page and "Matchs" not in page
@@ -172,6 +184,7 @@ def _add_form() -> dict[str, str]:
         "name": "Cup",
         "game_type": "even_odd",
         "schedule_format": "single",
+        "swiss_rounds": "0",
         "min_players": "2",
         "max_players": "200",
         "max_referees": "50",

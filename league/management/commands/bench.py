@@ -45,6 +45,13 @@ class Command(BaseCommand):
         league.add_argument("--players", type=int, default=100)
         league.add_argument("--referees", type=int, default=2)
         league.add_argument("--game", default="even_odd", choices=GAME_TYPES)
+        league.add_argument(
+            "--format",
+            default="single",
+            choices=("single", "double", "swiss", "knockout"),
+            help="the league's schedule: round-robin, Swiss (with --rounds) or knockout",
+        )
+        league.add_argument("--rounds", type=int, default=0, help="Swiss: rounds to play (1 to players-1)")
         league.add_argument("--max-concurrent", type=int, default=None, help="per referee (default: a round)")
         league.add_argument(
             "--player-hosts",
@@ -267,6 +274,8 @@ class Command(BaseCommand):
                 players=6 if options["quick"] else options["players"],
                 referees=options["referees"],
                 game=options["game"],
+                schedule_format=options["format"],
+                rounds=options["rounds"],
                 max_concurrent=options["max_concurrent"],
                 player_hosts=options["player_hosts"],
                 lm_server=options["lm_server"],
@@ -277,8 +286,8 @@ class Command(BaseCommand):
                 connect=connect,
             )
 
-        bench = make()
         try:
+            bench = make()
             if options["connect"]:
                 from league.bench.relay import compare
 

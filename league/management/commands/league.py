@@ -54,7 +54,13 @@ class Command(BaseCommand):
         create.add_argument("--min-players", type=int, default=2)
         create.add_argument("--max-players", type=int, default=200)
         create.add_argument("--max-referees", type=int, default=50)
-        create.add_argument("--schedule", choices=["single", "double"], default="single")
+        create.add_argument(
+            "--schedule",
+            choices=[value for value, _ in League.ScheduleFormat.choices],
+            default="single",
+            help="single or double round-robin, swiss (with --rounds) or knockout (docs/operations.md)",
+        )
+        create.add_argument("--rounds", type=int, default=0, help="Swiss: rounds to play (1 to players-1)")
         create.add_argument("--retries", type=int, default=3)
         create.add_argument("--max-invalid-moves", type=int, default=3)
         create.add_argument("--embedded-referee", action="store_true", help="run matches in the LM without referees")
@@ -134,6 +140,7 @@ class Command(BaseCommand):
             "max_players": options["max_players"],
             "max_referees": options["max_referees"],
             "schedule_format": options["schedule"],
+            "swiss_rounds": options["rounds"],
             "retries": options["retries"],
             "max_invalid_moves": options["max_invalid_moves"],
             "embedded_referee": options["embedded_referee"],
