@@ -1,4 +1,4 @@
-"""ASGI entry point: Django for HTTP but the relay endpoint's (a Channels HTTP consumer), Channels
+"""ASGI entry point: Django for HTTP but the relay endpoint (league/relay/endpoint.py), Channels
 for the dashboard's websockets and the relay's."""
 
 import asyncio
@@ -28,11 +28,11 @@ async def websockets(scope, receive, send) -> None:
     await app(scope, receive, send)
 
 
-# A relayed call is served by a Channels HTTP consumer, not a Django view: a 100-player league
-# relayed makes ~59,500 calls to this one process, and as a Django view each cost the LM ~4.8 ms
-# of CPU (a thread per request, a hand-off to it for each sync middleware hook and signal)
-# against well under 1 ms for the consumer (docs/benchmarks.md, "The relay"). The consumer has
-# Django judge the Host and add its security middleware's headers (league/relay/checks.py).
+# A relayed call is served by an ASGI application of its own, not a Django view: a 100-player
+# league relayed makes ~59,500 calls to this one process, and as a Django view each cost the LM
+# ~4.8 ms of CPU (a thread per request, a hand-off to it for each sync middleware hook and signal)
+# against well under 1 ms for the endpoint (docs/benchmarks.md, "The relay"). It has Django judge
+# the Host and add its security middleware's headers (league/relay/checks.py).
 routes = URLRouter([*http_urlpatterns, re_path(r"", django_asgi_app)])
 static = static_files()  # WhiteNoise (leaguesite/static.py)
 STATIC_PREFIX = static_prefix()

@@ -1,8 +1,8 @@
 """``POST /relay/<league_id>/<player_id>/mcp``: the endpoint the LM assigns to a relay player.
 
-Referees and the conductor call it like any player's endpoint. A Channels consumer with one
-handler per ASGI event (``http.request``, ``http.disconnect``), routed in leaguesite/asgi.py
-beside Django (the route says why it is not a Django view). Django judges what Django would
+Referees and the conductor call it like any player's endpoint. An ASGI application
+(``RelayEndpoint``), routed in leaguesite/asgi.py beside Django (the route says why it is not a
+Django view). Django judges what Django would
 (checks.py): a Host it refuses is 400, and every answer carries the headers of Django's security
 middleware. Besides: a browser's Origin not of this site is 403, a method other than POST 405,
 a body over ``largest_call()`` 413, all before the body is read.
@@ -25,14 +25,14 @@ than the call the answer is 502, a 5xx without a JSON-RPC body (a failed call).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from channels.consumer import AsyncConsumer
 from channels.db import database_sync_to_async
-from channels.exceptions import ChannelFull, StopConsumer
+from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -248,61 +248,62 @@ def too_large() -> Answer:
     return rpc_error(413, jsonrpc.INVALID_REQUEST, f"Request body larger than {limit} bytes")
 
 
-class RelayHttpConsumer(AsyncConsumer):
-    """One call to a relay endpoint: its head checked on its first ``http.request`` event, its
-    body relayed in a task of its own once whole, so that the ``http.disconnect`` of a caller
-    that hangs up is read meanwhile and stops it."""
+class RelayEndpoint:
+    """The relay endpoint as an ASGI application (the interface Channels' ``URLRouter`` routes to,
+    with ``url_route`` in the scope): its head checked before the body is read, its body relayed
+    in a task of its own once whole, while the ``http.disconnect`` of a caller that hangs up is
+    read meanwhile and stops it.
 
-    # No channel-layer channel of its own (an alias with no layer configured: Channels then makes
-    # none): AsyncConsumer would make one and a task reading it for every request. A call to
-    # another process's socket makes its reply channel itself (_through_layer).
-    channel_layer_alias = None
+    Not a Channels consumer: a consumer closes the thread's old database connections before each
+    event it dispatches, a hop to a worker thread three times per relayed call, and this endpoint
+    touches the database only through ``database_sync_to_async``, which does that itself."""
 
-    def __init__(self) -> None:
-        self.request: HttpRequest | None = None
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.call: asyncio.Task[None] | None = None
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        request = django_request(scope)
+        refused = refusal(request)
+        if refused is not None:
+            await respond(send, request, refused)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the caller hung up before its call was whole
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > largest_call():
+                await respond(send, request, too_large())
+                return
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                break
+        route = scope["url_route"]["kwargs"]
+        call = asyncio.ensure_future(answer(route["league_id"], route["player_id"], b"".join(chunks), request))
+        hangup = asyncio.ensure_future(receive())
+        await asyncio.wait({call, hangup}, return_when=asyncio.FIRST_COMPLETED)
+        if not call.done():
+            call.cancel()  # the caller hung up: its call waits for the agent no more
+            with contextlib.suppress(asyncio.CancelledError):
+                await call
+            return
+        hangup.cancel()
+        await respond(send, request, call.result())
 
-    async def http_request(self, message: dict[str, Any]) -> None:
-        if self.request is None:
-            self.request = django_request(self.scope)
-            refused = refusal(self.request)
-            if refused is not None:
-                await self.reply(refused)
-                raise StopConsumer()
-        chunk = message.get("body", b"")
-        self.size += len(chunk)
-        if self.size > largest_call():
-            await self.reply(too_large())
-            raise StopConsumer()
-        self.chunks.append(chunk)
-        if not message.get("more_body"):
-            self.call = asyncio.ensure_future(self.answer(b"".join(self.chunks)))
 
-    async def answer(self, body: bytes) -> None:
-        route = self.scope["url_route"]["kwargs"]
-        assert self.request is not None
-        try:
-            answer = await relayed(route["league_id"], route["player_id"], body, self.request)
-        except Exception:  # a bug: the caller gets a 500 at once rather than waiting to its deadline
-            logger.exception("relay: the call to %s/%s failed", route["league_id"], route["player_id"])
-            answer = rpc_error(500, jsonrpc.INTERNAL_ERROR, "Internal error")
-        await self.reply(answer)
+async def answer(league_id: str, player_id: str, body: bytes, request: HttpRequest) -> Answer:
+    try:
+        return await relayed(league_id, player_id, body, request)
+    except Exception:  # a bug: the caller gets a 500 at once rather than waiting to its deadline
+        logger.exception("relay: the call to %s/%s failed", league_id, player_id)
+        return rpc_error(500, jsonrpc.INTERNAL_ERROR, "Internal error")
 
-    async def http_disconnect(self, message: dict[str, Any]) -> None:
-        if self.call is not None and not self.call.done():
-            self.call.cancel()  # the caller hung up: its call waits for the agent no more
-        raise StopConsumer()
 
-    async def reply(self, answer: Answer) -> None:
-        response = HttpResponse(answer.body, status=answer.status, content_type=answer.content_type)
-        response["Content-Length"] = str(len(answer.body))
-        if answer.status == 405:
-            response["Allow"] = "POST"
-        if self.request is not None:
-            response = with_site_headers(self.request, response)
-        await self.send(
-            {"type": "http.response.start", "status": response.status_code, "headers": asgi_headers(response)}
-        )
-        await self.send({"type": "http.response.body", "body": response.content})
+async def respond(send: Any, request: HttpRequest, answer: Answer) -> None:
+    response = HttpResponse(answer.body, status=answer.status, content_type=answer.content_type)
+    response["Content-Length"] = str(len(answer.body))
+    if answer.status == 405:
+        response["Allow"] = "POST"
+    response = with_site_headers(request, response)
+    await send({"type": "http.response.start", "status": response.status_code, "headers": asgi_headers(response)})
+    await send({"type": "http.response.body", "body": response.content})

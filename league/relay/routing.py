@@ -9,10 +9,10 @@ from channels.security.websocket import AllowedHostsOriginValidator
 from django.urls import path, re_path
 
 from league.relay.consumer import RelayConsumer
-from league.relay.endpoint import RelayHttpConsumer
+from league.relay.endpoint import RelayEndpoint
 
 websocket_urlpatterns = [re_path(r"^agents/connect/?$", RelayConsumer.as_asgi())]
-http_urlpatterns = [path("relay/<league_id>/<player_id>/mcp", RelayHttpConsumer.as_asgi())]
+http_urlpatterns = [path("relay/<league_id>/<player_id>/mcp", RelayEndpoint())]
 
 _sockets = URLRouter(websocket_urlpatterns)
 _browser_sockets = AllowedHostsOriginValidator(_sockets)

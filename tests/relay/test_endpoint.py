@@ -14,7 +14,7 @@ from django.http import HttpRequest
 from django.test import Client
 
 from league.relay.checks import django_request, host_refused
-from league.relay.endpoint import RelayHttpConsumer
+from league.relay.endpoint import RelayEndpoint
 
 SECURITY = ("x-content-type-options", "x-frame-options", "referrer-policy", "cross-origin-opener-policy")
 
@@ -64,7 +64,7 @@ def test_its_security_headers_are_those_djangos_middleware_sends(settings, overr
 
 async def _answer(headers: list[tuple[bytes, bytes]], method: str = "GET", **scope: Any) -> dict[str, Any]:
     """What the relay endpoint answers a bodiless request, served without a server."""
-    communicator = HttpCommunicator(RelayHttpConsumer.as_asgi(), method, "/relay/x/P01/mcp", headers=headers)
+    communicator = HttpCommunicator(RelayEndpoint(), method, "/relay/x/P01/mcp", headers=headers)
     communicator.scope.update(scope)
     return await communicator.get_response()
 
