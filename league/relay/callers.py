@@ -12,19 +12,17 @@ No credential is new: a call proves who sends it with the token the protocol alr
   attempt), which its referee puts in every message of the match to that player. Its opponent is
   sent another, so it cannot call the player through the relay either.
 
-Anything else is refused before it reaches the player's socket. A player's tokens are read in one
-small query (its row and its matches of the moment, found by index) and kept ``TRUST_LIFE`` seconds
-(``Book``): a match's calls cost one read, not one each, and a read costs the same in a league of
-ten players as in one of a thousand. A token not found is looked for again in a read that began
-after the call came (the match may have been assigned a moment ago), one read at a time per player
-however many calls wait.
+Anything else is refused before it reaches the player's socket. The tokens of a whole league are
+read in one query and kept ``TRUST_LIFE`` seconds (``Book``): a round's calls cost a query or two,
+not one each. A token not found is looked for again in a read that began after the call came (the
+match may have been assigned a moment ago), one read at a time per league however many calls wait.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -42,20 +40,16 @@ LEAGUE_MANAGER = "league_manager"
 FINISHED_GRACE = 120.0
 # How long a league's tokens, once read, are taken without reading them again.
 TRUST_LIFE = 5.0
-# At most this many players' books are kept; all are forgotten when it fills (they are read again).
-BOOKS_MAX = 10_000
+# At most this many leagues' books are kept; all are forgotten when it fills (they are read again).
+BOOKS_MAX = 1000
 
 
 @dataclass(frozen=True)
 class Credentials:
-    """A relay player, and the tokens that may call it now: token → who holds it. ``exists`` is
-    False when the league has no such relay player (removed ones included)."""
+    """The relay players of a league, and the tokens that may call each: token → [(player, who)]."""
 
-    exists: bool
-    tokens: dict[str, str]
-
-
-NOBODY = Credentials(False, {})
+    players: frozenset[str]
+    tokens: dict[str, list[tuple[str, str]]]
 
 
 def presented_token(request: dict[str, Any], bearer: str | None) -> str | None:
@@ -68,58 +62,63 @@ def presented_token(request: dict[str, Any], bearer: str | None) -> str | None:
     return bearer or None
 
 
-def credentials(league_id: str, player_id: str) -> Credentials:
-    """The relay player ``player_id`` of ``league_id`` and the tokens that may call it now."""
-    row = (
-        Player.objects.filter(league__league_id=league_id, player_id=player_id, connection=Player.Connection.RELAY)
+def credentials(league_id: str) -> Credentials:
+    """The relay players of ``league_id`` (not removed) and the tokens that may call them now."""
+    rows = (
+        Player.objects.filter(league__league_id=league_id, connection=Player.Connection.RELAY)
         .exclude(status=AgentStatus.REMOVED)
-        .values_list("pk", "token_hash")
-        .first()
+        .values_list("pk", "player_id", "token_hash")
     )
-    if row is None:
-        return NOBODY
-    pk, token_hash = row
-    tokens = {lm_token(league_id, player_id, token_hash): LEAGUE_MANAGER}
-    live = Q(status__in=(Match.Status.ASSIGNED, Match.Status.RUNNING))
-    recent = Q(status=Match.Status.FINISHED, finished_at__gte=timezone.now() - timedelta(seconds=FINISHED_GRACE))
-    for side in ("player_a", "player_b"):  # two indexed lookups rather than one OR over both columns
-        matches = Match.objects.filter(**{side: pk}).filter(live | recent)
-        for match_id, attempt in matches.values_list("match_id", "attempt"):
-            # The referee calls each player with that player's own token for the match
-            # (leagueproto/matchtoken.py): its opponent does not hold it.
-            tokens[player_token(match_token(league_id, match_id, attempt), player_id)] = f"referee:{match_id}"
-    return Credentials(True, tokens)
+    players = {pk: (player_id, token_hash) for pk, player_id, token_hash in rows}
+    tokens: dict[str, list[tuple[str, str]]] = {}
+    for player_id, token_hash in players.values():
+        tokens.setdefault(lm_token(league_id, player_id, token_hash), []).append((player_id, LEAGUE_MANAGER))
+    if players:
+        live = Q(status__in=(Match.Status.ASSIGNED, Match.Status.RUNNING))
+        recent = Q(status=Match.Status.FINISHED, finished_at__gte=timezone.now() - timedelta(seconds=FINISHED_GRACE))
+        theirs = Q(player_a_id__in=players) | Q(player_b_id__in=players)
+        matches = Match.objects.filter(league__league_id=league_id).filter(theirs).filter(live | recent)
+        for match_id, attempt, a, b in matches.values_list("match_id", "attempt", "player_a_id", "player_b_id"):
+            secret = match_token(league_id, match_id, attempt)
+            for pk in (a, b):
+                if pk in players:
+                    # The referee calls each player with that player's own token for the match
+                    # (leagueproto/matchtoken.py): its opponent does not hold it.
+                    mine = player_token(secret, players[pk][0])
+                    tokens.setdefault(mine, []).append((players[pk][0], f"referee:{match_id}"))
+    return Credentials(frozenset(p for p, _ in players.values()), tokens)
 
 
 @dataclass
 class Book:
-    """A player's credentials as last read, and when that read began."""
+    """A league's credentials as last read, and when that read began."""
 
-    found: Credentials = NOBODY
+    found: Credentials = field(default_factory=lambda: Credentials(frozenset(), {}))
     read_at: float = float("-inf")
     reading: asyncio.Future[None] | None = None
 
-    def holder(self, token: str) -> str | None:
-        """Who holds ``token``, or None. (A lookup by the token itself, as league/auth.py looks
-        tokens up by their keyed hash: the time it takes tells nothing of a token's characters.)"""
-        return self.found.tokens.get(token)
+    def holder(self, player_id: str, token: str) -> str | None:
+        """Who holds ``token`` for ``player_id``, or None. (A lookup by the token's keyed hash, as
+        league/auth.py looks tokens up: the time it takes tells nothing of a token's characters.)"""
+        held = self.found.tokens.get(token, ())
+        return next((who for player, who in held if player == player_id), None)
 
 
-_books: dict[tuple[str, str], Book] = {}
+_books: dict[str, Book] = {}
 _credentials = database_sync_to_async(credentials)
 
 
-async def _read(key: tuple[str, str], book: Book) -> None:
+async def _read(league_id: str, book: Book) -> None:
     began = time.monotonic()
-    book.found = await _credentials(*key)
+    book.found = await _credentials(league_id)
     book.read_at = began
 
 
-async def _fresh(key: tuple[str, str], book: Book, since: float) -> None:
+async def _fresh(league_id: str, book: Book, since: float) -> None:
     """Until ``book`` holds a read that began at ``since`` or later: one read at a time."""
     while book.read_at < since:
         if book.reading is None or book.reading.done():
-            book.reading = asyncio.ensure_future(_read(key, book))
+            book.reading = asyncio.ensure_future(_read(league_id, book))
         # Shielded: a caller that hangs up does not cancel the read the others wait for.
         await asyncio.shield(book.reading)
 
@@ -127,21 +126,20 @@ async def _fresh(key: tuple[str, str], book: Book, since: float) -> None:
 async def caller_of(league_id: str, player_id: str, token: str | None) -> str | None:
     """Who calls the relay player ``player_id`` of ``league_id`` with ``token``: "" when the token
     is not one that may call it; None when there is no such relay player."""
-    key = (league_id, player_id)
-    if len(_books) >= BOOKS_MAX and key not in _books:
+    if len(_books) >= BOOKS_MAX and league_id not in _books:
         _books.clear()
-    book = _books.setdefault(key, Book())
+    book = _books.setdefault(league_id, Book())
     arrived = time.monotonic()
     if arrived - book.read_at < TRUST_LIFE:
-        who = book.holder(token) if token else None
+        who = book.holder(player_id, token) if token else None
         if who is not None:
             return who
-    await _fresh(key, book, arrived)
-    if not book.found.exists:
+    await _fresh(league_id, book, arrived)
+    if player_id not in book.found.players:
         return None
-    return (book.holder(token) if token else None) or ""
+    return (book.holder(player_id, token) if token else None) or ""
 
 
 def forget() -> None:
-    """Forget every player's credentials (they are read again at the next call)."""
+    """Forget every league's credentials (they are read again at the next call)."""
     _books.clear()
