@@ -32,7 +32,6 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.exceptions import ChannelFull
-from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 from redis.exceptions import RedisError
@@ -89,12 +88,66 @@ async def receive_patiently(layer: BaseChannelLayer, channel: str) -> dict[str, 
             pause = min(pause * 2, RETRY_MAX)
 
 
-class RelayConsumer(AsyncWebsocketConsumer):
+class AgentSocket:
+    """One WebSocket as the ASGI server hands it over: its events to ``connect``, ``receive`` and
+    ``disconnect``, one at a time, and ``accept``, ``send`` and ``close`` back.
+
+    Not a Channels consumer: a consumer closes the thread's old database connections before every
+    event, a hop to a worker thread for each frame an agent sends (each reply it relays). The
+    socket reaches the database only through ``database_sync_to_async``, which does that itself."""
+
+    def __init__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        self.scope = scope
+        self._receive = receive
+        self._send = send
+
+    @classmethod
+    def as_asgi(cls) -> Any:
+        async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            await cls(scope, receive, send).run()
+
+        return app
+
+    async def run(self) -> None:
+        while True:
+            event = await self._receive()
+            kind = event["type"]
+            if kind == "websocket.connect":
+                await self.connect()
+            elif kind == "websocket.receive":
+                await self.receive(text_data=event.get("text"), bytes_data=event.get("bytes"))
+            elif kind == "websocket.disconnect":
+                await self.disconnect(event.get("code", 1000))
+                return
+
+    async def accept(self) -> None:
+        await self._send({"type": "websocket.accept"})
+
+    async def send(self, text_data: str) -> None:
+        await self._send({"type": "websocket.send", "text": text_data})
+
+    async def close(self, code: int | None = None, reason: str | None = None) -> None:
+        """Close the socket (before ``accept``: refuse the handshake, a 403)."""
+        message: dict[str, Any] = {"type": "websocket.close"}
+        if code is not None:
+            message["code"] = code
+        if reason:
+            message["reason"] = reason
+        await self._send(message)
+
+    async def connect(self) -> None:
+        await self.accept()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        pass
+
+    async def disconnect(self, code: int) -> None:
+        pass
+
+
+class RelayConsumer(AgentSocket):
     holder: state.Holder | None = None
     closing = False  # once the LM closes the socket, nothing more is sent or read on it
-    # The consumer reads its channel-layer channel itself (read_calls), not through Channels: an
-    # alias with no layer configured makes Channels give it none.
-    channel_layer_alias = None
     layer: BaseChannelLayer | None = None
     reader: asyncio.Future[None] | None = None
     hello_timer: asyncio.TimerHandle | None = None
