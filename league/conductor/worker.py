@@ -119,6 +119,7 @@ class Conductor(Supervision):
     _no_referee: set[int] = field(default_factory=set)  # leagues in play logged as having no live referee
     _outage_since: float | None = None  # monotonic time the database became unavailable
     _pinging: set[tuple[str, int]] = field(default_factory=set)  # agents being probed now
+    _seats: dict[tuple[str, int], float] = field(default_factory=dict)  # agent → when its seat was last probed
 
     async def run(self, *, once: bool = False, until_done: bool = False) -> None:
         """Tick every ``poll`` seconds; ``once``: one tick; ``until_done``: until no league is in progress."""
@@ -261,11 +262,15 @@ class Conductor(Supervision):
     async def step(self, league: League, survey: Survey | None = None) -> None:
         """The league's next due step (see the module's docstring)."""
         if league.status == League.Status.REGISTERING:
+            # Each agent is pinged as it registers: the panel shows who answers, and a seat
+            # that never answers plays no match (``probe_before_draw``).
+            await self.probe_seats(league, time.monotonic())
             if await sync_to_async(check_registration)(league.pk) is None:
                 return
             league = await sync_to_async(League.objects.get)(pk=league.pk)
             self.note_status(league.pk, league.league_id, league.status)
         if league.status == League.Status.READY:
+            await self.probe_before_draw(league)
             await sync_to_async(create_schedule)(league.pk)
             league = await sync_to_async(League.objects.get)(pk=league.pk)
             self.note_status(league.pk, league.league_id, league.status)
