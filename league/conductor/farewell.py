@@ -47,7 +47,7 @@ async def _send(league: League, deliveries: list[Delivery], record: bool) -> Non
     from league.conductor.worker import Conductor  # the conductor imports the actions that import us
     from league.endpoints import ConnectPolicy
 
-    conductor = Conductor(league_id=league.league_id, client=AgentClient(address_check=ConnectPolicy()))
+    conductor = Conductor(league_id=league.league_id, client=AgentClient(address_check=ConnectPolicy(league.pk)))
     # Every agent's answer is waited for here (nothing else waits on this thread).
     conductor.notify_patience = (league.default_timeout + league.retry_delay) * (league.retries + 1) + 1.0
     try:
