@@ -18,6 +18,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
+from league import senders
 from league.conductor.common import (
     DB_OUTAGE,
     EMBEDDED_CAPACITY,
@@ -363,16 +364,41 @@ class Supervision(Sending):
 
     async def ping(self, league: League, agent: Player | Referee) -> CallFailed | None:
         """One ping, no retry; None when the agent answered (any JSON-RPC answer, even an error:
-        an agent without a ``ping`` tool is there), else the failure."""
+        an agent without a ``ping`` tool is there), else the failure. A player that refuses the
+        ping for its sender ``league_manager`` is its first chance to learn the spelling it
+        takes (``other_sender``), before any notice."""
         client = self.client
         assert client is not None
         message = message_to(agent, "PING", league_id=league.league_id)
+        timeout = min(PROBE_TIMEOUT, league.default_timeout)
         try:
-            await client.call(agent.endpoint, "ping", message, timeout=min(PROBE_TIMEOUT, league.default_timeout))
+            result = await client.call(agent.endpoint, "ping", message, timeout=timeout)
+            refused = result.is_error and senders.refuses_sender(result.reply)
         except CallFailed as exc:
             if unreachable_failure(exc):
                 return exc
+            refused = senders.refuses_sender(None, exc)
+        if refused and isinstance(agent, Player) and message["sender"] == senders.DEFAULT:
+            await self.ping_as_other_sender(league, agent, message, timeout)
         return None
+
+    async def ping_as_other_sender(
+        self, league: League, player: Player, message: dict[str, Any], timeout: float
+    ) -> None:
+        """The ping once more as ``league_manager:LM01``; kept for the player when it gets past
+        the sender check (any answer but a refusal naming the sender: an agent without a ``ping``
+        tool answers "method not found" once the sender is one it takes)."""
+        assert self.client is not None
+        again = {**message, "sender": senders.ALTERNATE}
+        try:
+            result = await self.client.call(player.endpoint, "ping", again, timeout=timeout)
+            taken = not (result.is_error and senders.refuses_sender(result.reply))
+        except CallFailed as exc:
+            taken = not unreachable_failure(exc) and not senders.refuses_sender(None, exc)
+        if taken:
+            learn = Player.objects.filter(pk=player.pk).update
+            await sync_to_async(learn)(lm_sender=senders.ALTERNATE)
+            log.info("league %s: %s takes the sender %s", league.league_id, player.player_id, senders.ALTERNATE)
 
     async def probe_seat(self, league: League, agent: Player | Referee) -> None:
         failure = await self.ping(league, agent)
