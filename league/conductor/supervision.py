@@ -85,7 +85,7 @@ class Supervision(Sending):
     _probes: dict[tuple[str, int], tuple[float, float]]
     _probed: dict[int, float]
     _pinging: set[tuple[str, int]]
-    _seats: dict[tuple[str, int], float]
+    _seats: dict[int, dict[tuple[str, int], float]]
 
     # -- starting matches ----------------------------------------------------------------
     def cooling(self) -> list[int]:
@@ -350,17 +350,22 @@ class Supervision(Sending):
         if now - self._probed.get(league.pk, 0.0) < self.probe_every:
             return
         await self.probe(league, now)  # those marked unreachable (stamps ``_probed``)
-        for agent in await sync_to_async(seats_to_probe)(league.pk):
+        agents = await sync_to_async(seats_to_probe)(league.pk)
+        seats = self._seats.setdefault(league.pk, {})
+        for agent in agents:
             key = (type(agent).__name__, agent.pk)
             # One that has never answered is pinged at once; one that has, RECHECK_EVERY after
             # this conductor first sees it.
-            last = self._seats.setdefault(key, now if agent.answered_at else now - RECHECK_EVERY)
+            last = seats.setdefault(key, now if agent.answered_at else now - RECHECK_EVERY)
             if key in self._pinging or now - last < RECHECK_EVERY:
                 continue
-            self._seats[key] = now
+            seats[key] = now
             self._pinging.add(key)
             task = self.background(self.probe_seat(league, agent))
             task.add_done_callback(lambda _t, key=key: self._pinging.discard(key))
+        known = {(type(a).__name__, a.pk) for a in agents}
+        for key in [k for k in seats if k not in known]:
+            del seats[key]  # removed, or marked unreachable (``probe``'s now)
 
     async def ping(self, league: League, agent: Player | Referee) -> CallFailed | None:
         """One ping, no retry; None when the agent answered (any JSON-RPC answer, even an error:
@@ -417,6 +422,7 @@ class Supervision(Sending):
         answered are pinged once more, at once (a registration a moment ago has had no probe
         yet), relay players with a socket count as answered, and those still silent are
         withdrawn (``withdraw_silent_players``). The ids withdrawn."""
+        self._seats.pop(league.pk, None)  # registration is over: no more rounds of pings
         await sync_to_async(relay_answered)(league.pk)
         silent = await sync_to_async(never_answered)(league.pk)
         failures = await asyncio.gather(*(self.ping(league, p) for p in silent))

@@ -119,7 +119,7 @@ class Conductor(Supervision):
     _no_referee: set[int] = field(default_factory=set)  # leagues in play logged as having no live referee
     _outage_since: float | None = None  # monotonic time the database became unavailable
     _pinging: set[tuple[str, int]] = field(default_factory=set)  # agents being probed now
-    _seats: dict[tuple[str, int], float] = field(default_factory=dict)  # agent → when its seat was last probed
+    _seats: dict[int, dict[tuple[str, int], float]] = field(default_factory=dict)  # league pk → agent → last ping
 
     async def run(self, *, once: bool = False, until_done: bool = False) -> None:
         """Tick every ``poll`` seconds; ``once``: one tick; ``until_done``: until no league is in progress."""
