@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 from django.test import Client
-from django.utils import timezone
 from django.urls import reverse
+from django.utils import timezone
 
 from league import actions
 from league.models import Event, Match, MatchResult, Player
