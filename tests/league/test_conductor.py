@@ -237,6 +237,9 @@ def test_a_referee_that_takes_a_start_match_and_never_answers_is_suspended_at_on
             referee_meta=referee_meta(mute.url, max_concurrent_matches=5),
             league_id=league.league_id,
         )
+        # It answered at registration and stopped since (one that never answered is suspended
+        # before the league starts).
+        Referee.objects.filter(league=league, referee_id=stopped["referee_id"]).update(answered_at=timezone.now())
         close_window(league)
         conduct(league.league_id, cooldown_base=0.1)
     finally:
