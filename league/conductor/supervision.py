@@ -371,7 +371,7 @@ class Supervision(Sending):
         """One ping, no retry; None when the agent answered (any JSON-RPC answer, even an error:
         an agent without a ``ping`` tool is there), else the failure. A player that refuses the
         ping for its sender ``league_manager`` is its first chance to learn the spelling it
-        takes (``other_sender``), before any notice."""
+        takes (``ping_as_other_sender``; notices learn it the same way: ``other_sender``)."""
         client = self.client
         assert client is not None
         message = message_to(agent, "PING", league_id=league.league_id)
