@@ -12,6 +12,7 @@ from functools import partial
 from typing import Any
 
 from django.db import models, transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from league.auth import new_token
@@ -28,6 +29,12 @@ FINAL = (League.Status.COMPLETED, League.Status.CANCELLED)
 IN_PLAY = (League.Status.READY, League.Status.RUNNING, League.Status.PAUSED)
 # Seconds a deletion waits for the league's agents to be told before their rows go.
 FAREWELL_WAIT = 10.0
+# The organiser ended a league before it was over: sent after the commit of a cancellation, and
+# before the rows of a deletion go (arguments: ``league``, ``league_status``, ``reason``,
+# ``record``). Its receiver tells the league's agents and returns the thread that does it
+# (league/conductor/farewell.py, connected in league/apps.py): the conductor imports the
+# actions, so the actions reach it only through this signal.
+league_ended = Signal()
 
 
 def create_league(*, name: str, league_id: str, game_type: str = "even_odd", **settings: Any) -> League:
@@ -122,10 +129,7 @@ def resume_league(league: League) -> League:
 def cancel_league(league: League, reason: str = "cancelled by the organiser") -> League:
     """Stop a league for good; matches not yet handed to a referee are cancelled. Once committed,
     every player and referee is told (LEAGUE_COMPLETED with ``league_status`` CANCELLED and
-    ``reason``: ``farewell_messages``), from a thread of this process (league/conductor/farewell.py)."""
-    from league.conductor import farewell
-    from league.conductor.notices import farewell_messages
-
+    ``reason``), from a thread of this process (``league_ended``)."""
     with transaction.atomic():
         league = League.objects.select_for_update().get(pk=league.pk)
         if league.status in FINAL:
@@ -135,8 +139,8 @@ def cancel_league(league: League, reason: str = "cancelled by the organiser") ->
         )
         _set_status(league, League.Status.CANCELLED, "league_cancelled", matches_cancelled=cancelled)
         league.save(update_fields=["status"])
-        deliveries = farewell_messages(league, League.Status.CANCELLED, reason)
-        transaction.on_commit(partial(farewell.send, league, deliveries))
+        ended = partial(league_ended.send, League, league=league, league_status=league.status, reason=reason)
+        transaction.on_commit(ended)
     return league
 
 
@@ -164,14 +168,14 @@ def delete_league(league: League, by: str = "") -> dict[str, int]:
     (LEAGUE_COMPLETED with ``league_status`` DELETED), for at most ``FAREWELL_WAIT`` seconds:
     a relay player can only be reached while its row exists. Those of a league completed or
     cancelled were told then."""
-    from league.conductor import farewell
-    from league.conductor.notices import farewell_messages
-
     current = League.objects.filter(pk=league.pk).first()
     if current is not None and current.status not in (*IN_PLAY, *FINAL):
-        told = farewell.send(current, farewell_messages(current, "DELETED", "deleted by the organiser"), record=False)
-        if told is not None:
-            told.join(FAREWELL_WAIT)
+        reason = "deleted by the organiser"
+        for _receiver, told in league_ended.send(
+            League, league=current, league_status="DELETED", reason=reason, record=False
+        ):
+            if told is not None:
+                told.join(FAREWELL_WAIT)
     with transaction.atomic():
         league = League.objects.select_for_update().get(pk=league.pk)
         if league.status in IN_PLAY:

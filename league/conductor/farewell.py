@@ -1,5 +1,6 @@
 """Telling the agents of a league the organiser ended: cancelled (``actions.cancel_league``) or
-deleted before it was over (``actions.delete_league``). The messages are ``farewell_messages``
+deleted before it was over (``actions.delete_league``), which send ``league_ended``; ``tell``
+is its receiver (connected in league/apps.py). The messages are ``farewell_messages``
 (league/conductor/notices.py); they go through the conductor's own sending (``Sending``: each
 agent's sender spelling, the league's timeouts and retries, the deliveries recorded), from a
 thread of the process that made the change, once it is committed: the admin's request and the
@@ -11,14 +12,30 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from typing import Any
 
 from django.db import connections
 
+from league.actions.leagues import league_ended
 from league.conductor.common import Delivery
+from league.conductor.notices import farewell_messages
 from league.models import League
 from leagueproto.client import AgentClient
 
 log = logging.getLogger("league.conductor")
+
+
+def connect() -> None:
+    """Receive ``league_ended`` (once, however often called)."""
+    league_ended.connect(tell, sender=League, dispatch_uid="league.conductor.farewell")
+
+
+def tell(
+    sender: type[League], *, league: League, league_status: str, reason: str, record: bool = True, **_: Any
+) -> threading.Thread | None:
+    """``league_ended``'s receiver: LEAGUE_COMPLETED with ``league_status`` and ``reason`` to the
+    league's players and referees (``send``)."""
+    return send(league, farewell_messages(league, league_status, reason), record=record)
 
 
 def send(league: League, deliveries: list[Delivery], *, record: bool = True) -> threading.Thread | None:
