@@ -1,15 +1,19 @@
 """The agents of a league the organiser ends are told, with real processes: a player with its
-own endpoint (``runplayer``) and one playing through the relay (``runplayer --connect``) are
-registered; the league is cancelled, or deleted while it registers; each gets LEAGUE_COMPLETED
-with ``league_status`` and ``reason``, says so and exits, as after a league played to the end."""
+own endpoint (``runplayer``), one playing through the relay (``runplayer --connect``) and
+docs/examples/minimal_player.py are registered; the league is cancelled, or deleted while it
+registers; each gets LEAGUE_COMPLETED with ``league_status`` and ``reason``, says so and
+exits, as after a league played to the end."""
 
 from __future__ import annotations
+
+import sys
 
 import pytest
 
 from league import actions
 from league.models import Event, League, Player
 from tests.integration.worlds import Host, MixedWorld
+from tests.league.checkagent_support import MINIMAL_PLAYER
 from tests.support.servers import Process, free_port
 from tests.support.waiting import wait_until
 
@@ -26,9 +30,14 @@ def start_players(w: MixedWorld) -> dict[str, Process]:
         "host-Relay",
         [*w.manage, "runplayer", "--connect", "--name", "Relay", "--state-dir", str(w.tmp / "Relay"), *w.common()],
     )
-    wait_until(lambda: w.league.players.count() == 2, 120, "both players registered")
+    minimal = w.spawn(
+        "host-Minimal",
+        [sys.executable, str(MINIMAL_PLAYER), "--port", str(free_port()), "--league-url", w.lm_url]
+        + ["--league-id", w.league.league_id, "--name", "Minimal"],
+    )
+    wait_until(lambda: w.league.players.count() == 3, 120, "the three players registered")
     wait_until(lambda: Player.objects.filter(league=w.league).exclude(relay_channel="").exists(), 60, "relay socket")
-    return {"Direct": direct, "Relay": relay}
+    return {"Direct": direct, "Relay": relay, "Minimal": minimal}
 
 
 @pytest.mark.parametrize("end", ["cancel", "delete"])
@@ -46,11 +55,12 @@ def test_players_of_a_league_ended_by_the_organiser_are_told_and_exit(agent_env,
             assert proc.proc.returncode == 0, name
             log = (tmp_path / f"host-{name}.log").read_text()
             status = "cancelled" if end == "cancel" else "deleted"
-            assert f"league {status} (" in log and "by the organiser" in log, log[-2000:]
+            said = f"league {status}: " if name == "Minimal" else f"league {status} ("
+            assert said in log and "by the organiser" in log, log[-2000:]
         if end == "cancel":
             # The deliveries are in the league's Event log, each answered.
             told = Event.objects.filter(league=w.league, direction="OUT", kind="LEAGUE_COMPLETED")
-            wait_until(lambda: told.count() == 2, 30, "both deliveries recorded")
+            wait_until(lambda: told.count() == 3, 30, "the deliveries recorded")
             for row in told:
                 assert row.payload["outcome"] == "ok", row.payload
             body = next(r.payload["message"] for r in told if "message" in r.payload)
