@@ -102,3 +102,22 @@ def test_the_panel_says_whether_each_agent_answers():
     for player_id, (player, state, text) in cases.items():
         got_state, summary = reachability(player, [])
         assert got_state == state and summary.startswith(text), (player_id, got_state, summary)
+
+
+def test_an_agent_registering_again_at_another_address_has_not_answered_there_yet():
+    league = make_league("moved_seat")
+    first = actions.register_player(
+        league.league_id, {"display_name": "Mover", "contact_endpoint": "http://127.0.0.1:8201/mcp"}, None
+    )
+    player = Player.objects.get(league=league, player_id=first.agent_id)
+    record_answer(player)
+    same = actions.register_player(
+        league.league_id, {"display_name": "Mover", "contact_endpoint": "http://127.0.0.1:8201/mcp"}, first.auth_token
+    )
+    assert same.agent_id == player.player_id
+    assert Player.objects.get(pk=player.pk).answered_at is not None  # the same address: still answered
+    moved = actions.register_player(
+        league.league_id, {"display_name": "Mover", "contact_endpoint": "http://127.0.0.1:8202/mcp"}, same.auth_token
+    )
+    assert moved.agent_id == player.player_id
+    assert Player.objects.get(pk=player.pk).answered_at is None
