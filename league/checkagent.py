@@ -36,7 +36,7 @@ from league.endpoints import NetworksPolicy
 from league.ratelimit import Bucket, limiter
 from league.standings import standing_dict
 from leagueproto.client import NO_RETRY, AgentClient, CallFailed, CallResult
-from leagueproto.envelope import PROTOCOL_VERSION, make_message, parse_timestamp
+from leagueproto.envelope import PROTOCOL_VERSION, invisible_in, make_message, parse_timestamp
 from leagueproto.errors import ErrorCode, LeagueError, see
 from leagueproto.scoring import ResultRow, compute_standings
 from referee.games import GAMES, get_game
@@ -424,6 +424,17 @@ def _check_envelope(step: Step, reply: dict[str, Any], expected_type: str | None
             WARN,
             "the reply's conversation_id is not the request's",
             "Answer with the conversation_id of the message you answer.",
+            SEE_ENVELOPE,
+        )
+    elif invisible_in(reply.get("timestamp")):
+        # The league removes them on input (a timestamp copied from the course's PDF): it plays,
+        # but the agent's own reader of such text would not.
+        hidden = ", ".join(invisible_in(reply.get("timestamp")))
+        step.judge(
+            WARN,
+            f"timestamp {reply.get('timestamp')!r} carries {hidden} (the league removes it)",
+            "Type the timestamp format again instead of copying it from the course's PDF, or write "
+            "timestamps with your language's UTC formatter, such as '2025-01-15T10:30:00Z'.",
             SEE_ENVELOPE,
         )
     else:

@@ -170,19 +170,27 @@ class ConnectPolicy:
 
     REFRESH = 5.0
 
-    def __init__(self) -> None:
+    def __init__(self, league_pk: int | None = None) -> None:
+        """``league_pk``: that league's networks and relay endpoints pass too, finished or not
+        (the end notices of a league just cancelled: league/conductor/farewell.py)."""
+        self._league_pk = league_pk
         self._allowed: list[IPNetwork] = []
         self._relay: set[tuple[str, int]] = set()
         self._loaded_at = float("-inf")
 
-    @staticmethod
-    def _relay_targets() -> set[tuple[str, int]]:
-        """(host, port) of the relay endpoints the LM assigned in leagues not finished."""
-        from league.models import League, Player
+    def _leagues(self):  # -> QuerySet[League]: the leagues whose agents may be called
+        from django.db.models import Q
 
-        live = Player.objects.filter(connection=Player.Connection.RELAY).exclude(
-            league__status__in=(League.Status.COMPLETED, League.Status.CANCELLED)
-        )
+        from league.models import League
+
+        live = ~Q(status__in=(League.Status.COMPLETED, League.Status.CANCELLED))
+        return League.objects.filter(live | Q(pk=self._league_pk) if self._league_pk is not None else live)
+
+    def _relay_targets(self) -> set[tuple[str, int]]:
+        """(host, port) of the relay endpoints the LM assigned in leagues not finished."""
+        from league.models import Player
+
+        live = Player.objects.filter(connection=Player.Connection.RELAY, league__in=self._leagues())
         found = set()
         for endpoint in live.order_by().values_list("endpoint", flat=True).distinct():
             try:
@@ -192,13 +200,9 @@ class ConnectPolicy:
                 continue
         return found
 
-    @staticmethod
-    def _load() -> list[IPNetwork]:
-        from league.models import League
-
+    def _load(self) -> list[IPNetwork]:
         found: dict[str, None] = {}
-        live = League.objects.exclude(status__in=(League.Status.COMPLETED, League.Status.CANCELLED))
-        for value in live.values_list("allowed_networks", flat=True):
+        for value in self._leagues().values_list("allowed_networks", flat=True):
             found.update(dict.fromkeys(str(n) for n in networks(value)))
         return [ipaddress.ip_network(n) for n in found]
 

@@ -240,6 +240,11 @@ class Agent(models.Model):
     # SUSPENDED until it answers (an admin's suspension leaves this empty and is never undone).
     unreachable_since = models.DateTimeField(null=True, blank=True)
     unreachable_reason = models.CharField(max_length=300, blank=True, db_default="")
+    # When the agent last answered the conductor's probe (a ping; any JSON-RPC answer counts),
+    # refreshed at most once a minute. None: it has never answered, and a player that has never
+    # answered when the schedule is drawn is withdrawn instead of handing its opponents free
+    # wins (league/conductor/reachability.py, ``withdraw_silent_players``).
+    answered_at = models.DateTimeField(null=True, blank=True)
 
     objects = AgentQuerySet.as_manager()
 

@@ -920,10 +920,14 @@ class Player:
             self.memory.league.update(champion=msg.champion, completed_at=msg.timestamp)
             champion = (msg.champion or {}).get("player_id")
             mine = next((r for r in msg.final_standings if r.get("player_id") == self.player_id), None)
-            self.echo(
-                f"{self.name}: league completed; champion {champion}"
-                + (f"; we finished #{mine.get('rank')} with {mine.get('points')} points" if mine else "")
-            )
+            ended = getattr(msg, "league_status", None)  # CANCELLED or DELETED: the organiser ended it
+            if ended:
+                self.echo(f"{self.name}: league {str(ended).lower()} ({getattr(msg, 'reason', None) or 'no reason'})")
+            else:
+                self.echo(
+                    f"{self.name}: league completed; champion {champion}"
+                    + (f"; we finished #{mine.get('rank')} with {mine.get('points')} points" if mine else "")
+                )
             self.save()
             self.shutdown()
             return self._ack(msg, ctx)

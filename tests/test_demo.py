@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from league.models import League, MatchResult
+from league.models import AgentStatus, Event, League, MatchResult
 from league.standings import result_rows
 from leagueproto.scoring import compute_standings
 from tests.support.servers import free_ports
@@ -46,15 +46,16 @@ def test_it_plays_a_league_to_the_end_and_prints_the_standings(agent_env, manage
 
     league = League.objects.get()
     assert league.status == League.Status.COMPLETED
-    assert MatchResult.objects.filter(league=league).count() == players * (players - 1) // 2
-    assert "Final standings" in done.stdout and f"Champion: {league.champion.player_id}" in done.stdout
+    # The silent player never answered the LM's ping: withdrawn before the schedule, it is in no
+    # match, and the others play each other (no free win from a dead seat).
     silent = league.players.get(display_name="Silent-1")
-    rows = {
-        r.player_id: r
-        for r in compute_standings(league.players.values_list("player_id", flat=True), result_rows(league))
-    }
-    assert rows[silent.player_id].technical_losses == rows[silent.player_id].played == players - 1
-    assert rows[silent.player_id].points == 0
+    assert silent.status == AgentStatus.REMOVED and "never answered" in silent.unreachable_reason
+    assert Event.objects.filter(league=league, kind="player_withdrawn", agent=silent.player_id).exists()
+    playing = players - 1
+    assert MatchResult.objects.filter(league=league).count() == playing * (playing - 1) // 2
+    assert "Final standings" in done.stdout and f"Champion: {league.champion.player_id}" in done.stdout
+    rows = compute_standings(league.players.values_list("player_id", flat=True), result_rows(league))
+    assert sum(r.technical_losses for r in rows) == 0
 
 
 @pytest.mark.django_db

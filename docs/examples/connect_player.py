@@ -156,8 +156,11 @@ def handle_match_result(msg: dict) -> dict:
 
 
 def handle_league_completed(msg: dict) -> dict:
-    champion = (msg.get("champion") or {}).get("player_id")
-    print(f"league completed, champion {champion}", flush=True)
+    if msg.get("league_status"):  # CANCELLED or DELETED: the organiser ended the league
+        print(f"league {str(msg['league_status']).lower()}: {msg.get('reason') or 'no reason given'}", flush=True)
+    else:
+        champion = (msg.get("champion") or {}).get("player_id")
+        print(f"league completed, champion {champion}", flush=True)
     DONE.set()
     return ack(msg)
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from django.db import models, transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from league.auth import new_token
@@ -25,6 +27,14 @@ FINAL = (League.Status.COMPLETED, League.Status.CANCELLED)
 # A league the conductor may be working on is cancelled first: deleting rows under it would
 # leave referees and players in matches that no longer exist.
 IN_PLAY = (League.Status.READY, League.Status.RUNNING, League.Status.PAUSED)
+# Seconds a deletion waits for the league's agents to be told before their rows go.
+FAREWELL_WAIT = 10.0
+# The organiser ended a league before it was over: sent after the commit of a cancellation, and
+# before the rows of a deletion go (arguments: ``league``, ``league_status``, ``reason``,
+# ``record``). Its receiver tells the league's agents and returns the thread that does it
+# (league/conductor/farewell.py, connected in league/apps.py): the conductor imports the
+# actions, so the actions reach it only through this signal.
+league_ended = Signal()
 
 
 def create_league(*, name: str, league_id: str, game_type: str = "even_odd", **settings: Any) -> League:
@@ -125,8 +135,10 @@ def resume_league(league: League) -> League:
     return league
 
 
-def cancel_league(league: League) -> League:
-    """Stop a league for good; matches not yet handed to a referee are cancelled."""
+def cancel_league(league: League, reason: str = "cancelled by the organiser") -> League:
+    """Stop a league for good; matches not yet handed to a referee are cancelled. Once committed,
+    every player and referee is told (LEAGUE_COMPLETED with ``league_status`` CANCELLED and
+    ``reason``), from a thread of this process (``league_ended``)."""
     with transaction.atomic():
         league = League.objects.select_for_update().get(pk=league.pk)
         if league.status in FINAL:
@@ -136,6 +148,8 @@ def cancel_league(league: League) -> League:
         )
         _set_status(league, League.Status.CANCELLED, "league_cancelled", matches_cancelled=cancelled)
         league.save(update_fields=["status"])
+        ended = partial(league_ended.send, League, league=league, league_status=league.status, reason=reason)
+        transaction.on_commit(ended)
     return league
 
 
@@ -157,7 +171,20 @@ def delete_league(league: League, by: str = "") -> dict[str, int]:
     The Event log is append-only, and this is the one path allowed to remove a league's events:
     it leaves in their place one ``league_deleted`` Event (with no league) that says which league
     went, who deleted it and how many rows of each kind. A league in play is refused: cancel it
-    first. Returns those counts."""
+    first. Returns those counts.
+
+    The agents of a league deleted before it was over (still registering) are told first
+    (LEAGUE_COMPLETED with ``league_status`` DELETED), for at most ``FAREWELL_WAIT`` seconds:
+    a relay player can only be reached while its row exists. Those of a league completed or
+    cancelled were told then."""
+    current = League.objects.filter(pk=league.pk).first()
+    if current is not None and current.status not in (*IN_PLAY, *FINAL):
+        reason = "deleted by the organiser"
+        for _receiver, told in league_ended.send(
+            League, league=current, league_status="DELETED", reason=reason, record=False
+        ):
+            if told is not None:
+                told.join(FAREWELL_WAIT)
     with transaction.atomic():
         league = League.objects.select_for_update().get(pk=league.pk)
         if league.status in IN_PLAY:

@@ -437,6 +437,7 @@ def _reissue(
     in play if the conductor had marked it unreachable. ``held``: the hash of the token it
     presented (None: it proved itself by its address)."""
     agent_id = same.player_id if isinstance(same, Player) else same.referee_id
+    moved = same.canonical_endpoint != seat  # a new address has not answered the LM's ping yet
     same.endpoint = endpoint
     same.canonical_endpoint = seat
     if isinstance(same, Player):
@@ -470,6 +471,9 @@ def _reissue(
             fields.append("status")
     if isinstance(same, Player):
         fields.append("connection")
+    if moved:
+        same.answered_at = None
+        fields.append("answered_at")
     same.save(update_fields=fields)
     record_event(
         league,

@@ -83,7 +83,8 @@ def version(league_id: str) -> str | None:
     if League(**row).registration_open():
         # While registration is open the page shows how each agent answered (the Event log):
         # the window's opening and closing are in the league row's times.
-        parts.append(players.aggregate(seen=Max("last_seen_at")))
+        # Reachability: a first answer and a mark are Event rows; a relay socket is its own.
+        parts.append(players.aggregate(seen=Max("last_seen_at"), relay=Max("relay_changed_at")))
         parts.append(Event.objects.filter(league_id=league).aggregate(latest=Max("pk")))
         parts.append(True)
     return f"{league}.{hashlib.blake2b(repr(parts).encode(), digest_size=8).hexdigest()}"

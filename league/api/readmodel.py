@@ -521,6 +521,29 @@ def agent_calls(league: League, agent_id: str | None = None) -> dict[str, list[C
     return calls
 
 
+def reachability(player: Player, calls: list[tournament.Call]) -> tuple[str, str]:
+    """How the registration panel shows a player: its state (ok, silent, failing, not_called)
+    and one sentence. The conductor pings each agent as it registers (``Supervision.probe_seats``)
+    and marks one that does not answer; a relay player answers by keeping its socket connected.
+    Calls of the league (a league registering again) say more than a ping, when there are any."""
+    if player.unreachable_since:
+        # The conductor found it answering nothing at all: that is what the class must see.
+        why = player.unreachable_reason or "it answers no call"
+        if player.answered_at is None:
+            return "silent", f"Not answering: {why}. It plays no match unless it answers before the league starts."
+        return "silent", f"Not answering: {why}. It loses its matches until it answers."
+    if player.connection == Player.Connection.RELAY:
+        if player.relay_channel:
+            return "ok", "Answering: connected through the relay."
+        return "silent", "Not answering: not connected to the relay. It plays no match unless it connects."
+    health = tournament.agent_health(calls, _iso(player.last_seen_at))
+    if health["state"] != "not_called":
+        return health["state"], health["summary"]
+    if player.answered_at is not None:
+        return "ok", f"Answering: it answered the league's ping at {player.answered_at:%H:%M:%S} UTC."
+    return "not_called", "Not called by the league yet: it is pinged within seconds of registering."
+
+
 def join_info(league: League) -> dict[str, Any] | None:
     """The "How to join" panel while registration is open: the window and who is in, with how
     each agent answered the league so far."""
@@ -530,13 +553,7 @@ def join_info(league: League) -> dict[str, Any] | None:
     calls = agent_calls(league) if players else {}
     agents = []
     for player in players:
-        health = tournament.agent_health(calls.get(player.player_id, []), _iso(player.last_seen_at))
-        state, summary = health["state"], health["summary"]
-        if player.unreachable_since:
-            # The conductor found it answering nothing at all: that is what the class must see.
-            state = "silent"
-            why = player.unreachable_reason or "it answers no call"
-            summary = f"Unreachable: {why}. It loses its matches until it answers."
+        state, summary = reachability(player, calls.get(player.player_id, []))
         agents.append(
             {
                 "player_id": player.player_id,

@@ -168,8 +168,9 @@ def round_boundary(league: League, rnd: Round, *, again: bool = False) -> Bounda
     return boundary
 
 
-def league_end_messages(league: League) -> tuple[list[Delivery], dict[str, Any] | None, list[dict[str, Any]]]:
-    """LEAGUE_COMPLETED to every player and referee; the champion and the final table."""
+def end_fields(league: League) -> tuple[dict[str, Any], dict[str, Any] | None, list[dict[str, Any]]]:
+    """LEAGUE_COMPLETED's fields as the league stands (its champion: the table's first), the
+    champion and the table."""
     table = standings.standings(league)
     champion = None
     if table:
@@ -182,9 +183,14 @@ def league_end_messages(league: League) -> tuple[list[Delivery], dict[str, Any] 
         "total_rounds": league.rounds.count(),
         "total_matches": league.matches.filter(status=Match.Status.FINISHED).count(),
     }
+    return fields, champion, table
+
+
+def end_deliveries(league: League, fields: dict[str, Any]) -> list[Delivery]:
+    """LEAGUE_COMPLETED with ``fields`` to every player and referee not removed."""
     agents: list[Player | Referee] = [*players_of(league)]
     agents += list(league.referees.exclude(status=AgentStatus.REMOVED).select_related("league").order_by("id"))
-    deliveries = [
+    return [
         Delivery(
             a.player_id if isinstance(a, Player) else a.referee_id,
             a.endpoint,
@@ -193,4 +199,20 @@ def league_end_messages(league: League) -> tuple[list[Delivery], dict[str, Any] 
         )
         for a in agents
     ]
-    return deliveries, champion, table
+
+
+def league_end_messages(league: League) -> tuple[list[Delivery], dict[str, Any] | None, list[dict[str, Any]]]:
+    """LEAGUE_COMPLETED to every player and referee; the champion and the final table."""
+    fields, champion, table = end_fields(league)
+    return end_deliveries(league, fields), champion, table
+
+
+def farewell_messages(league: League, league_status: str, reason: str) -> list[Delivery]:
+    """What the agents of a league the organiser ends (cancelled, or deleted before it played)
+    are told. league.v2 has one end notice, LEAGUE_COMPLETED, so it is that one, with no
+    champion, the standings as they are, and two fields that say why: ``league_status``
+    (CANCELLED or DELETED) and ``reason``. An agent that stops after LEAGUE_COMPLETED (the
+    course's players do) stops now; one that reads the extra fields can say why."""
+    fields, _champion, _table = end_fields(league)
+    fields.update(champion=None, league_status=league_status, reason=reason)
+    return end_deliveries(league, fields)

@@ -9,6 +9,7 @@ match records as its referee (none), so the usual assignment check holds.
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from django.db import transaction
 from django.db.models import Q
@@ -131,7 +132,8 @@ def restore_agent(agent: Player | Referee) -> bool:
             return False
         since, reason = row.unreachable_since, row.unreachable_reason
         row.unreachable_since, row.unreachable_reason, row.failures = None, "", 0
-        fields = ["unreachable_since", "unreachable_reason", "failures"]
+        row.answered_at = timezone.now()
+        fields = ["unreachable_since", "unreachable_reason", "failures", "answered_at"]
         if is_referee:
             row.status = AgentStatus.ACTIVE
             fields.append("status")
@@ -145,3 +147,102 @@ def restore_agent(agent: Player | Referee) -> bool:
             payload={"unreachable_since": since.isoformat(), "reason": reason},
         )
     return True
+
+
+# -- seats that have never answered ------------------------------------------------------------
+# An agent's ``answered_at`` is refreshed at most this often: the panel shows whether it answers,
+# not when to the second, and a write per probe would be a write per agent every few seconds.
+ANSWER_REFRESH = timedelta(seconds=60)
+WITHDRAWN = "never answered before the schedule was drawn"
+
+
+def record_answer(agent: Player | Referee) -> bool:
+    """The agent answered a probe: ``answered_at`` set (or refreshed when older than
+    ``ANSWER_REFRESH``). Its first answer is recorded in the Event log (``agent_answered``: the
+    registration panel shows it live). True if this was its first answer."""
+    model = type(agent)
+    now = timezone.now()
+    with transaction.atomic():
+        first = bool(model.objects.filter(pk=agent.pk, answered_at__isnull=True).update(answered_at=now))
+        if not first:
+            model.objects.filter(pk=agent.pk, answered_at__lt=now - ANSWER_REFRESH).update(answered_at=now)
+            return False
+        league = League.objects.get(pk=agent.league_id)
+        agent_id = agent.referee_id if isinstance(agent, Referee) else agent.player_id
+        record_event(league, "STATE", "agent_answered", agent=agent_id, payload={"endpoint": agent.endpoint})
+        broadcast(league.league_id, "agent_answered", {"agent_id": agent_id})
+    return True
+
+
+def seats_to_probe(league_pk: int) -> list[Player | Referee]:
+    """The agents of a registering league the conductor probes (``Supervision.probe_seats``):
+    players with their own endpoint and referees, neither removed nor marked unreachable (those
+    are ``unreachable_agents``'). A relay player is not probed: its socket being connected is
+    its answer (``relay_answered``)."""
+    players: list[Player | Referee] = list(
+        Player.objects.filter(league_id=league_pk, connection=Player.Connection.DIRECT, unreachable_since__isnull=True)
+        .exclude(status=AgentStatus.REMOVED)
+        .select_related("league")
+    )
+    referees = Referee.objects.filter(league_id=league_pk, unreachable_since__isnull=True).exclude(
+        status__in=(AgentStatus.REMOVED, AgentStatus.SUSPENDED)
+    )
+    return players + list(referees.select_related("league"))
+
+
+def never_answered(league_pk: int) -> list[Player]:
+    """The league's players with their own endpoint that have never answered (what the conductor
+    probes once more right before drawing the schedule)."""
+    return list(
+        Player.objects.filter(league_id=league_pk, connection=Player.Connection.DIRECT, answered_at__isnull=True)
+        .exclude(status__in=(AgentStatus.REMOVED, AgentStatus.SUSPENDED))
+        .select_related("league")
+    )
+
+
+def relay_answered(league_pk: int) -> int:
+    """Relay players whose socket is connected count as answered: ``answered_at`` set for those
+    that have none. How many."""
+    now = timezone.now()
+    return (
+        Player.objects.filter(league_id=league_pk, connection=Player.Connection.RELAY, answered_at__isnull=True)
+        .exclude(relay_channel="")
+        .update(answered_at=now)
+    )
+
+
+def withdraw_silent_players(league_pk: int) -> list[str]:
+    """A READY league, before its schedule is drawn: each player that has never answered (its own
+    endpoint never answered a probe; a relay player never connected) is withdrawn (REMOVED, its
+    reason kept, one ``player_withdrawn`` Event each) so that it is in no match: a seat that
+    never answered would only hand its opponents free wins. The ids withdrawn."""
+    with transaction.atomic():
+        league = League.objects.select_for_update().get(pk=league_pk)
+        if league.status != League.Status.READY:
+            return []
+        silent = (
+            Player.objects.filter(league=league, answered_at__isnull=True)
+            .exclude(status__in=(AgentStatus.REMOVED, AgentStatus.SUSPENDED))
+            .filter(Q(connection=Player.Connection.DIRECT) | Q(relay_channel="", relay_changed_at__isnull=True))
+            .order_by("id")
+        )
+        withdrawn = []
+        for player in silent:
+            why = player.unreachable_reason or "no probe reached it"
+            reason = f"{WITHDRAWN} ({why})"
+            player.status = AgentStatus.REMOVED
+            player.unreachable_since = player.unreachable_since or timezone.now()
+            player.unreachable_reason = reason[:300]
+            player.save(update_fields=["status", "unreachable_since", "unreachable_reason"])
+            record_event(
+                league,
+                "STATE",
+                "player_withdrawn",
+                agent=player.player_id,
+                payload={"reason": reason, "endpoint": player.endpoint},
+            )
+            withdrawn.append(player.player_id)
+        if withdrawn:
+            log.warning("league %s: withdrawn before the schedule, never answered: %s", league.league_id, withdrawn)
+            broadcast(league.league_id, "players_withdrawn", {"player_ids": withdrawn, "reason": WITHDRAWN})
+    return withdrawn

@@ -18,6 +18,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
+from league import senders
 from league.conductor.common import (
     DB_OUTAGE,
     EMBEDDED_CAPACITY,
@@ -42,13 +43,28 @@ from league.conductor.dispatch import (
     start_call_budget,
 )
 from league.conductor.embedded import claim_embedded, play_embedded
-from league.conductor.reachability import restore_agent, unreachable_agents, unreachable_failure
+from league.conductor.reachability import (
+    mark_unreachable,
+    never_answered,
+    record_answer,
+    relay_answered,
+    restore_agent,
+    seats_to_probe,
+    unreachable_agents,
+    unreachable_failure,
+    withdraw_silent_players,
+)
 from league.conductor.sending import Sending
 from league.models import League, Match, Player, Referee, Round
 from leagueproto.client import CallFailed
 from leagueproto.errors import ErrorCode
 
 log = logging.getLogger("league.conductor")
+# Seconds between probes of an agent that answers, while its league registers: the panel shows
+# within this long that an agent which answered has stopped.
+RECHECK_EVERY = 10.0
+# Seconds a probe waits for an answer at most (a ping is answered at once by any live agent).
+PROBE_TIMEOUT = 5.0
 SETTLE_TRIES = 3  # tries of the transaction that records a batch of start_match calls
 
 
@@ -69,6 +85,7 @@ class Supervision(Sending):
     _probes: dict[tuple[str, int], tuple[float, float]]
     _probed: dict[int, float]
     _pinging: set[tuple[str, int]]
+    _seats: dict[int, dict[tuple[str, int], float]]
 
     # -- starting matches ----------------------------------------------------------------
     def cooling(self) -> list[int]:
@@ -323,3 +340,100 @@ class Supervision(Sending):
             self._failing.pop((league.pk, agent_id), None)
             if isinstance(agent, Referee):
                 self._cooldown.pop(agent.pk, None)
+
+    # -- seats of a registering league ---------------------------------------------------------
+    async def probe_seats(self, league: League, now: float) -> None:
+        """While a league registers, every ``probe_every`` s: ping each agent not yet probed by
+        this conductor at once and each that answers every ``RECHECK_EVERY`` s; one that does not
+        answer is marked unreachable (a referee suspended) and left to ``probe``, which lets it
+        back in when it answers. What each agent did is what the registration panel shows."""
+        if now - self._probed.get(league.pk, 0.0) < self.probe_every:
+            return
+        await self.probe(league, now)  # those marked unreachable (stamps ``_probed``)
+        agents = await sync_to_async(seats_to_probe)(league.pk)
+        seats = self._seats.setdefault(league.pk, {})
+        for agent in agents:
+            key = (type(agent).__name__, agent.pk)
+            # One that has never answered is pinged at once; one that has, RECHECK_EVERY after
+            # this conductor first sees it.
+            last = seats.setdefault(key, now if agent.answered_at else now - RECHECK_EVERY)
+            if key in self._pinging or now - last < RECHECK_EVERY:
+                continue
+            seats[key] = now
+            self._pinging.add(key)
+            task = self.background(self.probe_seat(league, agent))
+            task.add_done_callback(lambda _t, key=key: self._pinging.discard(key))
+        known = {(type(a).__name__, a.pk) for a in agents}
+        for key in [k for k in seats if k not in known]:
+            del seats[key]  # removed, or marked unreachable (``probe``'s now)
+
+    async def ping(self, league: League, agent: Player | Referee) -> CallFailed | None:
+        """One ping, no retry; None when the agent answered (any JSON-RPC answer, even an error:
+        an agent without a ``ping`` tool is there), else the failure. A player that refuses the
+        ping for its sender ``league_manager`` is its first chance to learn the spelling it
+        takes (``ping_as_other_sender``; notices learn it the same way: ``other_sender``)."""
+        client = self.client
+        assert client is not None
+        message = message_to(agent, "PING", league_id=league.league_id)
+        timeout = min(PROBE_TIMEOUT, league.default_timeout)
+        try:
+            result = await client.call(agent.endpoint, "ping", message, timeout=timeout)
+            refused = result.is_error and senders.refuses_sender(result.reply)
+        except CallFailed as exc:
+            if unreachable_failure(exc):
+                return exc
+            refused = senders.refuses_sender(None, exc)
+        if refused and isinstance(agent, Player) and message["sender"] == senders.DEFAULT:
+            await self.ping_as_other_sender(league, agent, message, timeout)
+        return None
+
+    async def ping_as_other_sender(
+        self, league: League, player: Player, message: dict[str, Any], timeout: float
+    ) -> None:
+        """The ping once more as ``league_manager:LM01``; kept for the player when it gets past
+        the sender check (any answer but a refusal naming the sender: an agent without a ``ping``
+        tool answers "method not found" once the sender is one it takes)."""
+        assert self.client is not None
+        again = {**message, "sender": senders.ALTERNATE}
+        try:
+            result = await self.client.call(player.endpoint, "ping", again, timeout=timeout)
+            taken = not (result.is_error and senders.refuses_sender(result.reply))
+        except CallFailed as exc:
+            taken = not unreachable_failure(exc) and not senders.refuses_sender(None, exc)
+        if taken:
+            learn = Player.objects.filter(pk=player.pk).update
+            await sync_to_async(learn)(lm_sender=senders.ALTERNATE)
+            log.info("league %s: %s takes the sender %s", league.league_id, player.player_id, senders.ALTERNATE)
+
+    async def probe_seat(self, league: League, agent: Player | Referee) -> None:
+        failure = await self.ping(league, agent)
+        if failure is None:
+            if await sync_to_async(record_answer)(agent):
+                log.info("league %s: %s answers", league.league_id, self.agent_id(agent))
+            return
+        reason = f"does not answer a ping at {agent.endpoint}: {failure}"
+        if isinstance(agent, Referee):
+            await sync_to_async(partial(referee_failed, silent=True))(agent.pk, f"referee {agent.referee_id} {reason}")
+        elif await sync_to_async(mark_unreachable)(league.pk, agent.player_id, reason):
+            log.warning("league %s: player %s %s", league.league_id, agent.player_id, reason)
+
+    async def probe_before_draw(self, league: League) -> list[str]:
+        """A READY league, right before its schedule is drawn: the players that have never
+        answered are pinged once more, at once (a registration a moment ago has had no probe
+        yet), relay players with a socket count as answered, and those still silent are
+        withdrawn (``withdraw_silent_players``). The ids withdrawn."""
+        self._seats.pop(league.pk, None)  # registration is over: no more rounds of pings
+        await sync_to_async(relay_answered)(league.pk)
+        silent = await sync_to_async(never_answered)(league.pk)
+        failures = await asyncio.gather(*(self.ping(league, p) for p in silent))
+        for player, failure in zip(silent, failures, strict=True):
+            if failure is None:
+                await sync_to_async(restore_agent)(player)
+                await sync_to_async(record_answer)(player)
+            elif player.unreachable_since is None:
+                await sync_to_async(mark_unreachable)(league.pk, player.player_id, f"does not answer a ping: {failure}")
+        return await sync_to_async(withdraw_silent_players)(league.pk)
+
+    @staticmethod
+    def agent_id(agent: Player | Referee) -> str:
+        return agent.referee_id if isinstance(agent, Referee) else agent.player_id

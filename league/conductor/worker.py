@@ -122,6 +122,7 @@ class Conductor(Supervision):
     _paused: set[int] = field(default_factory=set)  # leagues last seen PAUSED, out of _status
     _outage_since: float | None = None  # monotonic time the database became unavailable
     _pinging: set[tuple[str, int]] = field(default_factory=set)  # agents being probed now
+    _seats: dict[int, dict[tuple[str, int], float]] = field(default_factory=dict)  # league pk → agent → last ping
 
     async def run(self, *, once: bool = False, until_done: bool = False) -> None:
         """Tick every ``poll`` seconds; ``once``: one tick; ``until_done``: until no league is in progress."""
@@ -271,11 +272,15 @@ class Conductor(Supervision):
     async def step(self, league: League, survey: Survey | None = None) -> None:
         """The league's next due step (see the module's docstring)."""
         if league.status == League.Status.REGISTERING:
+            # Each agent is pinged as it registers: the panel shows who answers, and a seat
+            # that never answers plays no match (``probe_before_draw``).
+            await self.probe_seats(league, time.monotonic())
             if await sync_to_async(check_registration)(league.pk) is None:
                 return
             league = await sync_to_async(League.objects.get)(pk=league.pk)
             self.note_status(league.pk, league.league_id, league.status)
         if league.status == League.Status.READY:
+            await self.probe_before_draw(league)
             await sync_to_async(create_schedule)(league.pk)
             league = await sync_to_async(League.objects.get)(pk=league.pk)
             self.note_status(league.pk, league.league_id, league.status)

@@ -185,7 +185,7 @@ def test_the_join_command_cannot_run_unedited_and_takes_the_students_url(site, p
     page.goto(f"{site.base}/leagues/class_2026/")
     wait_version(page)
     agents = page.locator("#join-agents li").all_inner_texts()
-    assert "http://127.0.0.1:8102/mcp" in agents[1] and "Unreachable: connection refused" in agents[1]
+    assert "http://127.0.0.1:8102/mcp" in agents[1] and "Not answering: connection refused" in agents[1]
     assert page.locator("#join-agents li").nth(1).get_attribute("class") == "agent agent-silent"
 
     # Pasted as it is, the shell refuses the command: nothing is sent, no seat is taken.

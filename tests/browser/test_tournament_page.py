@@ -199,7 +199,10 @@ def test_the_how_to_join_panel_says_where_and_how_while_registration_is_open(sit
     site.broadcast("class_2026", "player_registered", {"player_id": "P03"})
     page.wait_for_function("() => document.getElementById('join-agents').textContent.includes('Carol')")
     page.wait_for_function("() => document.getElementById('count-players').textContent === '3 players'")
-    assert "Not called by the league yet." in page.locator("#join-agents li").nth(2).inner_text()
+    assert (
+        "Not called by the league yet: it is pinged within seconds"
+        in page.locator("#join-agents li").nth(2).inner_text()
+    )
     League.objects.filter(pk=league.pk).update(status=League.Status.READY)
     site.broadcast("class_2026", "league_status", {"status": "READY"})
     page.wait_for_selector("#join", state="hidden")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from league import actions
 from league.models import Event, Match, MatchResult, Player
@@ -46,6 +47,9 @@ def world(agent_env, manage_py, tmp_path, silent):
         reg = actions.register_player(w.league.league_id, {"display_name": name, "contact_endpoint": agent.url}, None)
         assert reg.status == "ACCEPTED", reg
         ids[name] = reg.agent_id
+    # They answered once (as at registration; a seat that never answered is withdrawn before the
+    # schedule is drawn) and then went silent: what this test is about.
+    Player.objects.filter(league=w.league, player_id__in=ids.values()).update(answered_at=timezone.now())
     w.players = BOTS.count + len(silent)
     w.silent_ids = ids
     try:

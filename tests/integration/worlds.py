@@ -48,10 +48,14 @@ class MixedWorld(World):
             actions.create_league(name=league_id.title(), league_id=league_id, **settings), 120
         )
 
-    def start(self) -> None:
+    def start_site(self) -> None:
+        """The LM site alone (``start`` starts it with the agents)."""
         site = [sys.executable, "-m", "uvicorn", "leaguesite.asgi:application", "--port", str(self.lm_port)]
         self.spawn("lm", [*site, "--log-level", "warning"])
         wait_for_port(self.lm_port)
+
+    def start(self) -> None:
+        self.start_site()
         self.ref_port = free_ports(self.referee_count)
         self.referees = [self.spawn(f"ref{i}", self.referee_args(i)) for i in range(self.referee_count)]
         for host in self.hosts:

@@ -9,9 +9,10 @@ from typing import Any
 import httpx
 import pytest
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 
 from league.conductor import SUSPEND_AFTER, Conductor
-from league.models import AgentStatus, Event, League, Match, MatchResult, Referee, Round
+from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 from league.standings import result_rows
 from leagueproto.client import AgentClient
 from leagueproto.scoring import compute_standings
@@ -80,10 +81,13 @@ def test_it_plays_a_small_league_to_the_end(lm_server, players, referees):
     league = make_league("conductor_full", **FAST)
     group = players(4)
     ids = group.register(lm_server, league.league_id)
-    # A fifth player whose endpoint nobody serves: it cannot be notified, and that never blocks.
+    # A fifth player whose endpoint nobody serves any more: it answered once (as at its
+    # registration, else it would be withdrawn before the schedule), cannot be notified since,
+    # and that never blocks.
     silent = register_player(
         lm_server, "ghost", player_meta=player_meta(f"http://127.0.0.1:{free_port()}/mcp"), league_id=league.league_id
     )
+    Player.objects.filter(league=league, player_id=silent["player_id"]).update(answered_at=timezone.now())
     ref_a, ref_b = referees(), referees()
     ref_a.register(league.league_id, capacity=1)
     ref_b.register(league.league_id, capacity=2)
@@ -200,6 +204,8 @@ def test_it_suspends_a_referee_that_keeps_failing(lm_server, players, referees):
         referee_meta=referee_meta(f"http://127.0.0.1:{free_port()}/mcp", max_concurrent_matches=5),
         league_id=league.league_id,
     )
+    # It answered once (else it would be suspended before the league starts, never answered).
+    Referee.objects.filter(league=league, referee_id=gone["referee_id"]).update(answered_at=timezone.now())
     close_window(league)
 
     # Short cooldowns between its failures: suspended within this short league.
@@ -231,6 +237,9 @@ def test_a_referee_that_takes_a_start_match_and_never_answers_is_suspended_at_on
             referee_meta=referee_meta(mute.url, max_concurrent_matches=5),
             league_id=league.league_id,
         )
+        # It answered at registration and stopped since (one that never answered is suspended
+        # before the league starts).
+        Referee.objects.filter(league=league, referee_id=stopped["referee_id"]).update(answered_at=timezone.now())
         close_window(league)
         conduct(league.league_id, cooldown_base=0.1)
     finally:
@@ -501,6 +510,8 @@ def test_a_suspended_referee_is_probed_and_let_back_in_when_it_answers(lm_server
         referee_meta=referee_meta(f"http://127.0.0.1:{port}/mcp", max_concurrent_matches=5),
         league_id=league.league_id,
     )
+    # It answered once (else it would be suspended before the league starts, never answered).
+    Referee.objects.filter(league=league, referee_id=gone["referee_id"]).update(answered_at=timezone.now())
     close_window(league)
     back = ScriptedReferee(lm_server)
     back.server = ThreadedServer(make_asgi_app(McpServer(back.toolset)), ports=(port,))  # its old endpoint

@@ -290,7 +290,12 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000, help="The LM site's port.")
         parser.add_argument("--referee-port", type=int, default=8001, help="First referee port.")
         parser.add_argument("--player-port", type=int, default=8101, help="First player port.")
-        parser.add_argument("--silent", type=int, default=0, help="Also register this many players that never answer.")
+        parser.add_argument(
+            "--silent",
+            type=int,
+            default=0,
+            help="Also register this many players that never answer (withdrawn before the schedule is drawn).",
+        )
         parser.add_argument("--fast", action="store_true", help="Short timeouts (1-2 s) instead of the spec's.")
         parser.add_argument("--timeout", type=float, default=600.0, help="Give up after this many seconds.")
         parser.add_argument("--exit", action="store_true", help="Exit when the league is over.")
