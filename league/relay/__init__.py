@@ -3,13 +3,13 @@ over a WebSocket the JSON-RPC calls the LM and referees make to their relay endp
 
 A player registers with ``contact_endpoint: "connect"``; the LM gives it the endpoint
 ``<LM>/relay/<league_id>/<player_id>/mcp``, built from configuration (league/relayaddress.py),
-which referees and the conductor call like any other. ``endpoint.py`` (a Channels HTTP consumer)
+which referees and the conductor call like any other. ``endpoint.py`` (an ASGI application)
 checks each call (Django's Host check and headers: ``checks.py``; its shape; its caller, the
 League Manager or the player's referee: ``callers.py``) and forwards it to the consumer holding
-the player's socket (``consumer.py``: in this process directly, in another through the channel
+the player's socket (``consumer.py``, an ASGI WebSocket: in this process directly, in another through the channel
 layer), which sends it down the socket and sends the reply back. ``state.py`` keeps the socket's
 whereabouts in the database (the dashboard shows them; another LM process finds the socket's
 channel there). With Redis, calls and replies cross LM processes through the channel layer
-(``redis_channel_layer`` in leaguesite/settings.py).
+(``channel_layers`` in leaguesite/settings/base.py).
 docs/protocol.md, "Playing from behind NAT", is the agent's side of it.
 """
