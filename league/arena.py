@@ -71,11 +71,9 @@ def pair_free(free: Iterable[Entrant]) -> list[tuple[int, int]]:
     for me in agents:
         if me.key in taken:
             continue
-        other = (
-            nearest(me, agents, rematch=False) or nearest(me, houses, rematch=False) or nearest(me, houses, rematch=True)
-        )
-        if other is None:
-            other = nearest(me, agents, rematch=True)
+        # The order of preference of the module's docstring.
+        choices = ((agents, False), (houses, False), (houses, True), (agents, True))
+        other = next((o for pool, rematch in choices if (o := nearest(me, pool, rematch=rematch))), None)
         if other is None:
             continue
         taken.update((me.key, other.key))
