@@ -542,14 +542,31 @@ def join_info(league: League) -> dict[str, Any] | None:
     }
 
 
+def with_arena_ratings(league: League, table: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The standings with each player's arena rating (its ordinal in this game, league/ratings.py)
+    beside them, or None for a player never rated in an arena."""
+    from league.api import arenaboard
+
+    players = list(league.players.all())
+    ratings = arenaboard.arena_ratings(league, players)
+    by_id = {p.player_id: ratings.get(p.pk) for p in players}
+    return [
+        {**row, "arena_rating": round(r.ordinal, 2) if (r := by_id.get(row["player_id"])) else None} for row in table
+    ]
+
+
 def snapshot(league_id: str) -> dict[str, Any] | None:
     """Everything the live league page shows; what the websocket sends on connect."""
     league = League.objects.select_related("champion").filter(league_id=league_id).first()
     if league is None:
         return None
+    if league.is_arena:
+        from league.api import arenaboard  # it builds on this module
+
+        return arenaboard.snapshot(league)
     results = played(league)
     summary, prog = league_summary(league), progress(league)
-    table = standings(league, results)
+    table = with_arena_ratings(league, standings(league, results))
     big = len(table) > CROSSTABLE_MAX_PLAYERS
     return {
         "league": summary,

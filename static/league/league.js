@@ -72,12 +72,13 @@
       tb = ' <span class="tb" data-rule="' + esc(r.decided_by) + '" title="Below the player above on the tie-break">tie-break: ' +
         esc(r.tie_break) + "</span>";
     }
+    var rating = r.arena_rating == null ? "" : ' <span class="arena-rating" title="arena rating (mu - 3 sigma)">rating ' + esc(r.arena_rating) + "</span>";
     var form = (r.form || []).map(function (f) {
       return '<span class="fm fm-' + esc(f.mark) + (f.technical ? " fm-tech" : "") + '" title="' + esc(f.match_id + " " + f.score) + '">' + esc(f.mark) + "</span>";
     }).join("");
     return '<tr data-player="' + esc(r.player_id) + '"' + (changed ? ' class="changed"' : "") + '>' +
       '<td class="rank">' + r.rank + move + '</td>' +
-      '<td class="left"><a href="' + playerUrl(r.player_id) + '">' + esc(r.display_name) + '</a> <span class="muted small">' + esc(r.player_id) + "</span>" + tb + "</td>" +
+      '<td class="left"><a href="' + playerUrl(r.player_id) + '">' + esc(r.display_name) + '</a> <span class="muted small">' + esc(r.player_id) + "</span>" + rating + tb + "</td>" +
       '<td>' + r.played + '</td><td>' + r.wins + '</td><td>' + r.draws + '</td><td>' + r.losses + '</td>' +
       '<td class="hide-sm">' + r.technical_losses + '</td><td class="points">' + r.points + '</td>' +
       '<td class="hide-sm form">' + form + "</td></tr>";

@@ -170,3 +170,41 @@ def test_an_agent_alone_plays_a_house_bot(lm_server):
     assert paired.created == 1
     seats = {s.player.display_name: s.house for s in ArenaSeat.objects.select_related("player")}
     assert seats == {"house-random": True, "ann": False}
+
+
+def test_the_arena_page_ranks_agents_by_rating_with_their_uncertainty_and_form(lm_server, client):
+    league = arena()
+    ref = register_referee(lm_server, "ref", league_id="arena_1")
+    for name in ("ann", "bob"):
+        register_player(lm_server, name, league_id="arena_1")
+    match, _ = play_one(lm_server, league, ref)
+    page = client.get("/arenas/arena_1/")
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "Leaderboard" in body and "Rating over time" in body
+    winner, loser = ratings.rate(ratings.initial(), ratings.initial())
+    assert f"{round(winner.ordinal, 2)}" in body and f"{round(winner.sigma, 2)}" in body
+    data = client.get("/api/leagues/arena_1/live/").json()
+    board = data["leaderboard"]
+    assert [r["player_id"] for r in board] == [match.player_a.player_id, match.player_b.player_id]
+    assert [r["rank"] for r in board] == [1, 2]
+    assert board[0]["form"] == [{"mark": "W", "technical": False, "match_id": match.match_id}]
+    assert board[1]["matches"] == 1 and board[1]["sigma"] == round(loser.sigma, 2)
+    assert [len(s["points"]) for s in data["chart"]["series"]] == [1, 1]
+    assert client.get("/leagues/arena_1/").content.decode().count('id="leaderboard-body"') == 1
+
+
+def test_a_league_page_shows_each_players_arena_rating_beside_its_standing(lm_server, client):
+    league = arena()
+    ref = register_referee(lm_server, "ref", league_id="arena_1")
+    endpoints = [player_meta(display_name=name) for name in ("ann", "bob")]
+    for meta in endpoints:
+        register_player(lm_server, meta["display_name"], league_id="arena_1", player_meta=meta)
+    match, _ = play_one(lm_server, league, ref)
+    # The same agents (same endpoints) in a graded league: their arena rating comes with them.
+    make_league("graded")
+    for meta in endpoints:
+        register_player(lm_server, meta["display_name"], league_id="graded", player_meta=meta)
+    winner, _ = ratings.rate(ratings.initial(), ratings.initial())
+    body = client.get("/leagues/graded/").content.decode()
+    assert f"rating {round(winner.ordinal, 2)}" in body
