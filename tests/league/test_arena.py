@@ -4,8 +4,10 @@ ordinary matches, and each result rated once, in the result's own transaction.""
 from __future__ import annotations
 
 from datetime import timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -208,3 +210,13 @@ def test_a_league_page_shows_each_players_arena_rating_beside_its_standing(lm_se
     winner, _ = ratings.rate(ratings.initial(), ratings.initial())
     body = client.get("/leagues/graded/").content.decode()
     assert f"rating {round(winner.ordinal, 2)}" in body
+
+
+def test_the_league_command_creates_and_opens_an_arena():
+    out = StringIO()
+    create = ["create", "--name", "Spring practice", "--league-id", "spring", "--schedule", "arena"]
+    call_command("league", *create, stdout=out)
+    call_command("league", "open", "spring", stdout=out)
+    league = League.objects.get(league_id="spring")
+    assert league.is_arena and league.status == League.Status.RUNNING and league.registration_open()
+    assert "arena spring open" in out.getvalue()

@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import IntegrityError
 
 from league import actions, queries
+from league.actions.arena import open_arena
 from league.api.readmodel import referee_warning
 from league.consumers import announce_leagues
 from league.models import League, Player, Referee, game_type_choices, league_id_problem
@@ -54,7 +55,7 @@ class Command(BaseCommand):
         create.add_argument("--min-players", type=int, default=2)
         create.add_argument("--max-players", type=int, default=200)
         create.add_argument("--max-referees", type=int, default=50)
-        create.add_argument("--schedule", choices=["single", "double"], default="single")
+        create.add_argument("--schedule", choices=League.ScheduleFormat.values, default="single")
         create.add_argument("--retries", type=int, default=3)
         create.add_argument("--max-invalid-moves", type=int, default=3)
         create.add_argument("--embedded-referee", action="store_true", help="run matches in the LM without referees")
@@ -150,6 +151,10 @@ class Command(BaseCommand):
             self._open(league, options["registration_seconds"])
 
     def _open(self, league: League, seconds: float) -> None:
+        if league.is_arena:  # an arena has no window: open, it plays and takes players until paused
+            league = open_arena(league)
+            self.stdout.write(f"arena {league.league_id} open: it takes players and plays until paused or cancelled")
+            return
         league = actions.open_registration(league, seconds or None)
         until = (
             f"until {league.registration_closes_at:%H:%M:%S} UTC" if league.registration_closes_at else "until closed"
