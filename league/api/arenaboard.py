@@ -1,4 +1,4 @@
-"""The arena's live leaderboard: what ``readmodel.snapshot`` gives for a league whose
+"""The arena's live leaderboard: the snapshot (``league.api.live``) of a league whose
 schedule_format is ``arena``, shared by the page, the API and the websocket like any league's
 snapshot (league/api/live.py). Each rated match is a new result, so a new league version: the
 leaderboard moves with every rated match.
@@ -16,7 +16,6 @@ from typing import Any
 from django.utils import timezone
 
 from league.api import readmodel
-from league.arena import identity_of
 from league.models import AgentStatus, Arena, ArenaSeat, League, Match, Player, Rating, RatingChange
 
 FORM_LENGTH = 8  # the latest results shown per agent
@@ -36,15 +35,6 @@ def _state(player: Player, seat: ArenaSeat | None, playing: set[int], now) -> tu
     if seat is not None and seat.rested_until and seat.rested_until > now:
         return "resting", readmodel.iso(seat.rested_until)
     return "waiting", None
-
-
-def arena_ratings(league: League, players: list[Player]) -> dict[int, Rating]:
-    """The ratings of these players of ``league`` (player pk → rating), by their arena
-    identity: the same key whichever arena or league they are seen in."""
-    identity = {p.pk: identity_of(p.connection, p.canonical_endpoint, p.display_name) for p in players}
-    rows = Rating.objects.filter(game_type=league.game_type, identity__in=set(identity.values()))
-    by_identity = {r.identity: r for r in rows}
-    return {pk: by_identity[i] for pk, i in identity.items() if i in by_identity}
 
 
 def leaderboard(league: League) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -137,7 +127,7 @@ def arena_note(league: League, rows: list[dict[str, Any]], rated: int) -> str:
 
 
 def snapshot(league: League) -> dict[str, Any]:
-    """Everything the arena page shows (``readmodel.snapshot`` for an arena)."""
+    """Everything the arena page shows (``live.snapshot_data`` for an arena)."""
     arena = Arena.objects.filter(league=league).first() or Arena(league=league)  # its defaults until opened
     rows, chart = leaderboard(league)
     rated = league.results.count()  # each result is rated (a match both lost technically moves no rating)

@@ -17,7 +17,8 @@ from django.utils import timezone
 
 from league import standings as standings_service
 from league import tournament
-from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Round
+from league.arena import identity_of
+from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Rating, Round
 from league.tournament import Call, Played
 from leagueproto.scoring import TIE_BREAK_RULE, TIE_BREAK_TEXT
 
@@ -542,13 +543,20 @@ def join_info(league: League) -> dict[str, Any] | None:
     }
 
 
+def arena_ratings(league: League, players: list[Player]) -> dict[int, Rating]:
+    """The ratings of these players of ``league`` (player pk → rating), by their arena
+    identity: the same key whichever arena or league they are seen in."""
+    identity = {p.pk: identity_of(p.connection, p.canonical_endpoint, p.display_name) for p in players}
+    rows = Rating.objects.filter(game_type=league.game_type, identity__in=set(identity.values()))
+    by_identity = {r.identity: r for r in rows}
+    return {pk: by_identity[i] for pk, i in identity.items() if i in by_identity}
+
+
 def with_arena_ratings(league: League, table: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The standings with each player's arena rating (its ordinal in this game, league/ratings.py)
     beside them, or None for a player never rated in an arena."""
-    from league.api import arenaboard
-
     players = list(league.players.all())
-    ratings = arenaboard.arena_ratings(league, players)
+    ratings = arena_ratings(league, players)
     by_id = {p.player_id: ratings.get(p.pk) for p in players}
     return [
         {**row, "arena_rating": round(r.ordinal, 2) if (r := by_id.get(row["player_id"])) else None} for row in table
@@ -560,10 +568,11 @@ def snapshot(league_id: str) -> dict[str, Any] | None:
     league = League.objects.select_related("champion").filter(league_id=league_id).first()
     if league is None:
         return None
-    if league.is_arena:
-        from league.api import arenaboard  # it builds on this module
+    return league_snapshot(league)
 
-        return arenaboard.snapshot(league)
+
+def league_snapshot(league: League) -> dict[str, Any]:
+    """``snapshot`` of a league already read (with its champion)."""
     results = played(league)
     summary, prog = league_summary(league), progress(league)
     table = with_arena_ratings(league, standings(league, results))
