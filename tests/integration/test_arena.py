@@ -60,3 +60,30 @@ def test_agents_play_the_arena_continuously_and_every_match_is_rated_once(world)
         last = row.changes.order_by("-pk").first()
         assert (last.mu, last.sigma) == (row.mu, row.sigma)
     assert ArenaSeat.objects.get(league=world.league, player__display_name="house").house
+
+
+def test_an_agent_that_stops_answering_is_rested_and_plays_again_when_back(world):
+    world.conductor()
+    cy = Player.objects.get(league=world.league, display_name="Cy")
+    wait_until(lambda: RatingChange.objects.filter(player=cy).exists(), timeout=60, what="Cy's first rated match")
+    world.host_procs["Cy"].kill()  # SIGKILL: Cy stops answering mid-arena
+    lost = wait_until(
+        lambda: RatingChange.objects.filter(player=cy, technical=True).order_by("pk").first(),
+        timeout=60,
+        what="a technical loss for Cy",
+    )
+    seat = ArenaSeat.objects.get(player=cy)
+    assert seat.failures >= 1
+    world.start_host(Host("Cy", "adaptive"))  # same port, same --state-dir identity
+    back = wait_until(
+        lambda: RatingChange.objects.filter(player=cy, technical=False, pk__gt=lost.pk).first(),
+        timeout=90,
+        what="Cy playing properly again",
+    )
+    assert back.result in ("W", "D", "L")
+    cy.refresh_from_db()
+    assert cy.status in ("REGISTERED", "ACTIVE")  # rested, never dropped
+    assert ArenaSeat.objects.get(player=cy).failures == 0  # a match played properly ends the rest
+    # The others played on meanwhile.
+    others = RatingChange.objects.filter(league=world.league, pk__gt=lost.pk).exclude(player=cy)
+    assert others.exists()
