@@ -15,13 +15,15 @@ agent is free it is paired:
 Agents are taken from the highest rating down, so pairs form between neighbours. House bots
 never play each other. An agent that loses technically (it did not answer, or answered badly)
 rests for ``rest_seconds`` (doubling with each failure in a row) and is then paired again: it
-is never dropped from the arena.
+is never dropped from the arena. An agent may play at most the arena's ``max_matches_per_hour``
+in each hour counted from its first match of that hour (``hour_count``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 
 def identity_of(connection: str, seat: str, display_name: str) -> str:
@@ -90,7 +92,18 @@ def rest_seconds(failures: int, base: float, longest: float) -> float:
     return min(longest, base * 2 ** min(failures - 1, 62))
 
 
-def under_cap(played_last_hour: int, cap: int) -> bool:
-    """Whether an agent that played ``played_last_hour`` matches in the last hour may play
-    another (``cap`` 0: no cap)."""
-    return cap <= 0 or played_last_hour < cap
+HOUR = timedelta(hours=1)
+
+
+def hour_count(began: datetime | None, matches: int, now: datetime) -> tuple[datetime | None, int]:
+    """The agent's hour as the cap counts it (its start and its matches) at ``now``: a new hour,
+    with none played, once an hour has passed since ``began``."""
+    if began is None or now - began >= HOUR:
+        return None, 0
+    return began, matches
+
+
+def under_cap(played_this_hour: int, cap: int) -> bool:
+    """Whether an agent that played ``played_this_hour`` matches in its hour may play another
+    (``cap`` 0: no cap)."""
+    return cap <= 0 or played_this_hour < cap

@@ -452,7 +452,9 @@ class Arena(models.Model):
 
     league = models.OneToOneField(League, on_delete=models.CASCADE, primary_key=True, related_name="arena")
     max_matches_per_hour = models.PositiveIntegerField(
-        default=120, help_text="At most this many matches per agent per hour (house bots have no cap); 0: no cap."
+        default=600,
+        help_text="At most this many matches per agent in each hour from its first match of that hour "
+        "(house bots have no cap); 0: no cap.",
     )
     house_prefix = models.CharField(
         max_length=32,
@@ -479,6 +481,10 @@ class ArenaSeat(models.Model):
     house = models.BooleanField(default=False)
     failures = models.PositiveIntegerField(default=0, help_text="Technical losses in a row.")
     rested_until = models.DateTimeField(null=True, blank=True)
+    # The hourly cap's count: matches made for the agent since ``hour_began`` (its first match of
+    # the hour), kept here so that the cap costs no scan of the arena's matches.
+    hour_began = models.DateTimeField(null=True, blank=True)
+    hour_matches = models.PositiveIntegerField(default=0)
 
     class Meta:
         indexes = [models.Index(fields=["league", "rested_until"], name="arena_seat_rest")]

@@ -14,26 +14,24 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
 from league.actions.arena import ARENA_ROUND, arena_of, ensure_seats, start_arena
-from league.arena import Entrant, pair_free, under_cap
+from league.arena import Entrant, hour_count, pair_free, under_cap
 from league.conductor.common import IN_PLAY, LIVE
 from league.conductor.supervision import Supervision
 from league.events import append_events, event_values
-from league.models import Arena, League, Match, Player, Rating, Round
+from league.models import Arena, ArenaSeat, League, Match, Player, Rating, Round
 
 log = logging.getLogger("league.conductor")
 
 OPEN = (Match.Status.SCHEDULED, *IN_PLAY)
-HOUR = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -61,12 +59,12 @@ def free_players(league: League, arena: Arena, now: datetime) -> tuple[list[Entr
     seats = ensure_seats(league, players)
     players = [p for p in players if not (seats[p.pk].rested_until and seats[p.pk].rested_until > now)]
     if arena.max_matches_per_hour:
-        played: Counter[int] = Counter()
-        for a, b in Match.objects.filter(league=league, assigned_at__gte=now - HOUR).values_list(
-            "player_a_id", "player_b_id"
-        ):
-            played.update((a, b))
-        players = [p for p in players if seats[p.pk].house or under_cap(played[p.pk], arena.max_matches_per_hour)]
+        cap = arena.max_matches_per_hour
+        players = [
+            p
+            for p in players
+            if seats[p.pk].house or under_cap(hour_count(seats[p.pk].hour_began, seats[p.pk].hour_matches, now)[1], cap)
+        ]
     # The latest opponent of each: among the arena's latest matches (an agent whose latest match
     # is older than these has played many others since, so a rematch is no immediate one).
     last: dict[int, int] = {}
@@ -82,6 +80,15 @@ def free_players(league: League, arena: Arena, now: datetime) -> tuple[list[Entr
         Entrant(p.pk, ordinals.get(seats[p.pk].identity, 0.0), last.get(p.pk), seats[p.pk].house) for p in players
     ]
     return entrants, len(open_rows)
+
+
+def count_hours(player_pks: list[int], now: datetime) -> None:
+    """One more match in the hour of each of these players (``league.arena.hour_count``)."""
+    seats = list(ArenaSeat.objects.filter(player_id__in=player_pks))
+    for seat in seats:
+        began, matches = hour_count(seat.hour_began, seat.hour_matches, now)
+        seat.hour_began, seat.hour_matches = began or now, matches + 1
+    ArenaSeat.objects.bulk_update(seats, ["hour_began", "hour_matches"])
 
 
 def pair_arena(league_pk: int, capacity: int) -> Paired:
@@ -116,6 +123,7 @@ def pair_arena(league_pk: int, capacity: int) -> Paired:
             for n, (a, b) in enumerate(pairs)
         ]
         Match.objects.bulk_create(matches)
+        count_hours([k for pair in pairs for k in pair], now)
         Arena.objects.filter(pk=arena.pk).update(matches_created=arena.matches_created + len(matches))
         append_events(
             [

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime, timedelta
 
-from league.arena import Entrant, identity_of, pair_free, rest_seconds, under_cap
+from league.arena import Entrant, hour_count, identity_of, pair_free, rest_seconds, under_cap
 
 
 def test_each_agent_meets_the_free_agent_nearest_in_rating() -> None:
@@ -69,6 +70,13 @@ def test_a_failing_agent_rests_with_a_doubling_backoff_up_to_the_longest() -> No
 def test_the_hourly_cap() -> None:
     assert under_cap(59, 60) and not under_cap(60, 60)
     assert under_cap(10_000, 0)  # 0: no cap
+
+
+def test_the_cap_counts_an_hour_from_the_first_match_of_the_hour() -> None:
+    began = datetime(2026, 11, 27, 10, 0, tzinfo=UTC)
+    assert hour_count(None, 0, began) == (None, 0)  # no match yet: a new hour begins with the next
+    assert hour_count(began, 7, began + timedelta(minutes=59)) == (began, 7)
+    assert hour_count(began, 7, began + timedelta(hours=1)) == (None, 0)
 
 
 def test_identity_is_the_seat_or_the_relay_name() -> None:
