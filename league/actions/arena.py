@@ -158,10 +158,14 @@ def rate_results(results: list[MatchResult]) -> tuple[list[tuple[str, str, dict[
     if not matches:
         return [], []
     now = timezone.now()
-    arenas = {m.league_id: arena_of(m.league) for m in matches.values()}
+    by_league: dict[int, list[Match]] = {}
     for match in matches.values():
-        seats = ensure_seats(match.league, [match.player_a, match.player_b])
-        match.player_a.arena_seat, match.player_b.arena_seat = seats[match.player_a.pk], seats[match.player_b.pk]
+        by_league.setdefault(match.league_id, []).append(match)
+    arenas = {league_pk: arena_of(group[0].league) for league_pk, group in by_league.items()}
+    for group in by_league.values():  # one read of the seats per arena, not one per match
+        seats = ensure_seats(group[0].league, [p for m in group for p in (m.player_a, m.player_b)])
+        for match in group:
+            match.player_a.arena_seat, match.player_b.arena_seat = seats[match.player_a.pk], seats[match.player_b.pk]
     mine = [r for r in results if r.match_id in matches]
     keys: set[tuple[str, str]] = set()
     names: dict[str, str] = {}

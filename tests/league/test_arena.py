@@ -194,6 +194,9 @@ def test_the_arena_page_ranks_agents_by_rating_with_their_uncertainty_and_form(l
     assert board[1]["matches"] == 1 and board[1]["sigma"] == round(loser.sigma, 2)
     assert [len(s["points"]) for s in data["chart"]["series"]] == [1, 1]
     assert client.get("/leagues/arena_1/").content.decode().count('id="leaderboard-body"') == 1
+    # Its matches and players have the league's own pages.
+    assert client.get(f"/leagues/arena_1/matches/{match.match_id}/").status_code == 200
+    assert client.get(f"/leagues/arena_1/players/{match.player_a.player_id}/").status_code == 200
 
 
 def test_a_league_page_shows_each_players_arena_rating_beside_its_standing(lm_server, client):
