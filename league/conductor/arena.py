@@ -157,6 +157,7 @@ class ArenaDriving(Supervision):
             if not await sync_to_async(start_arena)(league.pk):
                 return
             league = await sync_to_async(League.objects.get)(pk=league.pk)
+            log.info("arena %s open: pairing its players continuously", league.league_id)
         if league.status != League.Status.RUNNING:
             return
         now = time.monotonic()
