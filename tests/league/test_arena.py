@@ -7,8 +7,10 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import IntegrityError, transaction
+from django.urls import reverse
 from django.utils import timezone
 
 from league import ratings
@@ -223,3 +225,31 @@ def test_the_league_command_creates_and_opens_an_arena():
     league = League.objects.get(league_id="spring")
     assert league.is_arena and league.status == League.Status.RUNNING and league.registration_open()
     assert "arena spring open" in out.getvalue()
+
+
+@pytest.fixture
+def admin_client(client):
+    User.objects.create_superuser("teacher", "t@example.com", "pw-for-the-test")
+    client.force_login(User.objects.get(username="teacher"))
+    return client
+
+
+def test_the_admin_opens_pauses_and_resumes_an_arena_and_shows_who_is_playing(lm_server, admin_client):
+    league = make_league("arena_1", open_seconds=None, schedule_format="arena")
+    url = reverse("admin:league_league_changelist")
+    admin_client.post(url, {"action": "open_arena", "_selected_action": [league.pk]})
+    league.refresh_from_db()
+    assert league.status == League.Status.RUNNING
+    register_player(lm_server, "ann", league_id="arena_1")
+    register_player(lm_server, "house", league_id="arena_1", player_meta=player_meta(display_name="house-1"))
+    assert pair_arena(league.pk, capacity=2).created == 1
+    page = admin_client.get(reverse("admin:league_league_change", args=[league.pk])).content.decode()
+    assert "who is playing" in page and "seat:http://127.0.0.1:" in page and "Max matches per hour" in page
+    admin_client.post(url, {"action": "pause", "_selected_action": [league.pk]})
+    league.refresh_from_db()
+    assert league.status == League.Status.PAUSED
+    assert pair_arena(league.pk, capacity=2).created == 0  # paused: no pairing
+    assert register_player(lm_server, "bob", league_id="arena_1")["status"] == "ACCEPTED"  # joins all the same
+    admin_client.post(url, {"action": "resume", "_selected_action": [league.pk]})
+    league.refresh_from_db()
+    assert league.status == League.Status.RUNNING
