@@ -12,7 +12,7 @@ A key names its version, so nothing is ever invalidated: a change makes a new ke
 expire (``SNAPSHOT_TTL``, which also bounds how long a hand edit the digest cannot see, such as
 a display name changed in the admin, takes to show).
 
-:func:`diff` and ``applyPatch`` in static/league/league.js are the two halves of a patch: lists
+:func:`diff` and ``applyPatch`` in static/league/site.js are the two halves of a patch: lists
 of rows with an id (standings, feed, schedule, chart series, crosstable rows) are patched row by
 row, so a finished match sends its few changed rows, not the league.
 """

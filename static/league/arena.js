@@ -1,6 +1,6 @@
 /* Live arena page: the league's websocket (ws/leagues/<id>/, league/consumers.py) sends the
  * arena's snapshot (league/api/arenaboard.py) on connect and a patch per new version: each rated
- * match is one. The page applies the patch (applyPatch, as league.js does) and redraws the
+ * match is one. The page applies the patch (site.js's applyPatch) and redraws the
  * leaderboard, the feed and the rating chart. It never polls; after a drop it reconnects with
  * exponential backoff and starts from a new snapshot. */
 (function () {
@@ -9,7 +9,7 @@
   if (!root) return;
   var leagueId = root.dataset.league;
   var state = JSON.parse(document.getElementById("snapshot").textContent);
-  var site = window.leagueSite || { localize: function () {}, tick: function () {} };
+  var site = window.leagueSite;  // site.js, loaded first on every page (templates/base.html)
   function $(id) { return document.getElementById(id); }
   function esc(text) {
     return String(text == null ? "" : text).replace(/[&<>"']/g, function (c) {
@@ -101,22 +101,6 @@
     root.dataset.version = String((Number(root.dataset.version) || 0) + 1);
   }
 
-  // The other half of league/api/live.py's diff (as in league.js).
-  function applyPatch(value, patch) {
-    if (patch == null) return value;
-    if ("$r" in patch) return patch.$r;
-    var out;
-    if ("$d" in patch) {
-      out = {};
-      Object.keys(value).forEach(function (k) { out[k] = value[k]; });
-      Object.keys(patch.$d).forEach(function (k) { out[k] = applyPatch(value[k], patch.$d[k]); });
-      return out;
-    }
-    var key = patch.$l, rows = {};
-    value.forEach(function (r) { rows[String(r[key])] = r; });
-    var order = patch.o || value.map(function (r) { return r[key]; });
-    return order.map(function (id) { return applyPatch(rows[String(id)], patch.i[String(id)]); });
-  }
   var version = null, socket = null, attempt = 0, live = $("live");
   function setLive(name) { live.dataset.state = name; live.querySelector(".live-label").textContent = name; }
   function resync() { if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: "snapshot" })); }
@@ -125,7 +109,7 @@
     if (msg.type !== "patch" || msg.version === version) return;
     if (msg.from !== version || !msg.data) { resync(); return; }
     version = msg.version;
-    render(applyPatch(state, msg.data), "$d" in msg.data ? msg.data.$d : null);
+    render(site.applyPatch(state, msg.data), "$d" in msg.data ? msg.data.$d : null);
   }
   document.addEventListener("visibilitychange", function () { if (!document.hidden) resync(); });
   function connect() {

@@ -16,7 +16,7 @@
   var state = JSON.parse(document.getElementById("snapshot").textContent);
   var seenMatches = {};
   (state.recent_matches || []).forEach(function (m) { seenMatches[m.match_id + ":" + m.status] = true; });
-  var site = window.leagueSite || { localize: function () {}, tick: function () {} };
+  var site = window.leagueSite;  // site.js, loaded first on every page (templates/base.html)
 
   function esc(text) {
     return String(text == null ? "" : text).replace(/[&<>"']/g, function (c) {
@@ -286,22 +286,8 @@
     root.dataset.version = String((Number(root.dataset.version) || 0) + 1);
   }
 
-  // -- patches (the other half of league/api/live.py's diff) ---------------------------------
-  function applyPatch(value, patch) {
-    if (patch == null) return value;
-    if ("$r" in patch) return patch.$r;
-    var out;
-    if ("$d" in patch) {
-      out = {};
-      Object.keys(value).forEach(function (k) { out[k] = value[k]; });
-      Object.keys(patch.$d).forEach(function (k) { out[k] = applyPatch(value[k], patch.$d[k]); });
-      return out;
-    }
-    var key = patch.$l, rows = {};
-    value.forEach(function (row) { rows[String(row[key])] = row; });
-    var order = patch.o || value.map(function (row) { return row[key]; });
-    return order.map(function (id) { return applyPatch(rows[String(id)], patch.i[String(id)]); });
-  }
+  // -- patches (the other half of league/api/live.py's diff: site.js's applyPatch) -----------
+  var applyPatch = site.applyPatch;
   var version = null;
   function showViewers(n) {
     if (typeof n !== "number") return;
