@@ -198,7 +198,10 @@ def test_the_arena_page_ranks_agents_by_rating_with_their_uncertainty_and_form(l
     assert client.get("/leagues/arena_1/").content.decode().count('id="leaderboard-body"') == 1
     # Its matches and players have the league's own pages.
     assert client.get(f"/leagues/arena_1/matches/{match.match_id}/").status_code == 200
-    assert client.get(f"/leagues/arena_1/players/{match.player_a.player_id}/").status_code == 200
+    player_page = client.get(f"/leagues/arena_1/players/{match.player_a.player_id}/").content.decode()
+    assert 'id="arena-rating"' in player_page and f"{round(winner.ordinal, 2)}" in player_page
+    profile = client.get(f"/api/leagues/arena_1/players/{match.player_a.player_id}/").json()
+    assert profile["arena_rating"]["matches"] == 1 and profile["arena_rating"]["rating"] == round(winner.ordinal, 2)
 
 
 def test_a_league_page_shows_each_players_arena_rating_beside_its_standing(lm_server, client):
