@@ -19,10 +19,24 @@ from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, reverse
 
 from league import actions
+from league.actions.arena import open_arena as open_arena_action
 from league.api.readmodel import referee_warning
 from league.consumers import announce_leagues
 from league.export import dumps, export_league
-from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
+from league.models import (
+    AgentStatus,
+    Arena,
+    ArenaSeat,
+    Event,
+    League,
+    Match,
+    MatchResult,
+    Player,
+    Rating,
+    RatingChange,
+    Referee,
+    Round,
+)
 
 
 def _each(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet, action, done: str) -> None:
@@ -126,6 +140,11 @@ def revoke_referee_key(modeladmin, request, queryset):
     _each(modeladmin, request, queryset, actions.revoke_referee_key, "Referee key revoked")
 
 
+@admin.action(description="Open the arena (plays at once, takes players while it runs)")
+def open_arena(modeladmin, request, queryset):
+    _each(modeladmin, request, queryset, open_arena_action, "Arena open")
+
+
 @admin.action(description="Pause")
 def pause(modeladmin, request, queryset):
     _each(modeladmin, request, queryset, actions.pause_league, "Paused")
@@ -184,6 +203,31 @@ class PlayerInline(admin.TabularInline):
         return False
 
 
+class ArenaInline(admin.StackedInline):
+    """An arena's settings (league.models.Arena), on its league's page."""
+
+    model = Arena
+    fields = ("max_matches_per_hour", "house_prefix", "rest_base", "rest_max", "matches_created")
+    readonly_fields = ("matches_created",)
+    can_delete = False
+    extra = 0
+
+
+class ArenaSeatInline(admin.TabularInline):
+    """Who is in the arena: each player's identity, whether a house bot, and its rest."""
+
+    model = ArenaSeat
+    fk_name = "league"
+    fields = ("player", "identity", "house", "failures", "rested_until")
+    readonly_fields = ("player", "identity", "failures", "rested_until")
+    extra = 0
+    can_delete = False
+    verbose_name_plural = "arena seats (who is playing)"
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
 class RefereeInline(PlayerInline):
     model = Referee
     fields = ("referee_id", "display_name", "status", "max_concurrent_matches", "endpoint", "registered_at")
@@ -211,6 +255,7 @@ class LeagueAdmin(admin.ModelAdmin):
         open_registration,
         close_registration,
         start_league,
+        open_arena,
         pause,
         resume,
         cancel,
@@ -219,6 +264,13 @@ class LeagueAdmin(admin.ModelAdmin):
         export_json,
     ]
     inlines = [RefereeInline, PlayerInline]
+
+    def get_inlines(self, request: HttpRequest, obj: League | None) -> list:
+        # An arena's settings and seats, on an arena only.
+        if obj is not None and obj.is_arena:
+            return [ArenaInline, ArenaSeatInline, *self.inlines]
+        return self.inlines
+
     fieldsets = (
         (
             None,
@@ -281,9 +333,9 @@ class LeagueAdmin(admin.ModelAdmin):
     )
 
     def view_on_site(self, obj: League) -> str | None:
-        """The "View on site" link: the league's public page."""
+        """The "View on site" link: the league's public page (an arena's leaderboard)."""
         try:
-            return reverse("league-detail", args=[obj.league_id])
+            return reverse("arena-detail" if obj.is_arena else "league-detail", args=[obj.league_id])
         except NoReverseMatch:
             return None
 
@@ -377,6 +429,29 @@ class PlayerAdmin(AgentAdmin):
 class RefereeAdmin(AgentAdmin):
     list_display = ("referee_id", "display_name", "league", "status", "max_concurrent_matches", "endpoint")
     search_fields = ("referee_id", "display_name", "endpoint")
+
+
+@admin.register(Rating)
+class RatingAdmin(admin.ModelAdmin):
+    """Ratings across arenas (league/ratings.py): read-only, moved only by rated matches."""
+
+    list_display = ("display_name", "identity", "game_type", "ordinal", "mu", "sigma", "matches", "updated_at")
+    list_filter = ("game_type",)
+    search_fields = ("display_name", "identity")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(RatingChange)
+class RatingChangeAdmin(RatingAdmin):
+    list_display = ("at", "league", "match", "player", "result", "technical", "opponent", "ordinal", "sigma")
+    list_filter = ("league", "result")
+    search_fields = ("player__display_name", "opponent")
+    list_select_related = ("league", "match", "player")
 
 
 @admin.register(Round)

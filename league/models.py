@@ -81,6 +81,9 @@ class League(models.Model):
         DOUBLE = "double", "Double round-robin (sides swapped)"
         SWISS = "swiss", "Swiss (each round drawn from the standings)"
         KNOCKOUT = "knockout", "Knockout (single elimination)"
+        # A practice arena (league/arena.py): never completes, takes players while it runs,
+        # pairs them continuously and rates every match.
+        ARENA = "arena", "Practice arena (continuous, rated)"
 
     league_id = models.CharField(
         max_length=64,
@@ -157,9 +160,16 @@ class League(models.Model):
         """Swiss and knockout: each round is drawn when the one before it is played (a round-robin
         stores its whole schedule at the start)."""
         return self.schedule_format in DRAWN_FORMATS
+    @property
+    def is_arena(self) -> bool:
+        return self.schedule_format == self.ScheduleFormat.ARENA
 
     def registration_open(self, now=None) -> bool:
         now = now or timezone.now()
+        if self.is_arena:
+            # An arena takes players for as long as it is open, paused included: joining is
+            # how a student's agent starts practising, whenever in the term that is.
+            return self.status in (self.Status.REGISTERING, self.Status.RUNNING, self.Status.PAUSED)
         if self.status != self.Status.REGISTERING:
             return False
         if self.registration_opens_at and now < self.registration_opens_at:
@@ -491,3 +501,106 @@ class Event(models.Model):
 
     def delete(self, *args, **kwargs):
         raise TypeError("the event log is append-only")
+
+
+# -- the practice arena and ratings (league/arena.py) -------------------------------------------
+
+
+class Arena(models.Model):
+    """The settings of a league whose schedule_format is ``arena``: one row per arena, made with
+    its defaults the first time the conductor or the admin needs it."""
+
+    league = models.OneToOneField(League, on_delete=models.CASCADE, primary_key=True, related_name="arena")
+    max_matches_per_hour = models.PositiveIntegerField(
+        default=600,
+        help_text="At most this many matches per agent in each hour from its first match of that hour "
+        "(house bots have no cap); 0: no cap.",
+    )
+    house_prefix = models.CharField(
+        max_length=32,
+        default="house",
+        blank=True,
+        help_text="Players whose display name starts with this are house bots: an agent plays one when "
+        "no other agent is free. Empty: no house bots.",
+    )
+    rest_base = models.FloatField(default=2.0, help_text="Seconds an agent rests after its first technical loss.")
+    rest_max = models.FloatField(default=300.0, help_text="The longest rest, however many failures in a row.")
+    matches_created = models.PositiveIntegerField(default=0, help_text="The arena's matches are A1, A2 …")
+
+    def __str__(self) -> str:
+        return f"arena {self.league.league_id}"
+
+
+class ArenaSeat(models.Model):
+    """A player of an arena as the pairing sees it: who it is across leagues, whether it is a
+    house bot, and its rest after failures (technical losses in a row)."""
+
+    player = models.OneToOneField(Player, on_delete=models.CASCADE, primary_key=True, related_name="arena_seat")
+    league = models.ForeignKey(League, on_delete=models.CASCADE, related_name="+")
+    identity = models.CharField(max_length=620, help_text="league.arena.identity_of: the key of its rating.")
+    house = models.BooleanField(default=False)
+    failures = models.PositiveIntegerField(default=0, help_text="Technical losses in a row.")
+    rested_until = models.DateTimeField(null=True, blank=True)
+    # The hourly cap's count: matches made for the agent since ``hour_began`` (its first match of
+    # the hour), kept here so that the cap costs no scan of the arena's matches.
+    hour_began = models.DateTimeField(null=True, blank=True)
+    hour_matches = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["league", "rested_until"], name="arena_seat_rest")]
+
+    def __str__(self) -> str:
+        return f"{self.player} ({self.identity})"
+
+
+class Rating(models.Model):
+    """An agent's rating in one game, across every arena it plays (league.ratings)."""
+
+    identity = models.CharField(max_length=620)
+    game_type = models.CharField(max_length=32)
+    display_name = models.CharField(max_length=100, blank=True, default="")
+    mu = models.FloatField()
+    sigma = models.FloatField()
+    ordinal = models.FloatField(db_index=True, help_text="mu - 3 sigma: what the leaderboard ranks by.")
+    matches = models.PositiveIntegerField(default=0)
+    wins = models.PositiveIntegerField(default=0)
+    draws = models.PositiveIntegerField(default=0)
+    losses = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-ordinal", "id"]
+        constraints = [models.UniqueConstraint(fields=["identity", "game_type"], name="unique_rating")]
+
+    def __str__(self) -> str:
+        return f"{self.display_name or self.identity} {self.game_type}: {self.ordinal:.2f}"
+
+
+class RatingChange(models.Model):
+    """One rated match of one agent: its rating after it. Unique per (rating, match), so a
+    match moves a rating once however often its result is reported."""
+
+    class Result(models.TextChoices):
+        WIN = "W"
+        DRAW = "D"
+        LOSS = "L"
+
+    rating = models.ForeignKey(Rating, on_delete=models.CASCADE, related_name="changes")
+    match = models.ForeignKey(Match, on_delete=models.CASCADE, related_name="rating_changes")
+    league = models.ForeignKey(League, on_delete=models.CASCADE, related_name="+")
+    player = models.ForeignKey(Player, on_delete=models.CASCADE, related_name="rating_changes")
+    result = models.CharField(max_length=1, choices=Result.choices)
+    technical = models.BooleanField(default=False, help_text="Lost technically (no answer, invalid moves).")
+    opponent = models.CharField(max_length=100, blank=True, default="", help_text="Its display name then.")
+    mu = models.FloatField()
+    sigma = models.FloatField()
+    ordinal = models.FloatField()
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["rating", "match"], name="one_change_per_match")]
+        indexes = [models.Index(fields=["league", "id"], name="rating_change_league")]
+
+    def __str__(self) -> str:
+        return f"{self.match.match_id} {self.result} {self.ordinal:.2f}"

@@ -13,6 +13,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from league.actions.arena import rate_results
 from league.actions.outcomes import check_match_log, checked_outcome, report_digest
 from league.events import EventValues, append_events, broadcast_all, event_values, strip_secrets
 from league.models import Event, League, Match, MatchResult, Player, Referee, Round
@@ -165,6 +166,7 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
     outcomes: list[Recorded | LeagueError] = []
     rows: list[EventValues] = []
     results: list[MatchResult] = []
+    arena_results: list[MatchResult] = []  # rated in this transaction (league/actions/arena.py)
     broadcasts: list[tuple[str, str, dict[str, Any]]] = []
     finished: list[int] = []
     silent: dict[League, dict[str, str]] = {}  # league → player the referee found silent → in which match
@@ -246,7 +248,7 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
         side = outcome.pop("winner_side")
         winner = match["player_a_id"] if side == "a" else match["player_b_id"] if side == "b" else None
         results.append(
-            MatchResult(
+            stored := MatchResult(
                 match_id=match["pk"],
                 league_id=league.pk,
                 referee_id=referee.pk,
@@ -263,6 +265,8 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
             )
         )
         finished.append(match["pk"])
+        if league.is_arena:
+            arena_results.append(stored)
         if late:
             # A match given back (its deadline passed, its referee seemed gone) and played all the
             # same: the first valid result of a match stands, whoever holds it now. A re-dispatch
@@ -293,7 +297,8 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
             "result": strip_secrets(result),
             "round_played": False,  # the round's last match in the batch gets True below, if it was
         }
-        last_of_round[match["round_id"]] = (len(rows), match["round__number"], news)
+        if not league.is_arena:  # an arena's one round is never played out
+            last_of_round[match["round_id"]] = (len(rows), match["round__number"], news)
         rows.append(
             event_values(league, "STATE", "match_finished", agent=referee.referee_id, match_id=match_id, payload=result)
         )
@@ -315,6 +320,10 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
             referee.last_seen_at, referee.failures = now, 0
     if silent:
         rows.extend(mark_silent(silent, now))
+    if arena_results:
+        rating_news, rating_rows = rate_results(arena_results)
+        rows.extend(rating_rows)
+        broadcasts.extend(rating_news)
     played = []
     for round_pk, (index, number, news) in last_of_round.items():
         if mark_round_played(round_pk):

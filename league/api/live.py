@@ -12,7 +12,7 @@ A key names its version, so nothing is ever invalidated: a change makes a new ke
 expire (``SNAPSHOT_TTL``, which also bounds how long a hand edit the digest cannot see, such as
 a display name changed in the admin, takes to show).
 
-:func:`diff` and ``applyPatch`` in static/league/league.js are the two halves of a patch: lists
+:func:`diff` and ``applyPatch`` in static/league/site.js are the two halves of a patch: lists
 of rows with an id (standings, feed, schedule, chart series, crosstable rows) are patched row by
 row, so a finished match sends its few changed rows, not the league.
 """
@@ -30,7 +30,7 @@ import orjson
 from django.core.cache import cache
 from django.db.models import Count, Max, Q
 
-from league.api import readmodel
+from league.api import arenaboard, readmodel
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 
 log = logging.getLogger(__name__)
@@ -108,6 +108,15 @@ def _key(at: str) -> str:
     return f"live:{at}"
 
 
+def snapshot_data(league_id: str) -> dict[str, Any] | None:
+    """What the league's page shows: an arena's leaderboard (``arenaboard``), else the league's
+    page (``readmodel``); None when there is no such league."""
+    league = League.objects.select_related("champion").filter(league_id=league_id).first()
+    if league is None:
+        return None
+    return arenaboard.snapshot(league) if league.is_arena else readmodel.league_snapshot(league)
+
+
 def current(league_id: str) -> Snapshot | None:
     """The league's snapshot at its current version, built by the first reader that asks and
     shared by all; None when there is no such league."""
@@ -120,7 +129,7 @@ def current(league_id: str) -> Snapshot | None:
         with _building:
             blob = cache.get(key)  # built while this reader waited for the lock
             if blob is None:
-                data = readmodel.snapshot(league_id)
+                data = snapshot_data(league_id)
                 if data is None:
                     return None
                 blob = orjson.dumps(data)

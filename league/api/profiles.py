@@ -9,7 +9,15 @@ from typing import Any
 from django.db.models import Q
 
 from league import tournament
-from league.api.readmodel import RUNNING_MATCH, agent_calls, iso, match_summary, matches_queryset, standings
+from league.api.readmodel import (
+    RUNNING_MATCH,
+    agent_calls,
+    arena_ratings,
+    iso,
+    match_summary,
+    matches_queryset,
+    standings,
+)
 from league.models import MatchResult, Player, Referee
 from leagueproto.scoring import record_field, result_mark
 
@@ -17,6 +25,19 @@ from leagueproto.scoring import record_field, result_mark
 def player_health(player: Player) -> dict[str, Any]:
     calls = agent_calls(player.league, player.player_id)[player.player_id]
     return tournament.agent_health(calls, iso(player.last_seen_at))
+
+
+def arena_rating(player: Player) -> dict[str, Any] | None:
+    """The player's practice-arena rating in its league's game (league/ratings.py), if it has one."""
+    rating = arena_ratings(player.league, [player]).get(player.pk)
+    if rating is None:
+        return None
+    return {
+        "rating": round(rating.ordinal, 2),
+        "mu": round(rating.mu, 2),
+        "sigma": round(rating.sigma, 2),
+        "matches": rating.matches,
+    }
 
 
 def player_profile(player: Player) -> dict[str, Any]:
@@ -69,6 +90,7 @@ def player_profile(player: Player) -> dict[str, Any]:
         "unreachable_since": iso(player.unreachable_since),
         "unreachable_reason": player.unreachable_reason,
         "standing": table.get(player.player_id),
+        "arena_rating": arena_rating(player),
         "parity": {
             "even": parity["even"],
             "odd": parity["odd"],

@@ -18,7 +18,8 @@ from django.utils import timezone
 from league import standings as standings_service
 from league import tournament
 from league.formats import table_format
-from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Round
+from league.arena import identity_of
+from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Rating, Round
 from league.tournament import Call, Played
 from leagueproto.scoring import KNOCKOUT_TIE_BREAK_RULE, SWISS_TIE_BREAK_RULE, TIE_BREAK_RULE, TIE_BREAK_TEXT
 
@@ -573,14 +574,39 @@ def join_info(league: League) -> dict[str, Any] | None:
     }
 
 
+def arena_ratings(league: League, players: list[Player]) -> dict[int, Rating]:
+    """The ratings of these players of ``league`` (player pk → rating), by their arena
+    identity: the same key whichever arena or league they are seen in."""
+    identity = {p.pk: identity_of(p.connection, p.canonical_endpoint, p.display_name) for p in players}
+    rows = Rating.objects.filter(game_type=league.game_type, identity__in=set(identity.values()))
+    by_identity = {r.identity: r for r in rows}
+    return {pk: by_identity[i] for pk, i in identity.items() if i in by_identity}
+
+
+def with_arena_ratings(league: League, table: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The standings with each player's arena rating (its ordinal in this game, league/ratings.py)
+    beside them, or None for a player never rated in an arena."""
+    players = list(league.players.all())
+    ratings = arena_ratings(league, players)
+    by_id = {p.player_id: ratings.get(p.pk) for p in players}
+    return [
+        {**row, "arena_rating": round(r.ordinal, 2) if (r := by_id.get(row["player_id"])) else None} for row in table
+    ]
+
+
 def snapshot(league_id: str) -> dict[str, Any] | None:
     """Everything the live league page shows; what the websocket sends on connect."""
     league = League.objects.select_related("champion").filter(league_id=league_id).first()
     if league is None:
         return None
+    return league_snapshot(league)
+
+
+def league_snapshot(league: League) -> dict[str, Any]:
+    """``snapshot`` of a league already read (with its champion)."""
     results = played(league)
     summary, prog = league_summary(league), progress(league)
-    table = standings(league, results)
+    table = with_arena_ratings(league, standings(league, results))
     big = len(table) > CROSSTABLE_MAX_PLAYERS
     return {
         "league": summary,

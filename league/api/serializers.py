@@ -213,6 +213,13 @@ class ParitySerializer(serializers.Serializer):
     even_percent = serializers.IntegerField(allow_null=True)
 
 
+class ArenaRatingSerializer(serializers.Serializer):
+    rating = serializers.FloatField(help_text="The ordinal, mu - 3 sigma: what the arena ranks by.")
+    mu = serializers.FloatField()
+    sigma = serializers.FloatField(help_text="The rating's uncertainty.")
+    matches = serializers.IntegerField()
+
+
 class PlayerDetailSerializer(serializers.Serializer):
     player_id = serializers.CharField()
     display_name = serializers.CharField()
@@ -226,6 +233,9 @@ class PlayerDetailSerializer(serializers.Serializer):
     )
     unreachable_reason = serializers.CharField(allow_blank=True, help_text="Why it was marked unreachable.")
     standing = StandingSerializer(allow_null=True)
+    arena_rating = ArenaRatingSerializer(
+        allow_null=True, help_text="Its practice-arena rating in this game, across arenas (None: never rated)."
+    )
     parity = ParitySerializer()
     opponents = OpponentSerializer(many=True)
     matches = MatchSerializer(many=True)

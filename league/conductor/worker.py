@@ -30,10 +30,10 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections, connection, connections, transaction
 
+from league.conductor.arena import ArenaDriving
 from league.conductor.common import DB_OUTAGE, EMBEDDED_CAPACITY, WORKING
 from league.conductor.dispatch import InPlay, in_play_matches, referee_capacity
 from league.conductor.notices import league_end_messages, round_boundary
-from league.conductor.supervision import Supervision
 from league.conductor.transitions import (
     NextRound,
     RoundProgress,
@@ -81,7 +81,7 @@ class Survey:
 
 
 @dataclass
-class Conductor(Supervision):
+class Conductor(ArenaDriving):
     """Runs every league in progress (or just ``league_id``). One per process and event loop.
 
     A tick reads the leagues in progress and, for a round being played, its status and how many
@@ -271,6 +271,9 @@ class Conductor(Supervision):
 
     async def step(self, league: League, survey: Survey | None = None) -> None:
         """The league's next due step (see the module's docstring)."""
+        if league.is_arena:
+            await self.arena_step(league, self.capacity)  # league/conductor/arena.py
+            return
         if league.status == League.Status.REGISTERING:
             # Each agent is pinged as it registers: the panel shows who answers, and a seat
             # that never answers plays no match (``probe_before_draw``).

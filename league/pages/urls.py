@@ -11,6 +11,8 @@ urlpatterns = [
     path("check/", check.check_agent, name="check-agent"),
     path("check/protocol/", check.protocol, name="check-protocol"),
     path("leagues/<str:league_id>/", views.league_detail, name="league-detail"),
+    # An arena is a league: the same view, which renders its leaderboard.
+    path("arenas/<str:league_id>/", views.league_detail, name="arena-detail"),
     path("leagues/<str:league_id>/matches/<str:match_id>/", views.match_detail, name="match-detail"),
     path("leagues/<str:league_id>/players/<str:player_id>/", views.player_detail, name="player-detail"),
     path("leagues/<str:league_id>/referees/<str:referee_id>/", views.referee_detail, name="referee-detail"),

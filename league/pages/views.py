@@ -131,7 +131,9 @@ def _render_league(request: HttpRequest, league_id: str, mcp_url: str) -> tuple[
         "mcp_url": mcp_url,
         "curl": registration_command(mcp_url, league_id, data["league"]["game_type"]),
     }
-    return snapshot.version, time.time(), render_to_string("league/league_detail.html", context, request)
+    # An arena (schedule_format "arena") has its leaderboard page instead (league/api/arenaboard.py).
+    template = "league/arena_detail.html" if "leaderboard" in data else "league/league_detail.html"
+    return snapshot.version, time.time(), render_to_string(template, context, request)
 
 
 # What json_script escapes, so that the JSON cannot end its <script> element.

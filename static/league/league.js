@@ -16,7 +16,7 @@
   var state = JSON.parse(document.getElementById("snapshot").textContent);
   var seenMatches = {};
   (state.recent_matches || []).forEach(function (m) { seenMatches[m.match_id + ":" + m.status] = true; });
-  var site = window.leagueSite || { localize: function () {}, tick: function () {} };
+  var site = window.leagueSite;  // site.js, loaded first on every page (templates/base.html)
 
   function esc(text) {
     return String(text == null ? "" : text).replace(/[&<>"']/g, function (c) {
@@ -72,12 +72,13 @@
       tb = ' <span class="tb" data-rule="' + esc(r.decided_by) + '" title="Below the player above on the tie-break">tie-break: ' +
         esc(r.tie_break) + "</span>";
     }
+    var rating = r.arena_rating == null ? "" : ' <span class="arena-rating" title="arena rating (mu - 3 sigma)">rating ' + esc(r.arena_rating) + "</span>";
     var form = (r.form || []).map(function (f) {
       return '<span class="fm fm-' + esc(f.mark) + (f.technical ? " fm-tech" : "") + '" title="' + esc(f.match_id + " " + f.score) + '">' + esc(f.mark) + "</span>";
     }).join("");
     return '<tr data-player="' + esc(r.player_id) + '"' + (changed ? ' class="changed"' : "") + '>' +
       '<td class="rank">' + r.rank + move + '</td>' +
-      '<td class="left"><a href="' + playerUrl(r.player_id) + '">' + esc(r.display_name) + '</a> <span class="muted small">' + esc(r.player_id) + "</span>" + tb + "</td>" +
+      '<td class="left"><a href="' + playerUrl(r.player_id) + '">' + esc(r.display_name) + '</a> <span class="muted small">' + esc(r.player_id) + "</span>" + rating + tb + "</td>" +
       '<td>' + r.played + '</td><td>' + r.wins + '</td><td>' + r.draws + '</td><td>' + r.losses + '</td>' +
       '<td class="hide-sm">' + r.technical_losses + '</td><td class="points">' + r.points + '</td>' +
       (r.buchholz != null ? '<td class="buchholz" title="Buchholz' + (r.byes ? "; " + r.byes + " bye" + (r.byes > 1 ? "s" : "") : "") + '">' + r.buchholz + "</td>" : "") +
@@ -297,22 +298,8 @@
     root.dataset.version = String((Number(root.dataset.version) || 0) + 1);
   }
 
-  // -- patches (the other half of league/api/live.py's diff) ---------------------------------
-  function applyPatch(value, patch) {
-    if (patch == null) return value;
-    if ("$r" in patch) return patch.$r;
-    var out;
-    if ("$d" in patch) {
-      out = {};
-      Object.keys(value).forEach(function (k) { out[k] = value[k]; });
-      Object.keys(patch.$d).forEach(function (k) { out[k] = applyPatch(value[k], patch.$d[k]); });
-      return out;
-    }
-    var key = patch.$l, rows = {};
-    value.forEach(function (row) { rows[String(row[key])] = row; });
-    var order = patch.o || value.map(function (row) { return row[key]; });
-    return order.map(function (id) { return applyPatch(rows[String(id)], patch.i[String(id)]); });
-  }
+  // -- patches (the other half of league/api/live.py's diff: site.js's applyPatch) -----------
+  var applyPatch = site.applyPatch;
   var version = null;
   function showViewers(n) {
     if (typeof n !== "number") return;

@@ -52,7 +52,25 @@
     }
   });
 
-  window.leagueSite = { localize: localize, tick: tick };
+  // A pushed patch applied to a live page's state: the other half of league/api/live.py's diff,
+  // for the league page (league.js) and the arena page (arena.js).
+  function applyPatch(value, patch) {
+    if (patch == null) return value;
+    if ("$r" in patch) return patch.$r;
+    var out;
+    if ("$d" in patch) {
+      out = {};
+      Object.keys(value).forEach(function (k) { out[k] = value[k]; });
+      Object.keys(patch.$d).forEach(function (k) { out[k] = applyPatch(value[k], patch.$d[k]); });
+      return out;
+    }
+    var key = patch.$l, rows = {};
+    value.forEach(function (row) { rows[String(row[key])] = row; });
+    var order = patch.o || value.map(function (row) { return row[key]; });
+    return order.map(function (id) { return applyPatch(rows[String(id)], patch.i[String(id)]); });
+  }
+
+  window.leagueSite = { localize: localize, tick: tick, applyPatch: applyPatch };
   localize(document);
   tick();
   setInterval(tick, 1000);

@@ -8,6 +8,8 @@
 - ``bench chaos``: leagues while processes are killed and the database is cut; every league checked.
 - ``bench server``: the production server (docs/operations.md) under slow-header and idle sockets.
 - ``bench spectators``: a league unwatched, then the same league watched by N live pages.
+- ``bench arena``: a practice arena played by real processes; matches/s, each match rated once,
+  a new agent's time to its first rated match.
 - ``bench fuzz``: invalid requests over the LM, a referee, a player and a relay endpoint; no 5xx,
   no dropped socket, no state change.
 
@@ -31,7 +33,7 @@ from leagueproto.envelope import GAME_TYPES
 
 
 class Command(BaseCommand):
-    help = "Benchmarks: ceiling, league, api, scale, soak, chaos, server, spectators, fuzz."
+    help = "Benchmarks: ceiling, league, api, scale, soak, chaos, server, spectators, fuzz, arena."
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="what", required=True)
@@ -95,6 +97,15 @@ class Command(BaseCommand):
         scale.add_argument("--chart", default="docs/benchmarks-scale.svg")
         scale.add_argument("--quick", action="store_true")
         scale.add_argument("--json", dest="json_path")
+
+        arena = sub.add_parser("arena", help="a practice arena with real processes: matches/s, ratings")
+        arena.add_argument("--agents", type=int, default=20)
+        arena.add_argument("--referees", type=int, default=2)
+        arena.add_argument("--max-concurrent", type=int, default=16, help="matches per referee at once")
+        arena.add_argument("--seconds", type=float, default=60.0)
+        arena.add_argument("--quick", action="store_true", help="6 agents for 10 s, for the suite")
+        arena.add_argument("--keep-db", action="store_true", help="keep the scratch database")
+        arena.add_argument("--json", dest="json_path")
 
         soak = sub.add_parser("soak", help="consecutive leagues with fault players: leaks, lost results")
         soak.add_argument("--minutes", type=float, default=10.0)
@@ -239,6 +250,18 @@ class Command(BaseCommand):
                 bound=options["bound"],
                 max_leagues=options["max_leagues"],
                 seed=options["seed"],
+                out=self.stderr,
+            ).run()
+        elif what == "arena":
+            from league.bench.arena import ArenaBench
+
+            quick = options["quick"]
+            report = ArenaBench(
+                agents=6 if quick else options["agents"],
+                referees=options["referees"],
+                max_concurrent=options["max_concurrent"],
+                seconds=10.0 if quick else options["seconds"],
+                warmup=3.0 if quick else 10.0,
                 out=self.stderr,
             ).run()
         elif what == "spectators":

@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import IntegrityError
 
 from league import actions, queries
+from league.actions.arena import open_arena
 from league.api.readmodel import referee_warning
 from league.consumers import announce_leagues
 from league.models import League, Player, Referee, game_type_choices, league_id_problem
@@ -58,7 +59,7 @@ class Command(BaseCommand):
             "--schedule",
             choices=[value for value, _ in League.ScheduleFormat.choices],
             default="single",
-            help="single or double round-robin, swiss (with --rounds) or knockout (docs/operations.md)",
+            help="single or double round-robin, swiss (with --rounds), knockout, or arena (docs/operations.md)",
         )
         create.add_argument("--rounds", type=int, default=0, help="Swiss: rounds to play (1 to players-1)")
         create.add_argument("--retries", type=int, default=3)
@@ -157,6 +158,10 @@ class Command(BaseCommand):
             self._open(league, options["registration_seconds"])
 
     def _open(self, league: League, seconds: float) -> None:
+        if league.is_arena:  # an arena has no window: open, it plays and takes players until paused
+            league = open_arena(league)
+            self.stdout.write(f"arena {league.league_id} open: it takes players and plays until paused or cancelled")
+            return
         league = actions.open_registration(league, seconds or None)
         until = (
             f"until {league.registration_closes_at:%H:%M:%S} UTC" if league.registration_closes_at else "until closed"
