@@ -160,6 +160,7 @@ class League(models.Model):
         """Swiss and knockout: each round is drawn when the one before it is played (a round-robin
         stores its whole schedule at the start)."""
         return self.schedule_format in DRAWN_FORMATS
+
     @property
     def is_arena(self) -> bool:
         return self.schedule_format == self.ScheduleFormat.ARENA

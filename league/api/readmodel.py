@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from league import standings as standings_service
 from league import tournament
-from league.formats import table_format
 from league.arena import identity_of
+from league.formats import table_format
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Rating, Round
 from league.tournament import Call, Played
 from leagueproto.scoring import KNOCKOUT_TIE_BREAK_RULE, SWISS_TIE_BREAK_RULE, TIE_BREAK_RULE, TIE_BREAK_TEXT
