@@ -39,9 +39,10 @@ from leagueproto.errors import MISSING, RETRYABLE, ErrorCode, LeagueError, refus
 from leagueproto.jsonutil import dumps
 from leagueproto.messages import Ack, LeagueMessage, LeagueReply, RoundNumber
 from leagueproto.server import McpServer, agent_hosts
+from leagueproto.timeouts import Timeouts
 from leagueproto.tools import CallContext, Toolset, same_token
 from referee.games import GAMES, get_game
-from referee.runner import ABANDONED, FINISHED, MatchAbandoned, MatchRunner, MatchSpec, Seat, Timeouts
+from referee.runner import ABANDONED, FINISHED, MatchAbandoned, MatchRunner, MatchSpec, Seat
 from referee.store import StateStore
 
 log = logging.getLogger(__name__)
