@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from league.models import League, MatchResult
-from league.standings import result_rows
+from league.standings import ranking_results
 from leagueproto.scoring import compute_standings
 from tests.support.servers import free_ports
 
@@ -51,7 +51,7 @@ def test_it_plays_a_league_to_the_end_and_prints_the_standings(agent_env, manage
     silent = league.players.get(display_name="Silent-1")
     rows = {
         r.player_id: r
-        for r in compute_standings(league.players.values_list("player_id", flat=True), result_rows(league))
+        for r in compute_standings(league.players.values_list("player_id", flat=True), ranking_results(league))
     }
     assert rows[silent.player_id].technical_losses == rows[silent.player_id].played == players - 1
     assert rows[silent.player_id].points == 0

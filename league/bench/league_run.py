@@ -29,7 +29,7 @@ from league.bench.processes import (
     machine_cpu_times,
 )
 from league.models import AgentStatus, Event, League, Match, MatchResult
-from league.standings import result_rows
+from league.standings import ranking_results
 
 # Instant strategies only: the bench measures the platform, not the players' thinking.
 INSTANT_MIX = ("random", "always_even", "always_odd", "alternate")
@@ -221,7 +221,7 @@ def validate_league(league: League, players: int) -> list[str]:
     if league.status != League.Status.COMPLETED:
         problems.append(f"league ended {league.status}")
     expected = players * (players - 1) // 2
-    results = result_rows(league)
+    results = ranking_results(league)
     if len(results) != expected:
         problems.append(f"{len(results)} results, expected {expected}")
     unfinished = Match.objects.filter(league=league).exclude(status=Match.Status.FINISHED).count()

@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 
 from league.conductor import SUSPEND_AFTER, Conductor
 from league.models import AgentStatus, Event, League, Match, MatchResult, Referee, Round
-from league.standings import result_rows
+from league.standings import ranking_results
 from leagueproto.client import AgentClient
 from leagueproto.scoring import compute_standings
 from tests.league.conductor_support import ScriptedPlayers, ScriptedReferee
@@ -115,7 +115,7 @@ def test_it_plays_a_small_league_to_the_end(lm_server, players, referees):
         assert final["auth_token"] and final["sender"] == "league_manager"
         last_update = group.received[port][-2 - 1]
         assert [row["player_id"] for row in last_update["standings"]] == [
-            r.player_id for r in compute_standings(["P01", "P02", "P03", "P04", "P05"], result_rows(league))
+            r.player_id for r in compute_standings(["P01", "P02", "P03", "P04", "P05"], ranking_results(league))
         ]
         # Each round's table equals a recomputation from the results of that round and the ones
         # before: none of the next round's results is in it.
@@ -123,7 +123,7 @@ def test_it_plays_a_small_league_to_the_end(lm_server, players, referees):
         for update in updates:
             upto = [
                 r
-                for r in result_rows(league)
+                for r in ranking_results(league)
                 if Match.objects.get(league=league, match_id=r.match_id).round.number <= update["round_id"]
             ]
             expected = compute_standings(["P01", "P02", "P03", "P04", "P05"], upto)

@@ -26,15 +26,15 @@ def fresh_cache(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def full_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the reads of every result of a league (``result_rows``), ``compute``'s included."""
+    """Counts the reads of every result of a league (``ranking_results``), ``compute``'s included."""
     reads = [0]
-    every_result = standings.result_rows
+    every_result = standings.ranking_results
 
     def counted(league: League) -> list[ResultRow]:
         reads[0] += 1
         return every_result(league)
 
-    monkeypatch.setattr(standings, "result_rows", counted)
+    monkeypatch.setattr(standings, "ranking_results", counted)
     return reads
 
 
