@@ -367,7 +367,7 @@ async def test_it_shuts_down_after_league_completed(scripted_lm, referee_client)
         reply = (await referee_client.call(p.endpoint, "notify_league_completed", done)).reply
         assert reply["message_type"] == "ACK"
         assert p.lifecycle == Lifecycle.SHUTDOWN
-        await asyncio.to_thread(wait_until, lambda: not server._thread.is_alive())  # the server stopped by itself
+        await asyncio.to_thread(wait_until, lambda: not server.running)  # the server stopped by itself
     finally:
         server.stop()
 

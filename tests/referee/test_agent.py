@@ -375,28 +375,30 @@ def test_reports_waiting_while_one_is_in_flight_go_together_in_one_post(
     assert all(r["status"] == "RECORDED" for r in referee.referee.reports.values())
 
 
-def test_a_report_waits_for_those_of_matches_still_in_play_then_goes_with_them(referee, lm, players, monkeypatch):
+def test_a_report_waits_for_those_of_matches_still_in_play_then_goes_with_them(lm, players, tmp_path):
     """While another match is in play here, a finished match's report waits for its report (up
     to its report_linger, here long enough not to matter) and both go in one POST."""
-    monkeypatch.setattr(referee.referee.config, "report_linger", 60.0)
-    scripted_lm, _ = lm
-    gate = threading.Event()
-    _, url_slow = players(ScriptedPlayer("P03", join_gate=gate))
-    _, url_c = players(ScriptedPlayer("P04"))
-    _, url_a = players(ScriptedPlayer("P01"))
-    _, url_b = players(ScriptedPlayer("P02"))
-    held = start_match_message(url_slow, url_c, match_id="R1M2", player_A_id="P03", player_B_id="P04")
-    assert rpc(referee.url, "start_match", held)["status"] == "ACCEPTED"
-    assert rpc(referee.url, "start_match", start_match_message(url_a, url_b, match_id="R1M1"))["status"] == "ACCEPTED"
-    matches = referee.referee.matches
-    wait_until(lambda: matches["league_test:R1M1"].result is not None, timeout=30)
-    # Had R1M1's report not waited, it would have gone alone long before R1M2 can finish (its
-    # player joins only after the gate opens): one body for both proves it waited.
-    gate.set()
-    reports = scripted_lm.received.wait_for("acknowledged", 2)
-    assert sorted(r["match_id"] for r in reports) == ["R1M1", "R1M2"]
-    assert len(set(scripted_lm.report_bodies)) == 1  # one body, shared by the batch's two reports
-    assert scripted_lm.report_bodies[0].startswith(b"[")
+    scripted_lm, lm_url = lm
+    with run_referee(league_url=lm_url, state_dir=tmp_path / "state", max_concurrent=4, report_linger=60.0) as referee:
+        referee.wait_registered()
+        gate = threading.Event()
+        _, url_slow = players(ScriptedPlayer("P03", join_gate=gate))
+        _, url_c = players(ScriptedPlayer("P04"))
+        _, url_a = players(ScriptedPlayer("P01"))
+        _, url_b = players(ScriptedPlayer("P02"))
+        held = start_match_message(url_slow, url_c, match_id="R1M2", player_A_id="P03", player_B_id="P04")
+        assert rpc(referee.url, "start_match", held)["status"] == "ACCEPTED"
+        first = start_match_message(url_a, url_b, match_id="R1M1")
+        assert rpc(referee.url, "start_match", first)["status"] == "ACCEPTED"
+        matches = referee.referee.matches
+        wait_until(lambda: matches["league_test:R1M1"].result is not None, timeout=30)
+        # Had R1M1's report not waited, it would have gone alone long before R1M2 can finish (its
+        # player joins only after the gate opens): one body for both proves it waited.
+        gate.set()
+        reports = scripted_lm.received.wait_for("acknowledged", 2)
+        assert sorted(r["match_id"] for r in reports) == ["R1M1", "R1M2"]
+        assert len(set(scripted_lm.report_bodies)) == 1  # one body, shared by the batch's two reports
+        assert scripted_lm.report_bodies[0].startswith(b"[")
 
 
 async def test_a_batch_the_lm_finds_too_large_goes_again_in_smaller_ones(tmp_path, caplog):
