@@ -361,31 +361,32 @@ def test_its_sender_follows_its_identity():
 
 
 @pytest.mark.parametrize("batch_bytes,posts", [(agent.REPORT_BATCH_BYTES, 1), (1, 3)])
-def test_reports_waiting_while_one_is_in_flight_go_together_in_one_post(
-    referee, lm, players, monkeypatch, batch_bytes, posts
-):
-    """Up to REPORT_BATCH_BYTES of them: past it (here: 1 byte, so each alone) in the next POSTs."""
-    monkeypatch.setattr(agent, "REPORT_BATCH_BYTES", batch_bytes)
-    scripted_lm, _ = lm
+def test_reports_waiting_while_one_is_in_flight_go_together_in_one_post(lm, players, tmp_path, batch_bytes, posts):
+    """Up to ``report_batch_bytes`` of them: past it (here: 1 byte, so each alone) in the next POSTs."""
+    scripted_lm, lm_url = lm
     gate = threading.Event()
     scripted_lm.report_gate = gate  # the LM holds its answer to the first report
     _, url_a = players(ScriptedPlayer("P01"))
     _, url_b = players(ScriptedPlayer("P02"))
-    assert rpc(referee.url, "start_match", start_match_message(url_a, url_b, match_id="R1M1"))["status"] == "ACCEPTED"
-    scripted_lm.received.wait_for("report_match_result")  # alone, at once: nothing else was waiting
-    for n in (2, 3, 4):
-        reply = rpc(referee.url, "start_match", start_match_message(url_a, url_b, match_id=f"R1M{n}"))
-        assert reply["status"] == "ACCEPTED"
-    outbox = referee.referee._outbox
-    wait_until(lambda: outbox is not None and outbox.qsize() == 3, timeout=30)
-    gate.set()
-    reports = scripted_lm.received.wait_for("acknowledged", 4)
-    assert sorted(r["match_id"] for r in reports) == ["R1M1", "R1M2", "R1M3", "R1M4"]
-    first, *rest = scripted_lm.report_bodies
-    assert first.startswith(b"{")  # a plain call
-    assert len(rest) == 3 and len(set(rest)) == posts
-    assert all(body.startswith(b"[") for body in rest) == (posts == 1)  # a batch, or plain calls
-    assert all(r["status"] == "RECORDED" for r in referee.referee.reports.values())
+    config = {"state_dir": tmp_path / "state", "max_concurrent": 4, "report_batch_bytes": batch_bytes}
+    with run_referee(league_url=lm_url, **config) as referee:
+        referee.wait_registered()
+        first = start_match_message(url_a, url_b, match_id="R1M1")
+        assert rpc(referee.url, "start_match", first)["status"] == "ACCEPTED"
+        scripted_lm.received.wait_for("report_match_result")  # alone, at once: nothing else was waiting
+        for n in (2, 3, 4):
+            reply = rpc(referee.url, "start_match", start_match_message(url_a, url_b, match_id=f"R1M{n}"))
+            assert reply["status"] == "ACCEPTED"
+        outbox = referee.referee._outbox
+        wait_until(lambda: outbox is not None and outbox.qsize() == 3, timeout=30)
+        gate.set()
+        reports = scripted_lm.received.wait_for("acknowledged", 4)
+        assert sorted(r["match_id"] for r in reports) == ["R1M1", "R1M2", "R1M3", "R1M4"]
+        first, *rest = scripted_lm.report_bodies
+        assert first.startswith(b"{")  # a plain call
+        assert len(rest) == 3 and len(set(rest)) == posts
+        assert all(body.startswith(b"[") for body in rest) == (posts == 1)  # a batch, or plain calls
+        assert all(r["status"] == "RECORDED" for r in referee.referee.reports.values())
 
 
 def test_a_report_waits_for_those_of_matches_still_in_play_then_goes_with_them(lm, players, tmp_path):
