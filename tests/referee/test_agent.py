@@ -16,7 +16,7 @@ from leagueproto.jsonutil import dumps
 from leagueproto.server import McpServer
 from referee import agent
 from referee.agent import Referee, RefereeConfig
-from tests.referee.conftest import rpc, run_referee, start_match_message
+from tests.referee.conftest import FAST_TIMEOUTS, rpc, run_referee, start_match_message
 from tests.referee.scripted import ScriptedLM, ScriptedPlayer, serving
 from tests.support.servers import free_port
 from tests.support.waiting import wait_until
@@ -369,13 +369,17 @@ def test_reports_waiting_while_one_is_in_flight_go_together_in_one_post(lm, play
     _, url_a = players(ScriptedPlayer("P01"))
     _, url_b = players(ScriptedPlayer("P02"))
     config = {"state_dir": tmp_path / "state", "max_concurrent": 4, "report_batch_bytes": batch_bytes}
+    # The first report's call outlasts the held answer (a loaded machine may take seconds to
+    # play the next three): timed out, it would free the sender and the others would not wait.
+    timeouts = {**FAST_TIMEOUTS, "report": 60.0}
     with run_referee(league_url=lm_url, **config) as referee:
         referee.wait_registered()
-        first = start_match_message(url_a, url_b, match_id="R1M1")
+        first = start_match_message(url_a, url_b, match_id="R1M1", timeouts=timeouts)
         assert rpc(referee.url, "start_match", first)["status"] == "ACCEPTED"
         scripted_lm.received.wait_for("report_match_result")  # alone, at once: nothing else was waiting
         for n in (2, 3, 4):
-            reply = rpc(referee.url, "start_match", start_match_message(url_a, url_b, match_id=f"R1M{n}"))
+            message = start_match_message(url_a, url_b, match_id=f"R1M{n}", timeouts=timeouts)
+            reply = rpc(referee.url, "start_match", message)
             assert reply["status"] == "ACCEPTED"
         outbox = referee.referee._outbox
         wait_until(lambda: outbox is not None and outbox.qsize() == 3, timeout=30)
