@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
@@ -39,8 +39,9 @@ from leagueproto.client import NO_RETRY, AgentClient, CallFailed, CallResult
 from leagueproto.envelope import PROTOCOL_VERSION, invisible_in, make_message, parse_timestamp
 from leagueproto.errors import ErrorCode, LeagueError, see
 from leagueproto.scoring import ResultRow, compute_standings
+from leagueproto.timeouts import DEFAULT_TIMEOUTS, Timeouts
 from referee.games import GAMES, get_game
-from referee.runner import MatchRunner, MatchSpec, Seat, Timeouts, redact
+from referee.runner import MatchRunner, MatchSpec, Seat, redact
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 LEAGUE_ID = "check_practice"
@@ -56,9 +57,9 @@ DEFAULT_REFEREE_ENDPOINT = "http://127.0.0.1:8000/mcp"
 NOTICES = frozenset({"ROUND_ANNOUNCEMENT", "LEAGUE_STANDINGS_UPDATE", "ROUND_COMPLETED", "LEAGUE_COMPLETED"})
 PASS = "pass"
 ENVELOPE = ("protocol", "message_type", "sender", "timestamp", "conversation_id")
-# Seconds the check waits for each reply: the protocol's limits, move shortened (a check is not a
-# tournament: ten seconds is plenty to show an answer comes back).
-TIMEOUTS = Timeouts(join=5.0, move=10.0, game_over=5.0, report=5.0, default=5.0)
+# Seconds the check waits for each reply: the protocol's limits, a move, a report and any other
+# call shortened (a check is not a tournament: a few seconds show an answer comes back).
+TIMEOUTS = replace(DEFAULT_TIMEOUTS, move=10.0, report=5.0, default=5.0)
 
 # Sections of docs/protocol.md the fixes point to.
 SEE_WIRE = see("wire-format")

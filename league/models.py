@@ -14,6 +14,7 @@ from django.utils import timezone
 from league.seats import seat_endpoint
 from leagueproto.endpoint_policy import DEFAULT_ALLOWED_NETWORKS  # the referees fall back on it too
 from leagueproto.endpoints import canonical_endpoint as canonical_form
+from leagueproto.timeouts import DEFAULT_TIMEOUTS
 
 # The one rule for league ids, everywhere one is typed (the ``league`` command, the admin, the API's
 # URLs, the LM's messages): they go into URLs, websocket group names and file names unescaped.
@@ -107,11 +108,11 @@ class League(models.Model):
     max_referees = models.PositiveIntegerField(default=50)
 
     # Timeouts in seconds and the retry policy (docs/protocol.md); tests and benchmarks shrink them.
-    join_timeout = models.FloatField(default=5.0)
-    move_timeout = models.FloatField(default=30.0)
-    game_over_timeout = models.FloatField(default=5.0)
-    report_timeout = models.FloatField(default=10.0)
-    default_timeout = models.FloatField(default=10.0)
+    join_timeout = models.FloatField(default=DEFAULT_TIMEOUTS.join)
+    move_timeout = models.FloatField(default=DEFAULT_TIMEOUTS.move)
+    game_over_timeout = models.FloatField(default=DEFAULT_TIMEOUTS.game_over)
+    report_timeout = models.FloatField(default=DEFAULT_TIMEOUTS.report)
+    default_timeout = models.FloatField(default=DEFAULT_TIMEOUTS.default)
     retries = models.PositiveIntegerField(default=3)
     retry_delay = models.FloatField(default=2.0)
     max_invalid_moves = models.PositiveIntegerField(default=3)

@@ -33,13 +33,13 @@ RESULT_FIELDS = (
 )
 
 
-def _result_rows(results: QuerySet[MatchResult]) -> list[ResultRow]:
+def _ranking_results_of(results: QuerySet[MatchResult]) -> list[ResultRow]:
     return [ResultRow(*row) for row in results.order_by().values_list(*RESULT_FIELDS)]
 
 
-def result_rows(league: League) -> list[ResultRow]:
+def ranking_results(league: League) -> list[ResultRow]:
     """Every result of ``league``, as the ranking reads it."""
-    return _result_rows(MatchResult.objects.filter(league=league))
+    return _ranking_results_of(MatchResult.objects.filter(league=league))
 
 
 def entrants(players: Iterable[tuple[str, str, str]], results: Iterable[ResultRow]) -> dict[str, str]:
@@ -95,7 +95,7 @@ def _dicts(table: StandingsTable, names: dict[str, str]) -> list[dict[str, Any]]
 
 def _full_table(league: League) -> tuple[StandingsTable, dict[str, str]]:
     players = Player.objects.filter(league=league).order_by().values_list("player_id", "display_name", "status")
-    return table_of(players, result_rows(league), table_format(league))
+    return table_of(players, ranking_results(league), table_format(league))
 
 
 def compute(league: League) -> list[dict[str, Any]]:
@@ -168,7 +168,7 @@ def _add_new_results(league: League, cached: _Entry, key: StandingsKey) -> list[
     latest are not exactly the ones ``key`` counts, or bring a player the table lacks (a REMOVED
     player's first result puts it in the table; ``entrants`` decides that)."""
     # Up to the key's latest, so that the table stays exactly what the key describes.
-    new = _result_rows(
+    new = _ranking_results_of(
         MatchResult.objects.filter(league=league, pk__gt=cached.key.latest_result or 0, pk__lte=key.latest_result)
     )
     if len(new) != key.results - cached.key.results:

@@ -100,6 +100,11 @@ class ThreadedServer:
     def urls(self) -> list[str]:
         return [f"http://{self.host}:{p}/mcp" for p in self.ports]
 
+    @property
+    def running(self) -> bool:
+        """Whether the server's thread is still serving (an agent may stop its own server)."""
+        return self._thread.is_alive()
+
     def _run(self) -> None:
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)

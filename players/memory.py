@@ -18,7 +18,8 @@ MAX_OPPONENT_HISTORY = 200
 
 
 class Memory:
-    def __init__(self) -> None:
+    def __init__(self, max_matches: int = MAX_MATCHES) -> None:
+        self.max_matches = max_matches  # the latest this many matches are kept
         self.matches: list[dict[str, Any]] = []
         self.opponents: dict[str, dict[str, Any]] = {}
         self.stats: Counter[str] = Counter()
@@ -69,9 +70,9 @@ class Memory:
         """A finished match: ``result`` is WIN, DRAW, LOSS or TECHNICAL_LOSS from our side."""
         self.matches.append(record)
         self._note_my_choice(record, +1)
-        for dropped in self.matches[:-MAX_MATCHES]:
+        for dropped in self.matches[: -self.max_matches]:
             self._note_my_choice(dropped, -1)
-        del self.matches[:-MAX_MATCHES]
+        del self.matches[: -self.max_matches]
         result = record.get("result")
         self.stats["played"] += 1
         key = {"WIN": "wins", "DRAW": "draws", "LOSS": "losses", "TECHNICAL_LOSS": "technical_losses"}.get(result)

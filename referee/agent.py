@@ -39,9 +39,10 @@ from leagueproto.errors import MISSING, RETRYABLE, ErrorCode, LeagueError, refus
 from leagueproto.jsonutil import dumps
 from leagueproto.messages import Ack, LeagueMessage, LeagueReply, RoundNumber
 from leagueproto.server import McpServer, agent_hosts
+from leagueproto.timeouts import Timeouts
 from leagueproto.tools import CallContext, Toolset, same_token
 from referee.games import GAMES, get_game
-from referee.runner import ABANDONED, FINISHED, MatchAbandoned, MatchRunner, MatchSpec, Seat, Timeouts
+from referee.runner import ABANDONED, FINISHED, MatchAbandoned, MatchRunner, MatchSpec, Seat
 from referee.store import StateStore
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,7 @@ class RefereeConfig:
     # A report waits at most this long for others of matches still in play at this referee, to go
     # in the same batch: a 100-player league's reports then reach the LM in about half as many POSTs.
     report_linger: float = 0.02
+    report_batch_bytes: int = REPORT_BATCH_BYTES  # the most bytes of reports one POST carries
 
     @property
     def contact_endpoint(self) -> str:
@@ -1003,8 +1005,9 @@ class Referee:
         return await answer
 
     def _report_batch_bytes(self) -> int:
-        """The byte cap of a batch: REPORT_BATCH_BYTES, or less after the LM answered 413."""
-        return REPORT_BATCH_BYTES if self._report_cap is None else min(self._report_cap, REPORT_BATCH_BYTES)
+        """The byte cap of a batch: ``config.report_batch_bytes``, or less after the LM answered 413."""
+        most = self.config.report_batch_bytes
+        return most if self._report_cap is None else min(self._report_cap, most)
 
     async def _send_reports(self, outbox: asyncio.Queue[Outgoing]) -> None:
         """The one sender to the LM: takes all that is queued, sends it, answers each waiter.

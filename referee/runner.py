@@ -29,6 +29,7 @@ from leagueproto.envelope import (
 from leagueproto.errors import ErrorCode, LeagueError
 from leagueproto.matchtoken import player_token
 from leagueproto.scoring import match_score
+from leagueproto.timeouts import Timeouts
 from leagueproto.tools import same_token
 from referee.games import GameRules, InvalidMove, MoveContext, Request
 
@@ -66,28 +67,6 @@ _ACK_FIELDS = frozenset(
 _AGENT_ID = re.compile(r"^P\d+$")
 
 
-@dataclass(frozen=True)
-class Timeouts:
-    """Seconds to wait for each kind of reply (docs/protocol.md); the LM sends its league's values."""
-
-    join: float = 5.0
-    move: float = 30.0
-    game_over: float = 5.0
-    report: float = 10.0
-    default: float = 10.0
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any] | None) -> Timeouts:
-        defaults = _DEFAULT_TIMEOUTS  # read for every START_MATCH: not a new instance each time
-        known = {}
-        for name in ("join", "move", "game_over", "report", "default"):
-            value = values.get(name) if isinstance(values, Mapping) else None  # any JSON may come
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
-            known[name] = float(value) if ok else getattr(defaults, name)
-        return cls(**known)
-
-
-_DEFAULT_TIMEOUTS = Timeouts()
 _ONCE = RetryPolicy(retries=0, delay=0.0)
 
 

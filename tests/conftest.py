@@ -30,13 +30,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session", autouse=True)
 def worker_ports() -> None:
     """Each parallel worker (pytest-xdist) chooses its agents' ports in a part of the range of its
-    own (league/bench/processes.py, PORT_SHARE)."""
+    own (league/bench/processes.py, ``Ports.share``)."""
     from league.bench import processes
 
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if worker.startswith("gw") and workers > 1:
-        processes.PORT_SHARE = (int(worker.removeprefix("gw")), workers)
+        processes.PORTS.share = (int(worker.removeprefix("gw")), workers)
 
 
 @pytest.fixture

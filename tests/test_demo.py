@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from league.models import AgentStatus, Event, League, MatchResult
-from league.standings import result_rows
+from league.standings import ranking_results
 from leagueproto.scoring import compute_standings
 from tests.support.servers import free_ports
 
@@ -54,7 +54,7 @@ def test_it_plays_a_league_to_the_end_and_prints_the_standings(agent_env, manage
     playing = players - 1
     assert MatchResult.objects.filter(league=league).count() == playing * (playing - 1) // 2
     assert "Final standings" in done.stdout and f"Champion: {league.champion.player_id}" in done.stdout
-    rows = compute_standings(league.players.values_list("player_id", flat=True), result_rows(league))
+    rows = compute_standings(league.players.values_list("player_id", flat=True), ranking_results(league))
     assert sum(r.technical_losses for r in rows) == 0
 
 

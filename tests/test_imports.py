@@ -104,3 +104,9 @@ def test_agents_and_the_protocol_package_never_import_the_league_manager():
             assert not {t for t in targets if t.split(".")[0] in ("league", "leaguesite")}, name
         if top == "leagueproto":
             assert not {t for t in targets if t.split(".")[0] in ("referee", "players")}, name
+
+
+def test_every_package_of_the_project_is_looked_at():
+    """A new top-level package (a ``pages/`` app, say) is covered by the rules above too."""
+    found = {path.parent.name for path in ROOT.glob("*/__init__.py")} - {"tests"}
+    assert found == set(PACKAGES)

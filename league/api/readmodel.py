@@ -322,6 +322,15 @@ def _scheduled(
     return row
 
 
+def percent_done(matches_finished: int, matches_total: int, status: str) -> int:
+    """How far a league has come, 0–100: its finished matches of all it has scheduled. A league
+    completed without a match to play is done (100); any other without a schedule has not begun.
+    The league page, the league list and the API all show this number."""
+    if matches_total:
+        return round(100 * matches_finished / matches_total)
+    return 100 if status == League.Status.COMPLETED else 0
+
+
 def progress(league: League) -> dict[str, Any]:
     counts = Match.objects.filter(league=league).aggregate(
         total=Count("id"),
@@ -339,7 +348,7 @@ def progress(league: League) -> dict[str, Any]:
         "rounds_total": rounds_total,
         "rounds_completed": rounds_done,
         "current_round": league.current_round,
-        "percent": round(100 * finished / total) if total else (100 if league.status == "COMPLETED" else 0),
+        "percent": percent_done(finished, total, league.status),
     }
 
 

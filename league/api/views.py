@@ -130,7 +130,7 @@ RESULTS_CSV = [
 ]
 
 
-def result_rows(league: League) -> list[dict[str, Any]]:
+def finished_match_rows(league: League) -> list[dict[str, Any]]:
     """Every finished match as one flat row (``results`` and results.csv)."""
     rows = []
     for match in readmodel.matches_queryset(league).filter(status=Match.Status.FINISHED):
@@ -204,7 +204,7 @@ class LeagueViewSet(viewsets.ReadOnlyModelViewSet):
     def results(self, request: Request, league_id: str, format: str | None = None) -> Response:
         """Every finished match as a flat row (also as results.csv): who played whom, the result,
         the choices, the referee."""
-        return Response(result_rows(self.get_object()))
+        return Response(finished_match_rows(self.get_object()))
 
     @extend_schema(responses=serializers.RoundSerializer(many=True))
     @action(detail=True, pagination_class=None)

@@ -30,7 +30,7 @@ from league.bench.processes import (
     machine_cpu_times,
 )
 from league.models import AgentStatus, Bye, Event, League, Match, MatchResult, format_problem
-from league.standings import result_rows
+from league.standings import ranking_results
 from leagueproto.scoring import BYE_POINTS
 
 # Instant strategies only: the bench measures the platform, not the players' thinking.
@@ -237,7 +237,7 @@ def validate_league(league: League, players: int) -> list[str]:
     if league.status != League.Status.COMPLETED:
         problems.append(f"league ended {league.status}")
     fmt = league.schedule_format
-    results = result_rows(league)
+    results = ranking_results(league)
     byes = Counter(Bye.objects.filter(league=league).values_list("player__player_id", flat=True))
     rounds = league.rounds.count()
     if fmt == League.ScheduleFormat.SWISS:

@@ -39,29 +39,11 @@ def wait_for_port(port: int, timeout: float, host: str = "127.0.0.1") -> None:
     raise CommandError(f"nothing listens on {host}:{port} after {timeout:g} s")
 
 
-# Ports handed out by this process. A port is only reserved once its agent binds it, and agents
-# start a moment later; without this record a second run of ports could overlap the first
-# (seen: both referees failed with "Address already in use" inside the players' run).
-_HANDED_OUT: set[int] = set()
-
-
-def _bindable(port: int) -> bool:
-    if port in _HANDED_OUT:
-        return False
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 # Agents' ports come from below the kernel's ephemeral range (ip_local_port_range), which it hands
 # to outgoing connections: with a league's hundreds of keep-alive connections, one took a
 # referee's port between the bench choosing it and the referee binding it ("Address already in
 # use", in a bench scale run on 2026-11-26). Above the range when there is no room below it.
 _LOWEST_PORT = 10_000
-_random = random.Random()
 
 
 def ephemeral_range() -> tuple[int, int]:
@@ -72,48 +54,86 @@ def ephemeral_range() -> tuple[int, int]:
     return low, high
 
 
-# Which part of the ports this process takes its runs from: (index, parts). Processes that choose
-# ports at the same moment (the test suite's parallel workers) each take their own part: the record
-# of ports handed out is per process, so two could choose the same free port before either's agent
-# binds it ("Address already in use").
-PORT_SHARE = (0, 1)
+class Ports:
+    """Loopback ports for agents, none handed out twice by the same ``Ports``.
+
+    ``share`` (index, parts): which part of the ports its runs come from. Processes that choose
+    ports at the same moment (the test suite's parallel workers) each take their own part: the
+    record of ports handed out is per process, so two could choose the same free port before
+    either's agent binds it ("Address already in use"). ``rng`` picks where a run starts;
+    ``ephemeral`` is the kernel's ephemeral range (read from /proc when not given).
+    """
+
+    def __init__(
+        self,
+        share: tuple[int, int] = (0, 1),
+        rng: Any = None,
+        ephemeral: tuple[int, int] | None = None,
+    ) -> None:
+        self.share = share
+        self.rng = rng if rng is not None else random.Random()
+        self.ephemeral = ephemeral
+        # A port is only reserved once its agent binds it, and agents start a moment later:
+        # without this record a second run of ports could overlap the first (seen: both
+        # referees failed with "Address already in use" inside the players' run).
+        self.handed_out: set[int] = set()
+
+    def first_ports(self, count: int) -> tuple[int, int]:
+        """The range (inclusive) a run of ``count`` ports may start in, outside the ephemeral
+        range, within this ``share``."""
+        low, high = self.ephemeral or ephemeral_range()
+        if low - count >= _LOWEST_PORT:
+            first, end = _LOWEST_PORT, low  # ports first .. end - 1
+        else:
+            first, end = high + 1, 65_536
+        index, parts = self.share
+        size = (end - first) // parts
+        first += index * size
+        return first, first + size - count
+
+    def free_port(self) -> int:
+        """A free loopback port not handed out before."""
+        try:
+            return self.free_port_run(1)
+        except CommandError:
+            raise CommandError("no free port") from None
+
+    def free_port_run(self, count: int) -> int:
+        """The first of ``count`` consecutive free loopback ports, none handed out before."""
+        first, last = self.first_ports(count)
+        if last >= first:
+            for _ in range(200):
+                base = self.rng.randint(first, last)
+                ports = range(base, base + count)
+                # Not a service's well-known port either: the LM refuses those as agents'
+                # endpoints (league/endpoints.py), so a player host given 11211 never registered.
+                if all(port not in SERVICE_PORTS and self._bindable(port) for port in ports):
+                    self.handed_out.update(ports)
+                    return base
+        raise CommandError(f"no run of {count} free ports")
+
+    def _bindable(self, port: int) -> bool:
+        if port in self.handed_out:
+            return False
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+        return True
 
 
-def _first_ports(count: int) -> tuple[int, int]:
-    """The range (inclusive) a run of ``count`` ports may start in, outside the ephemeral range,
-    within this process's ``PORT_SHARE``."""
-    low, high = ephemeral_range()
-    if low - count >= _LOWEST_PORT:
-        first, end = _LOWEST_PORT, low  # ports first .. end - 1
-    else:
-        first, end = high + 1, 65_536
-    index, parts = PORT_SHARE
-    size = (end - first) // parts
-    first += index * size
-    return first, first + size - count
+PORTS = Ports()  # this process's ports: every launcher takes its agents' ports from here
 
 
 def free_port() -> int:
     """A free loopback port that this process has not handed out before."""
-    try:
-        return free_port_run(1)
-    except CommandError:
-        raise CommandError("no free port") from None
+    return PORTS.free_port()
 
 
 def free_port_run(count: int) -> int:
-    """The first of ``count`` consecutive free loopback ports, none handed out before."""
-    first, last = _first_ports(count)
-    if last >= first:
-        for _ in range(200):
-            base = _random.randint(first, last)
-            ports = range(base, base + count)
-            # Not a service's well-known port either: the LM refuses those as agents' endpoints
-            # (league/endpoints.py), so a player host given 11211 never registered.
-            if all(port not in SERVICE_PORTS and _bindable(port) for port in ports):
-                _HANDED_OUT.update(ports)
-                return base
-    raise CommandError(f"no run of {count} free ports")
+    """The first of ``count`` consecutive free loopback ports, none handed out before by this process."""
+    return PORTS.free_port_run(count)
 
 
 def busy_ports(wanted: dict[int, str], host: str = "127.0.0.1") -> list[str]:

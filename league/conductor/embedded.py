@@ -26,10 +26,11 @@ from league.events import append_events, broadcast_all, event_values
 from league.models import League, Match, Referee
 from leagueproto.client import AgentClient
 from leagueproto.errors import LeagueError
+from leagueproto.timeouts import Timeouts
 
 # league/ may use the referee's pure runner for this built-in mode (referee/ never imports league/).
 from referee.games import get_game
-from referee.runner import MatchRunner, MatchSpec, Seat, Timeouts
+from referee.runner import MatchRunner, MatchSpec, Seat
 
 log = logging.getLogger("league.conductor")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +45,9 @@ class ReportQueue:
 
     _queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ReportQueue] = weakref.WeakKeyDictionary()
 
-    def __init__(self) -> None:
+    def __init__(self, record: Callable[[list[PendingReport]], list[Any]] | None = None) -> None:
+        """``record`` records a batch and answers each of its reports (``record_reports``)."""
+        self._record = record
         self._pending: list[tuple[PendingReport, asyncio.Future]] = []
         self._lock = asyncio.Lock()
 
@@ -66,7 +69,7 @@ class ReportQueue:
             async with self._lock:
                 if not entry[1].done():
                     batch, self._pending = self._pending, []
-                    job = asyncio.ensure_future(database_job(record_reports, [r for r, _ in batch]))
+                    job = asyncio.ensure_future(database_job(self._record or record_reports, [r for r, _ in batch]))
                     job.add_done_callback(lambda done: _settle(batch, done))
                     # Waited for, not awaited: were this caller to go away, the batch would still run
                     # and answer the others; its outcome (or error) is read from the future below.

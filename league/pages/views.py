@@ -24,7 +24,7 @@ from league.models import League, MatchResult, Player, Referee
 def league_list(request: HttpRequest) -> HttpResponse:
     leagues = list(leagues_with_counts())
     for league in leagues:
-        league.percent = round(100 * league.matches_finished / league.matches_total) if league.matches_total else 0
+        league.percent = readmodel.percent_done(league.matches_finished, league.matches_total, league.status)
         league.url = _league_url(league.league_id)
         league.open_now = league.registration_open()
         league.closes_iso = readmodel.iso(league.registration_closes_at)

@@ -18,6 +18,7 @@ from league.models import Match, MatchResult, Round
 from leagueproto.envelope import parse_timestamp
 from tests.integration.test_recovery import FAST
 from tests.integration.worlds import Host, MixedWorld
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.processes
 
@@ -76,12 +77,9 @@ def test_the_league_rides_out_a_database_outage(world):
     """Two outages: one mid-round (the referees' reports are refused and re-sent), one during the
     pause between rounds (the conductor's announcement of the next round cannot be written)."""
     conductor = world.conductor()
-    deadline = time.monotonic() + 40
     # Round 2 under way: its matches being played (slow players: for at least half a second).
     running = Match.objects.filter(league=world.league, round__number=2, status=Match.Status.RUNNING)
-    while not running.exists():
-        assert time.monotonic() < deadline, "the league did not get going"
-        time.sleep(0.01)
+    wait_until(running.exists, 40, "round 2 under way", interval=0.01)
     with LockedDatabase(connection.settings_dict["NAME"]):
         before = world.results()  # counted under the lock: a result may land just before it
         refused = registration_call(world.lm_url)
@@ -91,10 +89,7 @@ def test_the_league_rides_out_a_database_outage(world):
 
     completed = Round.objects.filter(league=world.league, status=Round.Status.COMPLETED)
     done = completed.count()
-    deadline = time.monotonic() + 40
-    while completed.count() == done:
-        assert time.monotonic() < deadline, "no round completed after the outage"
-        time.sleep(0.005)
+    wait_until(lambda: completed.count() != done, 40, "a round completed after the outage", interval=0.005)
     with LockedDatabase(connection.settings_dict["NAME"]):  # in the round pause
         time.sleep(OUTAGE_SECONDS)
     world.wait_completed(timeout=60)

@@ -16,6 +16,7 @@ import pytest
 from league.models import Event, Match, Referee
 from tests.integration.test_recovery import FAST
 from tests.integration.worlds import Host, MixedWorld
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.processes
 
@@ -38,10 +39,7 @@ def test_a_stopped_referee_plays_nothing_stale_once_resumed(world):
     port = f":{world.ref_port}/"
     victim = Referee.objects.get(league=world.league, endpoint__contains=port)
     running = Match.objects.filter(league=world.league, referee=victim, status=Match.Status.RUNNING)
-    deadline = time.monotonic() + 40
-    while not running.exists():
-        assert time.monotonic() < deadline, "the stopped referee never got a match"
-        time.sleep(0.01)
+    wait_until(running.exists, 40, "a match for the referee to be stopped", interval=0.01)
     os.kill(world.referees[0].proc.pid, signal.SIGSTOP)
     try:
         time.sleep(STOPPED_FOR)

@@ -17,6 +17,7 @@ from league.models import Event, League, Match, MatchResult, Referee
 from leagueproto.envelope import parse_timestamp
 from tests.integration.told import assert_told_equals_recorded
 from tests.support.servers import Process, free_ports, wait_for_port
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.processes
 
@@ -61,10 +62,11 @@ class World:
         ]
         player_port = free_ports(PLAYERS)
         self.spawn("players", [*self.manage, "runplayer", "--port", str(player_port), "--count", str(PLAYERS), *common])
-        deadline = time.monotonic() + 120  # registered: a loaded machine starts agents slowly
-        while self.league.players.count() < PLAYERS or self.league.referees.count() < 2:
-            assert time.monotonic() < deadline, "agents did not register"
-            time.sleep(0.1)
+
+        def registered() -> bool:
+            return self.league.players.count() >= PLAYERS and self.league.referees.count() >= 2
+
+        wait_until(registered, 120, "agents registered", interval=0.1)  # a loaded machine starts agents slowly
         actions.start_league(self.league)
 
     def conductor(self) -> Process:
@@ -84,13 +86,14 @@ class World:
         return MatchResult.objects.filter(league=self.league).count()
 
     def wait_completed(self, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def completed() -> bool:
             self.league.refresh_from_db()
-            if self.league.status == League.Status.COMPLETED:
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"league is {self.league.status} with {self.results()} results")
+            return self.league.status == League.Status.COMPLETED
+
+        try:
+            wait_until(completed, timeout, "league completed", interval=0.1)
+        except AssertionError as exc:
+            raise AssertionError(f"league is {self.league.status} with {self.results()} results") from exc
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
@@ -128,10 +131,7 @@ def test_it_completes_when_the_conductor_is_killed_and_restarted(world):
 
 def test_it_completes_when_a_referee_is_killed(world):
     world.conductor()
-    deadline = time.monotonic() + 30
-    while world.results() < 5:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_until(lambda: world.results() >= 5, 30, "5 results")
     world.referees[0].kill()
     world.killed_at = timezone.now()
     world.wait_completed()

@@ -4,7 +4,6 @@ built on the recovery test's World: the LM site, two referees, the players, the 
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +11,7 @@ from league import actions
 from league.models import League, Match, MatchResult, Player
 from tests.integration.test_recovery import World
 from tests.support.servers import Process, free_ports, wait_for_port
+from tests.support.waiting import wait_until
 
 
 @dataclass(frozen=True)
@@ -61,10 +61,11 @@ class MixedWorld(World):
         for host in self.hosts:
             self.host_ports[host.name] = free_ports(host.count)
             self.start_host(host)
-        deadline = time.monotonic() + 120  # registered: a loaded machine starts agents slowly
-        while self.league.players.count() < self.players or self.league.referees.count() < self.referee_count:
-            assert time.monotonic() < deadline, "agents did not register"
-            time.sleep(0.1)
+
+        def registered() -> bool:
+            return self.league.players.count() >= self.players and self.league.referees.count() >= self.referee_count
+
+        wait_until(registered, 120, "agents registered", interval=0.1)  # a loaded machine starts agents slowly
         actions.start_league(self.league)
 
     def referee_args(self, n: int) -> list[str]:

@@ -21,29 +21,22 @@ class SameChoice:
         return self.port
 
 
-@pytest.fixture(autouse=True)
-def whole_range(monkeypatch):
-    """The whole range, as one process alone has it (a parallel run's worker has a part of it)."""
-    monkeypatch.setattr(processes, "PORT_SHARE", (0, 1))
-
-
 @pytest.fixture
-def unlucky(monkeypatch):
-    monkeypatch.setattr(processes, "_HANDED_OUT", set())
-    monkeypatch.setattr(processes, "_random", SameChoice(21000))
+def unlucky() -> processes.Ports:
+    return processes.Ports(rng=SameChoice(21000))
 
 
 def test_a_port_chosen_again_is_not_handed_out_twice(unlucky):
-    assert processes.free_port() == 21000
+    assert unlucky.free_port() == 21000
     with pytest.raises(CommandError, match="no free port"):
-        processes.free_port()
+        unlucky.free_port()
 
 
 def test_a_run_of_ports_does_not_overlap_a_port_already_handed_out(unlucky):
-    assert processes.free_port() == 21000
+    assert unlucky.free_port() == 21000
     # Every candidate run starts at 21000, which is taken: no run is returned.
     with pytest.raises(CommandError, match="no run of 3 free ports"):
-        processes.free_port_run(3)
+        unlucky.free_port_run(3)
 
 
 def test_a_port_in_use_is_not_handed_out(unlucky):
@@ -51,24 +44,24 @@ def test_a_port_in_use_is_not_handed_out(unlucky):
         busy.bind(("127.0.0.1", 21001))
         busy.listen()
         with pytest.raises(CommandError, match="no run of 3 free ports"):
-            processes.free_port_run(3)  # 21000-21002 holds a port in use
+            unlucky.free_port_run(3)  # 21000-21002 holds a port in use
 
 
-def test_a_run_holding_a_service_port_is_not_handed_out(monkeypatch):
+def test_a_run_holding_a_service_port_is_not_handed_out():
     """The LM refuses an agent's endpoint on a service's well-known port (11211, Memcached): a
     run of ports covering one would leave a player unregistered and the bench waiting."""
-    monkeypatch.setattr(processes, "_HANDED_OUT", set())
-    monkeypatch.setattr(processes, "_random", SameChoice(11200))
+    ports = processes.Ports(rng=SameChoice(11200))
     with pytest.raises(CommandError, match="no run of 100 free ports"):
-        processes.free_port_run(100)  # 11200-11299 holds 11211
-    assert processes.free_port_run(5) == 11200  # 11200-11204 holds none
+        ports.free_port_run(100)  # 11200-11299 holds 11211
+    assert ports.free_port_run(5) == 11200  # 11200-11204 holds none
 
 
 def test_runs_and_ports_are_distinct_bindable_and_outside_the_kernels_ephemeral_range():
     low, high = processes.ephemeral_range()
-    handed = [processes.free_port() for _ in range(5)]
+    ports = processes.Ports()
+    handed = [ports.free_port() for _ in range(5)]
     for _ in range(5):
-        base = processes.free_port_run(100)
+        base = ports.free_port_run(100)
         handed.extend(range(base, base + 100))
     assert len(handed) == len(set(handed))
     # The kernel gives ports in its ephemeral range to outgoing connections: an agent's port
@@ -79,22 +72,24 @@ def test_runs_and_ports_are_distinct_bindable_and_outside_the_kernels_ephemeral_
             sock.bind(("127.0.0.1", port))
 
 
-def test_processes_with_parts_of_their_own_choose_ports_apart(monkeypatch):
-    monkeypatch.setattr(processes, "ephemeral_range", lambda: (32_768, 60_999))
+def test_processes_with_parts_of_their_own_choose_ports_apart():
     runs = []
     for index in range(4):
-        monkeypatch.setattr(processes, "PORT_SHARE", (index, 4))
-        first, last = processes._first_ports(10)
+        first, last = processes.Ports(share=(index, 4), ephemeral=(32_768, 60_999)).first_ports(10)
         runs.append((first, last + 10 - 1))  # the ports the runs may hold
     for (_, end), (start, _) in zip(runs, runs[1:], strict=False):
         assert end < start
     assert runs[0][0] == 10_000 and runs[-1][1] <= 32_767
 
 
-def test_with_no_room_below_the_ephemeral_range_ports_come_from_above_it(monkeypatch):
-    monkeypatch.setattr(processes, "ephemeral_range", lambda: (10_050, 60_999))
-    base = processes.free_port_run(100)
+def test_with_no_room_below_the_ephemeral_range_ports_come_from_above_it():
+    base = processes.Ports(ephemeral=(10_050, 60_999)).free_port_run(100)
     assert 61_000 <= base <= 65_436
+
+
+def test_this_process_hands_out_each_port_once():
+    first = processes.free_port()
+    assert first in processes.PORTS.handed_out and processes.free_port() != first
 
 
 def test_busy_share_is_the_busy_part_of_all_cores_time_between_readings():

@@ -18,9 +18,9 @@ from league.checkagent import FAIL, NOTICES, OK, PASS, WARN, find_registration, 
 from league.models import League, Player
 from league.pages.check import protocol_html
 from league.ratelimit import limiter
+from leagueproto.timeouts import Timeouts
 from players.agent import Player as PlayerAgent
 from players.agent import PlayerConfig, PlayerHost
-from referee.runner import Timeouts
 from tests.compat.test_outgoing_fields import REQUIRED, missing_fields
 from tests.league.checkagent_support import (
     CoursePlayer,
@@ -42,7 +42,7 @@ EVEN_ODD_STEPS = [
     "ROUND_COMPLETED",
     "LEAGUE_COMPLETED",
 ]
-ONE_SECOND = Timeouts(join=1.0, move=1.0, game_over=1.0, report=1.0, default=1.0)
+ONE_SECOND = Timeouts.every(1.0)
 DOC_IDS = frozenset(re.findall(r'<h\d id="([^"]+)"', protocol_html()))
 
 

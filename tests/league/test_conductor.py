@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from league.conductor import SUSPEND_AFTER, Conductor
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
-from league.standings import result_rows
+from league.standings import ranking_results
 from leagueproto.client import AgentClient
 from leagueproto.scoring import compute_standings
 from tests.league.conductor_support import ScriptedPlayers, ScriptedReferee
@@ -33,8 +33,9 @@ FAST = {
 }
 
 
-def conduct(league_id: str, timeout: float = 30.0, **options: Any) -> Conductor:
-    worker = Conductor(league_id=league_id, poll=0.02, **options)
+def conduct(league_id: str, timeout: float = 30.0, kind: type[Conductor] = Conductor, **options: Any) -> Conductor:
+    """Run a conductor (``kind``: Conductor or a test's subclass) until the league is done."""
+    worker = kind(league_id=league_id, poll=0.02, **options)
 
     async def main() -> None:
         await asyncio.wait_for(worker.run(until_done=True), timeout)
@@ -119,7 +120,7 @@ def test_it_plays_a_small_league_to_the_end(lm_server, players, referees):
         assert final["auth_token"] and final["sender"] == "league_manager"
         last_update = group.received[port][-2 - 1]
         assert [row["player_id"] for row in last_update["standings"]] == [
-            r.player_id for r in compute_standings(["P01", "P02", "P03", "P04", "P05"], result_rows(league))
+            r.player_id for r in compute_standings(["P01", "P02", "P03", "P04", "P05"], ranking_results(league))
         ]
         # Each round's table equals a recomputation from the results of that round and the ones
         # before: none of the next round's results is in it.
@@ -127,7 +128,7 @@ def test_it_plays_a_small_league_to_the_end(lm_server, players, referees):
         for update in updates:
             upto = [
                 r
-                for r in result_rows(league)
+                for r in ranking_results(league)
                 if Match.objects.get(league=league, match_id=r.match_id).round.number <= update["round_id"]
             ]
             expected = compute_standings(["P01", "P02", "P03", "P04", "P05"], upto)
@@ -437,7 +438,7 @@ class Stopped(Exception):
     """A conductor stopped in the middle of a round's boundary."""
 
 
-def test_owed_notices_are_sent_again_before_the_round_goes_on(lm_server, players, referees, monkeypatch):
+def test_owed_notices_are_sent_again_before_the_round_goes_on(lm_server, players, referees):
     """A conductor stopped after completing round 1 and announcing round 2 in the database, but
     before telling anyone: the notices stay owed, and the next pass sends the whole boundary
     (standings, ROUND_COMPLETED, the announcement) before round 2's matches start."""
@@ -453,28 +454,28 @@ def test_owed_notices_are_sent_again_before_the_round_goes_on(lm_server, players
 
     referees(on_start=check).register(league.league_id, capacity=2)
     close_window(league)
-    send, resend = Conductor.send_in_order, Conductor.resend_boundary
     stopped: list[int] = []
     owed_when_resent: list[tuple] = []
 
-    async def stop_at_first_boundary(self, league, batches, timeout):
-        if len(batches) == 3 and not stopped:  # standings, ROUND_COMPLETED, announcement
-            stopped.append(batches[2][0].message["round_id"])
-            raise Stopped
-        return await send(self, league, batches, timeout)
+    class StoppedAtTheFirstBoundary(Conductor):
+        """Stops (as a killed process would) on its first round boundary, and notes what the
+        database says when it sends a boundary again."""
 
-    async def resend_and_look(self, league, rnd):
-        def state() -> tuple:
-            matches = Match.objects.filter(league_id=league.pk, round__number=2).values_list("status", flat=True)
-            return rnd.number, Round.objects.get(pk=rnd.pk).notices_owed, sorted(matches)
+        async def send_in_order(self, league, batches, timeout):
+            if len(batches) == 3 and not stopped:  # standings, ROUND_COMPLETED, announcement
+                stopped.append(batches[2][0].message["round_id"])
+                raise Stopped
+            return await super().send_in_order(league, batches, timeout)
 
-        owed_when_resent.append(await sync_to_async(state)())
-        await resend(self, league, rnd)
+        async def resend_boundary(self, league, rnd):
+            def state() -> tuple:
+                matches = Match.objects.filter(league_id=league.pk, round__number=2).values_list("status", flat=True)
+                return rnd.number, Round.objects.get(pk=rnd.pk).notices_owed, sorted(matches)
 
-    monkeypatch.setattr(Conductor, "send_in_order", stop_at_first_boundary)
-    monkeypatch.setattr(Conductor, "resend_boundary", resend_and_look)
+            owed_when_resent.append(await sync_to_async(state)())
+            await super().resend_boundary(league, rnd)
 
-    conduct(league.league_id)
+    conduct(league.league_id, kind=StoppedAtTheFirstBoundary)
 
     league.refresh_from_db()
     assert stopped == [2]

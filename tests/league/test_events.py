@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import channels.layers
 import orjson
 import pytest
 from asgiref.sync import async_to_sync
@@ -73,9 +72,50 @@ def received(channel: str, count: int) -> list[tuple[str, dict]]:
     return [(m["event"], m["data"]) for m in (async_to_sync(layer.receive)(channel) for _ in range(count))]
 
 
+SENT: list[tuple[str, str]] = []  # (group, event) each layer below was handed, in order
+
+
+class RecordingInMemory(InMemoryChannelLayer):
+    """The in-memory layer, listing what it is handed."""
+
+    async def group_send(self, group: str, message: dict) -> None:
+        SENT.append((group, message["event"]))
+        await super().group_send(group, message)
+
+
+class OtherProcesses(BaseChannelLayer):
+    """A layer whose groups live elsewhere (as Redis's do): who listens is not known here."""
+
+    extensions = ["groups"]
+
+    async def group_send(self, group: str, message: dict) -> None:
+        SENT.append((group, message["event"]))
+
+
+class Broken(OtherProcesses):
+    async def group_send(self, group: str, message: dict) -> None:
+        raise ConnectionError("redis is down")
+
+
 @pytest.fixture
-def watched():
-    """A dashboard of this process watching league ``one`` (what ``LeagueConsumer`` does)."""
+def use_layer(settings):
+    """``use_layer(cls)``: the site's channel layer is a new ``cls`` (through CHANNEL_LAYERS, the
+    setting Channels reads its layers from again when it changes); returns what it is handed."""
+
+    def use(backend: type[BaseChannelLayer]) -> list[tuple[str, str]]:
+        settings.CHANNEL_LAYERS = {"default": {"BACKEND": f"{__name__}.{backend.__name__}"}}
+        assert type(get_channel_layer()) is backend
+        SENT.clear()
+        return SENT
+
+    return use
+
+
+@pytest.fixture
+def watched(use_layer):
+    """A dashboard of this process watching league ``one`` (what ``LeagueConsumer`` does), on a
+    recording in-memory layer."""
+    use_layer(RecordingInMemory)
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)("league_one", channel)
@@ -86,73 +126,43 @@ def watched():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_broadcast_is_sent_after_the_commit_in_order_and_never_after_a_rollback(watched, monkeypatch):
-    layer = Recording(get_channel_layer(), monkeypatch)
+def test_a_broadcast_is_sent_after_the_commit_in_order_and_never_after_a_rollback(watched):
     with pytest.raises(RuntimeError), transaction.atomic():
         broadcast("one", "match_started", {"match_id": "R1M1"})
         raise RuntimeError("rolled back")
     with transaction.atomic():
         broadcast("one", "match_started", {"match_id": "R1M2"})
         events.broadcast_all([("one", "match_finished", {"match_id": "R1M2"}), ("one", "round_completed", {})])
-        assert layer.sent == []  # not before the commit
+        assert SENT == []  # not before the commit
     assert received(watched, 3) == [
         ("match_started", {"match_id": "R1M2"}),
         ("match_finished", {"match_id": "R1M2"}),
         ("round_completed", {}),
     ]
-    assert len(layer.sent) == 3  # the rolled-back one never was
+    assert len(SENT) == 3  # the rolled-back one never was
 
 
-class Recording:
-    """Wraps a channel layer's ``group_send`` to list what was handed to it."""
-
-    def __init__(self, layer: BaseChannelLayer, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.layer = layer
-        self.sent: list[tuple[str, str]] = []
-        real = layer.group_send
-
-        async def group_send(group: str, message: dict) -> None:
-            self.sent.append((group, message["event"]))
-            await real(group, message)
-
-        monkeypatch.setattr(layer, "group_send", group_send)
-        monkeypatch.setattr(channels.layers, "get_channel_layer", lambda alias="default": layer)
-
-
-def test_on_the_in_memory_layer_only_groups_a_websocket_of_this_process_joined_are_sent_to(monkeypatch):
-    layer = Recording(InMemoryChannelLayer(), monkeypatch)
+def test_on_the_in_memory_layer_only_groups_a_websocket_of_this_process_joined_are_sent_to(use_layer):
+    sent = use_layer(RecordingInMemory)
     events.send([("league_one", "league_status", {}), ("league_two", "match_started", {"match_id": "R1M2"})])
-    assert layer.sent == []  # no dashboard of this process watches either league
+    assert sent == []  # no dashboard of this process watches either league
 
     events.joined("league_two")
     try:
         events.send([("league_one", "league_status", {}), ("league_two", "match_started", {"match_id": "R1M2"})])
     finally:
         events.left("league_two")
-    assert layer.sent == [("league_two", "match_started")]
+    assert sent == [("league_two", "match_started")]
 
 
-class OtherProcesses(BaseChannelLayer):
-    """A layer whose groups live elsewhere (as Redis's do): who listens is not known here."""
-
-    extensions = ["groups"]
-
-    async def group_send(self, group: str, message: dict) -> None:
-        pass
-
-
-def test_other_layers_are_always_sent_to(monkeypatch):
-    layer = Recording(OtherProcesses(), monkeypatch)
+def test_other_layers_are_always_sent_to(use_layer):
+    sent = use_layer(OtherProcesses)
     events.send([("league_one", "league_status", {}), ("league_two", "match_started", {})])
-    assert layer.sent == [("league_one", "league_status"), ("league_two", "match_started")]
+    assert sent == [("league_one", "league_status"), ("league_two", "match_started")]
 
 
-def test_a_failing_layer_never_breaks_the_caller(monkeypatch, caplog):
-    class Broken(OtherProcesses):
-        async def group_send(self, group: str, message: dict) -> None:
-            raise ConnectionError("redis is down")
-
-    monkeypatch.setattr(channels.layers, "get_channel_layer", lambda alias="default": Broken())
+def test_a_failing_layer_never_breaks_the_caller(use_layer, caplog):
+    use_layer(Broken)
     events.send([("league_one", "league_status", {}), ("league_two", "league_status", {})])
     assert [r.getMessage() for r in caplog.records].count(
         "broadcast of league_status to league_one failed: ConnectionError('redis is down')"

@@ -19,6 +19,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings as django_settings
 from django.db import connection
+from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -295,11 +296,11 @@ def _refresh_tokens(tokens: dict[str, str], responses: list[dict[str, Any]]) -> 
                 tokens[agent_id] = reply["auth_token"]
 
 
-def test_mcp_survives_random_and_mutated_messages_in_process(fuzz_league, fuzz_examples, monkeypatch):
+@override_settings(REDIS_URL=None)
+def test_mcp_survives_random_and_mutated_messages_in_process(fuzz_league, fuzz_examples):
     # Each call below runs on an event loop of its own (async_to_sync), and with Redis the rate
     # limiter keeps a client per loop it has seen: 1,500 held connections. Its buckets stay in this
     # process here; the test over HTTP below goes through Redis when there is one.
-    monkeypatch.setattr(django_settings, "REDIS_URL", None)
     server = get_server()
     tokens = fuzz_league
     handle = async_to_sync(server.handle_http)

@@ -9,9 +9,10 @@ import itertools
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from channels.layers import BaseChannelLayer
 from django.test import override_settings
 
-from league import actions, events
+from league import actions
 from league.mcp import toolset
 from league.mcp.reports import PendingReport, record_reports
 from league.models import Event, Match, MatchResult, Player, Referee, Round
@@ -161,10 +162,20 @@ def _pending(report: dict) -> PendingReport:
     return PendingReport(tool, report, tool.model.model_validate(report), None)
 
 
-def test_a_batch_of_reports_gets_one_answer_each_and_writes_exactly_its_rows(lm_server, monkeypatch):
+class Dashboards(BaseChannelLayer):
+    """A channel layer (as Redis's, groups in other processes) that lists every broadcast."""
+
+    extensions = ["groups"]
+    heard: list[tuple[str, dict]] = []  # (event, data), in order
+
+    async def group_send(self, group: str, message: dict) -> None:
+        self.heard.append((message["event"], message["data"]))
+
+
+def test_a_batch_of_reports_gets_one_answer_each_and_writes_exactly_its_rows(lm_server, settings):
     """Reports recorded together (one transaction) are judged one by one, in order."""
-    sent = []
-    monkeypatch.setattr(events, "send", lambda messages: sent.extend((event, data) for _, event, data in messages))
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": f"{__name__}.Dashboards"}}
+    sent = Dashboards.heard
     league, ref, _ = _setup(lm_server, players=4)
     other = register_referee(lm_server, "ref2")
     assigned_match(league, a="P01", b="P02", match_id="R1M1")
@@ -301,7 +312,7 @@ def test_a_match_log_of_objects_is_taken_as_parsed_not_copied():
     assert tool.model.model_validate(report).match_log is report["match_log"]
 
 
-def test_a_caller_gone_before_its_batch_failed_leaves_no_unread_error(monkeypatch):
+def test_a_caller_gone_before_its_batch_failed_leaves_no_unread_error():
     """A referee that hangs up while its report's batch runs (its call timed out in a database
     outage) has its answer dropped, not left as an error no one reads (asyncio would log it)."""
     import asyncio
@@ -322,13 +333,11 @@ def test_a_caller_gone_before_its_batch_failed_leaves_no_unread_error(monkeypatc
         finally:
             finished.set()
 
-    monkeypatch.setattr(reports, "record_reports", locked)
-
     async def scenario() -> list:
         loop = asyncio.get_running_loop()
         unread: list = []
         loop.set_exception_handler(lambda _loop, context: unread.append(context))
-        caller = asyncio.ensure_future(reports.ReportQueue().submit(object()))  # type: ignore[arg-type]
+        caller = asyncio.ensure_future(reports.ReportQueue(record=locked).submit(object()))  # type: ignore[arg-type]
         assert await asyncio.to_thread(started.wait, 5)
         caller.cancel()
         release.set()
@@ -342,7 +351,7 @@ def test_a_caller_gone_before_its_batch_failed_leaves_no_unread_error(monkeypatc
     assert asyncio.run(scenario()) == []
 
 
-def test_reports_started_together_are_recorded_in_one_batch(monkeypatch):
+def test_reports_started_together_are_recorded_in_one_batch():
     """The reports of one JSON-RPC batch start together (leagueproto's server gathers them): the
     queue records them in one transaction, the first one included."""
     import asyncio
@@ -355,10 +364,8 @@ def test_reports_started_together_are_recorded_in_one_batch(monkeypatch):
         batches.append(len(batch))
         return [({"n": n}, False) for n in range(len(batch))]
 
-    monkeypatch.setattr(reports, "record_reports", record)
-
     async def three() -> list:
-        queue = reports.ReportQueue()
+        queue = reports.ReportQueue(record=record)
         return await asyncio.gather(*(queue.submit(object()) for _ in range(3)))  # type: ignore[arg-type]
 
     assert asyncio.run(three()) == [({"n": 0}, False), ({"n": 1}, False), ({"n": 2}, False)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 
@@ -140,3 +142,30 @@ def test_no_stored_data_makes_a_page_fail_in_any_state(client):
     assert home.count('class="card league-card"') == len(ODD_IDS) * 2
     assert "This league's id cannot be part of an address" in home  # the "a/b" ones
     assert "<script>alert(1)</script>" not in home
+
+
+def test_the_league_list_and_the_api_show_the_same_progress(client):
+    """One number for how far a league has come: the list's bar, the league page's bar and the
+    API's ``progress.percent`` (a league completed without a match counts as done in all three)."""
+    play_round(make_league("spring_cup", players=4), 1)  # 2 of 6 matches
+    make_league("open_cup", players=3, status="REGISTERING", scheduled=False)
+    make_league("empty_cup", players=0, status="COMPLETED", scheduled=False)
+    cards = {
+        league_id: int(percent)
+        for league_id, percent in re.findall(
+            r'data-league="(\w+)".*?class="progress-bar" style="width: (\d+)%"', client.get("/").content.decode(), re.S
+        )
+    }
+    api = {
+        league_id: client.get(f"/api/leagues/{league_id}/live/").json()["progress"]["percent"] for league_id in cards
+    }
+    pages = {
+        league_id: int(
+            re.search(
+                r'id="progress-bar" class="progress-bar" style="width: (\d+)%"',
+                client.get(f"/leagues/{league_id}/").content.decode(),
+            )[1]
+        )
+        for league_id in cards
+    }
+    assert cards == api == pages == {"spring_cup": 33, "open_cup": 0, "empty_cup": 100}

@@ -3,10 +3,7 @@ league's standings (LM queries, conductor, export, pages) showing the same table
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
-from django.conf import settings
 
 from league import export, queries, standings
 from league.api import readmodel
@@ -26,15 +23,15 @@ def fresh_cache(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def full_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the reads of every result of a league (``result_rows``), ``compute``'s included."""
+    """Counts the reads of every result of a league (``ranking_results``), ``compute``'s included."""
     reads = [0]
-    every_result = standings.result_rows
+    every_result = standings.ranking_results
 
     def counted(league: League) -> list[ResultRow]:
         reads[0] += 1
         return every_result(league)
 
-    monkeypatch.setattr(standings, "result_rows", counted)
+    monkeypatch.setattr(standings, "ranking_results", counted)
     return reads
 
 
@@ -131,9 +128,8 @@ def test_entrants_is_the_one_rule_on_removed_players():
     assert entrants(players, []) == {"P01": "A"}
 
 
-def test_new_results_are_added_to_the_cached_table_and_anything_else_reads_every_result(monkeypatch, full_reads):
-    clock = [0.0]
-    monkeypatch.setattr(standings, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+def test_new_results_are_added_to_the_cached_table_and_anything_else_reads_every_result(settings, full_reads):
+    settings.STANDINGS_CACHE_TTL = 3600  # no full read for its age until the end
     league = make_league("incremental", players=6)
     Player.objects.filter(league=league, player_id="P06").update(status=AgentStatus.REMOVED)
 
@@ -162,10 +158,9 @@ def test_new_results_are_added_to_the_cached_table_and_anything_else_reads_every
     # An admin's edit of a counted result changes no key: it shows with the first call
     # STANDINGS_CACHE_TTL after the last full read, however many results were added in between.
     MatchResult.objects.filter(match__match_id="R1M2", league=league).update(outcome="WIN_A", points_a=3, points_b=0)
-    clock[0] = settings.STANDINGS_CACHE_TTL - 1
     play(match(league, "R3M1"), "odd", "odd", 1)
-    assert read(league, full_reads)[1] is False
-    clock[0] = settings.STANDINGS_CACHE_TTL + 1
+    assert read(league, full_reads)[1] is False  # younger than the TTL: the edit is not seen yet
+    settings.STANDINGS_CACHE_TTL = 0  # the last full read is now older than the TTL
     play(match(league, "R3M2"), "odd", "even", 1)
     step(full=True)
     assert next(row for row in standings.standings(league) if row["player_id"] == "P02")["wins"] == 1  # R1M2

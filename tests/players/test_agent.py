@@ -367,7 +367,7 @@ async def test_it_shuts_down_after_league_completed(scripted_lm, referee_client)
         reply = (await referee_client.call(p.endpoint, "notify_league_completed", done)).reply
         assert reply["message_type"] == "ACK"
         assert p.lifecycle == Lifecycle.SHUTDOWN
-        await asyncio.to_thread(wait_until, lambda: not server._thread.is_alive())  # the server stopped by itself
+        await asyncio.to_thread(wait_until, lambda: not server.running)  # the server stopped by itself
     finally:
         server.stop()
 
@@ -431,12 +431,11 @@ def test_decide_awaits_coroutine_strategies_and_calls_plain_ones_whatever_came_b
         assert agent._is_coroutine_function(func) == inspect.iscoroutinefunction(func)
 
 
-def test_replies_are_the_messages_the_toolset_would_build(monkeypatch):
+def test_replies_are_the_messages_the_toolset_would_build():
     """Player._reply builds with make_message itself (cheaper): same envelope, fields and order."""
-    from leagueproto import envelope
+    from leagueproto.envelope import parse_timestamp
     from players import messages as m
 
-    monkeypatch.setattr(envelope, "utc_now", lambda: "2025-01-15T10:30:00Z")
     p = player("Replier")
     p.player_id, p.token = "P07", "tok-7"
     request = m.GameInvitation.model_validate(
@@ -448,7 +447,10 @@ def test_replies_are_the_messages_the_toolset_would_build(monkeypatch):
     fields = {"league_id": "L", "round_id": 1, "match_id": "R1M1", "player_id": "P07", "accept": True}
     mine = p._reply(request, "GAME_JOIN_ACK", dict(fields), ctx)
     theirs = p.toolset.reply(request, "GAME_JOIN_ACK", auth_token="m-1", **fields)
-    assert list(mine.items()) == list(theirs.items())
+    assert list(mine) == list(theirs)  # the same fields in the same order
+    # Each stamped with its own clock reading (whole seconds): the rest is the same.
+    assert parse_timestamp(mine.pop("timestamp")) and parse_timestamp(theirs.pop("timestamp"))
+    assert mine == theirs
     assert mine["sender"] == "player:P07" and mine["conversation_id"] == "conv-x" and mine["auth_token"] == "m-1"
     request.auth_token = None  # a call without a token: the reply has no auth_token key at all
     assert "auth_token" not in p._ack(request, ctx)

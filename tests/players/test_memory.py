@@ -14,10 +14,9 @@ from players import memory
 from players import messages as m
 
 
-def test_my_parity_history_follows_the_kept_matches(monkeypatch):
-    monkeypatch.setattr(memory, "MAX_MATCHES", 20)
+def test_my_parity_history_follows_the_kept_matches():
     rng = random.Random(5)
-    mem = memory.Memory()
+    mem = memory.Memory(max_matches=20)
     for i in range(200):
         record: dict = {"match_id": f"M{i}", "result": "WIN"}
         if rng.random() < 0.9:
@@ -28,6 +27,7 @@ def test_my_parity_history_follows_the_kept_matches(monkeypatch):
         for opponent in ("P01", "P02", "P03", "P99", None):
             expected = [x["my_choice"] for x in mem.matches if x.get("opponent_id") == opponent and x.get("my_choice")]
             assert mem.my_parity_history(opponent) == expected
+    assert len(mem.matches) == 20  # the oldest were dropped, and their choices with them
     restored = memory.Memory.from_dict(mem.to_dict())
     assert all(restored.my_parity_history(o) == mem.my_parity_history(o) for o in ("P01", "P02", "P03"))
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import pytest
 
@@ -17,7 +16,7 @@ from leagueproto.jsonutil import dumps
 from leagueproto.server import McpServer
 from referee import agent
 from referee.agent import Referee, RefereeConfig
-from tests.referee.conftest import rpc, run_referee, start_match_message
+from tests.referee.conftest import FAST_TIMEOUTS, rpc, run_referee, start_match_message
 from tests.referee.scripted import ScriptedLM, ScriptedPlayer, serving
 from tests.support.servers import free_port
 from tests.support.waiting import wait_until
@@ -121,9 +120,18 @@ def test_it_saves_the_outcome_before_telling_the_players_and_never_plays_the_mat
             {"match_id": "R1M1", "league_id": "league_test", "auth_token": ScriptedLM.LM_TOKEN},
         )
         assert (state["state"], state["result"]) == ("FINISHED", report["result"])
-        time.sleep(0.3)
-    assert len(a.received.of("handle_game_invitation")) == 1
-    assert len(b.received.of("notify_match_result")) == 1
+        # A replay of R1M1 would have started at once: a later match played here to its report
+        # is the event it would have come before.
+        assert (
+            rpc(second.url, "start_match", start_match_message(url_a, url_b, match_id="R1M2"))["status"] == "ACCEPTED"
+        )
+        wait_until(lambda: "R1M2" in _match_ids(scripted_lm.received.of("acknowledged")), what="R1M2 recorded")
+    assert _match_ids(a.received.of("handle_game_invitation")).count("R1M1") == 1
+    assert _match_ids(b.received.of("notify_match_result")).count("R1M1") == 1
+
+
+def _match_ids(messages: list[dict]) -> list[str]:
+    return [m.get("match_id") for m in messages]
 
 
 def test_it_does_not_play_a_start_match_the_lm_no_longer_waits_for(referee, players):
@@ -238,8 +246,13 @@ def test_it_keeps_a_finished_result_across_a_restart(players, tmp_path):
         (report,) = scripted_lm.received.wait_for("acknowledged")
         wait_until(lambda: not any(pending.iterdir()))
         assert second.referee.reports["league_test:R1M1"]["status"] == "RECORDED"
-        time.sleep(0.2)
-        assert len(scripted_lm.received.of("report_match_result")) == 1
+        # A second sending of R1M1's report would have gone at once: a later match played here
+        # to its report is the event it would have come before.
+        assert (
+            rpc(second.url, "start_match", start_match_message(url_a, url_b, match_id="R1M2"))["status"] == "ACCEPTED"
+        )
+        wait_until(lambda: "R1M2" in _match_ids(scripted_lm.received.of("acknowledged")), what="R1M2 recorded")
+        assert _match_ids(scripted_lm.received.of("report_match_result")).count("R1M1") == 1
     assert report["result"] == result
     assert report["match_id"] == "R1M1" and report["sender"] == "referee:REF01"
     assert report["match_log"][-1]["message_type"] in ("GAME_OVER", "ACK", "FINISHED")
@@ -348,55 +361,62 @@ def test_its_sender_follows_its_identity():
 
 
 @pytest.mark.parametrize("batch_bytes,posts", [(agent.REPORT_BATCH_BYTES, 1), (1, 3)])
-def test_reports_waiting_while_one_is_in_flight_go_together_in_one_post(
-    referee, lm, players, monkeypatch, batch_bytes, posts
-):
-    """Up to REPORT_BATCH_BYTES of them: past it (here: 1 byte, so each alone) in the next POSTs."""
-    monkeypatch.setattr(agent, "REPORT_BATCH_BYTES", batch_bytes)
-    scripted_lm, _ = lm
+def test_reports_waiting_while_one_is_in_flight_go_together_in_one_post(lm, players, tmp_path, batch_bytes, posts):
+    """Up to ``report_batch_bytes`` of them: past it (here: 1 byte, so each alone) in the next POSTs."""
+    scripted_lm, lm_url = lm
     gate = threading.Event()
     scripted_lm.report_gate = gate  # the LM holds its answer to the first report
     _, url_a = players(ScriptedPlayer("P01"))
     _, url_b = players(ScriptedPlayer("P02"))
-    assert rpc(referee.url, "start_match", start_match_message(url_a, url_b, match_id="R1M1"))["status"] == "ACCEPTED"
-    scripted_lm.received.wait_for("report_match_result")  # alone, at once: nothing else was waiting
-    for n in (2, 3, 4):
-        reply = rpc(referee.url, "start_match", start_match_message(url_a, url_b, match_id=f"R1M{n}"))
-        assert reply["status"] == "ACCEPTED"
-    outbox = referee.referee._outbox
-    wait_until(lambda: outbox is not None and outbox.qsize() == 3, timeout=30)
-    gate.set()
-    reports = scripted_lm.received.wait_for("acknowledged", 4)
-    assert sorted(r["match_id"] for r in reports) == ["R1M1", "R1M2", "R1M3", "R1M4"]
-    first, *rest = scripted_lm.report_bodies
-    assert first.startswith(b"{")  # a plain call
-    assert len(rest) == 3 and len(set(rest)) == posts
-    assert all(body.startswith(b"[") for body in rest) == (posts == 1)  # a batch, or plain calls
-    assert all(r["status"] == "RECORDED" for r in referee.referee.reports.values())
+    config = {"state_dir": tmp_path / "state", "max_concurrent": 4, "report_batch_bytes": batch_bytes}
+    # The first report's call outlasts the held answer (a loaded machine may take seconds to
+    # play the next three): timed out, it would free the sender and the others would not wait.
+    timeouts = {**FAST_TIMEOUTS, "report": 60.0}
+    with run_referee(league_url=lm_url, **config) as referee:
+        referee.wait_registered()
+        first = start_match_message(url_a, url_b, match_id="R1M1", timeouts=timeouts)
+        assert rpc(referee.url, "start_match", first)["status"] == "ACCEPTED"
+        scripted_lm.received.wait_for("report_match_result")  # alone, at once: nothing else was waiting
+        for n in (2, 3, 4):
+            message = start_match_message(url_a, url_b, match_id=f"R1M{n}", timeouts=timeouts)
+            reply = rpc(referee.url, "start_match", message)
+            assert reply["status"] == "ACCEPTED"
+        outbox = referee.referee._outbox
+        wait_until(lambda: outbox is not None and outbox.qsize() == 3, timeout=30)
+        gate.set()
+        reports = scripted_lm.received.wait_for("acknowledged", 4)
+        assert sorted(r["match_id"] for r in reports) == ["R1M1", "R1M2", "R1M3", "R1M4"]
+        first, *rest = scripted_lm.report_bodies
+        assert first.startswith(b"{")  # a plain call
+        assert len(rest) == 3 and len(set(rest)) == posts
+        assert all(body.startswith(b"[") for body in rest) == (posts == 1)  # a batch, or plain calls
+        assert all(r["status"] == "RECORDED" for r in referee.referee.reports.values())
 
 
-def test_a_report_waits_for_those_of_matches_still_in_play_then_goes_with_them(referee, lm, players, monkeypatch):
+def test_a_report_waits_for_those_of_matches_still_in_play_then_goes_with_them(lm, players, tmp_path):
     """While another match is in play here, a finished match's report waits for its report (up
     to its report_linger, here long enough not to matter) and both go in one POST."""
-    monkeypatch.setattr(referee.referee.config, "report_linger", 60.0)
-    scripted_lm, _ = lm
-    gate = threading.Event()
-    _, url_slow = players(ScriptedPlayer("P03", join_gate=gate))
-    _, url_c = players(ScriptedPlayer("P04"))
-    _, url_a = players(ScriptedPlayer("P01"))
-    _, url_b = players(ScriptedPlayer("P02"))
-    held = start_match_message(url_slow, url_c, match_id="R1M2", player_A_id="P03", player_B_id="P04")
-    assert rpc(referee.url, "start_match", held)["status"] == "ACCEPTED"
-    assert rpc(referee.url, "start_match", start_match_message(url_a, url_b, match_id="R1M1"))["status"] == "ACCEPTED"
-    matches = referee.referee.matches
-    wait_until(lambda: matches["league_test:R1M1"].result is not None, timeout=30)
-    # Had R1M1's report not waited, it would have gone alone long before R1M2 can finish (its
-    # player joins only after the gate opens): one body for both proves it waited.
-    gate.set()
-    reports = scripted_lm.received.wait_for("acknowledged", 2)
-    assert sorted(r["match_id"] for r in reports) == ["R1M1", "R1M2"]
-    assert len(set(scripted_lm.report_bodies)) == 1  # one body, shared by the batch's two reports
-    assert scripted_lm.report_bodies[0].startswith(b"[")
+    scripted_lm, lm_url = lm
+    with run_referee(league_url=lm_url, state_dir=tmp_path / "state", max_concurrent=4, report_linger=60.0) as referee:
+        referee.wait_registered()
+        gate = threading.Event()
+        _, url_slow = players(ScriptedPlayer("P03", join_gate=gate))
+        _, url_c = players(ScriptedPlayer("P04"))
+        _, url_a = players(ScriptedPlayer("P01"))
+        _, url_b = players(ScriptedPlayer("P02"))
+        held = start_match_message(url_slow, url_c, match_id="R1M2", player_A_id="P03", player_B_id="P04")
+        assert rpc(referee.url, "start_match", held)["status"] == "ACCEPTED"
+        first = start_match_message(url_a, url_b, match_id="R1M1")
+        assert rpc(referee.url, "start_match", first)["status"] == "ACCEPTED"
+        matches = referee.referee.matches
+        wait_until(lambda: matches["league_test:R1M1"].result is not None, timeout=30)
+        # Had R1M1's report not waited, it would have gone alone long before R1M2 can finish (its
+        # player joins only after the gate opens): one body for both proves it waited.
+        gate.set()
+        reports = scripted_lm.received.wait_for("acknowledged", 2)
+        assert sorted(r["match_id"] for r in reports) == ["R1M1", "R1M2"]
+        assert len(set(scripted_lm.report_bodies)) == 1  # one body, shared by the batch's two reports
+        assert scripted_lm.report_bodies[0].startswith(b"[")
 
 
 async def test_a_batch_the_lm_finds_too_large_goes_again_in_smaller_ones(tmp_path, caplog):
@@ -453,13 +473,13 @@ def test_an_outcome_reached_after_the_match_deadline_is_told_to_no_one(referee, 
     late = start_match_message(url_a, url_b, deadline_at="2020-01-01T00:00:00Z")
     assert rpc(referee.url, "start_match", late)["status"] == "ACCEPTED"
     wait_until(lambda: referee.referee.matches["league_test:R1M1"].status == "ABANDONED")
-    time.sleep(0.3)
-    assert not a.received.of("notify_match_result") and not b.received.of("notify_match_result")
-    assert not scripted_lm.received.of("report_match_result")
+    # Anything the abandoned outcome were told would go at once: the match given again, played
+    # to its report, is the event it would have come before.
     again = start_match_message(url_a, url_b, deadline_at=deadline_in(60))
     assert rpc(referee.url, "start_match", again)["status"] == "ACCEPTED"
     scripted_lm.received.wait_for("acknowledged")
-    assert len(a.received.of("notify_match_result")) == 1
+    assert len(a.received.of("notify_match_result")) == 1 and len(b.received.of("notify_match_result")) == 1
+    assert len(scripted_lm.received.of("report_match_result")) == 1
 
 
 def test_a_silent_players_report_says_so_and_it_is_told_the_result_once(referee, lm, players):

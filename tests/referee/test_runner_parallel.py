@@ -7,8 +7,9 @@ import asyncio
 
 import pytest
 
+from leagueproto.timeouts import Timeouts
 from referee.games import get_game
-from referee.runner import MatchRunner, MatchSpec, PlayerFailed, Seat, Timeouts
+from referee.runner import MatchRunner, MatchSpec, PlayerFailed, Seat
 
 
 def runner() -> MatchRunner:
@@ -83,6 +84,6 @@ async def test_cancelling_the_match_cancels_the_players_steps_still_running(slow
 
 def test_timeouts_take_the_lms_positive_numbers_and_default_the_rest():
     timeouts = Timeouts.from_mapping({"join": 2, "move": 0.5, "game_over": 0, "report": True, "default": "7"})
-    assert timeouts == Timeouts(join=2.0, move=0.5, game_over=5.0, report=10.0, default=10.0)
+    assert timeouts == Timeouts(join=2.0, move=0.5)
     assert isinstance(timeouts.join, float)
     assert Timeouts.from_mapping(None) == Timeouts() == Timeouts.from_mapping({})

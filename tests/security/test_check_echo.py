@@ -16,10 +16,10 @@ from django.test import Client
 
 from league.checkagent import FAIL, WARN, run_check
 from leagueproto.serve import ThreadedServer
-from referee.runner import Timeouts
+from leagueproto.timeouts import Timeouts
 
 SECRET = "s3cr3t-internal-value-7f1d"
-ONE_SECOND = Timeouts(join=1.0, move=1.0, game_over=1.0, report=1.0, default=1.0)
+ONE_SECOND = Timeouts.every(1.0)
 
 
 def _result(value: Any) -> Callable[[dict], tuple[str, bytes]]:

@@ -29,8 +29,8 @@ from league.checkagent import (
     find_registration,
     reply_summary,
 )
+from leagueproto.timeouts import Timeouts
 from referee.games import GAMES
-from referee.runner import Timeouts
 
 STYLE = {OK: "green", PASS: "green", WARN: "yellow", FAIL: "bold red"}
 
@@ -56,7 +56,7 @@ class Command(BaseCommand):
         problem = endpoint_refusal(url)
         if problem:
             raise CommandError(f"{url}: {problem} (CHECKAGENT_ALLOWED_NETWORKS sets the networks)")
-        timeouts = TIMEOUTS if timeout is None else Timeouts(timeout, timeout, timeout, timeout, timeout)
+        timeouts = TIMEOUTS if timeout is None else Timeouts.every(timeout)
         check = Check(
             url,
             game_type=game,

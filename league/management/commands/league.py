@@ -17,13 +17,14 @@ from league.actions.arena import open_arena
 from league.api.readmodel import referee_warning
 from league.consumers import announce_leagues
 from league.models import League, Player, Referee, game_type_choices, league_id_problem
+from leagueproto.timeouts import DEFAULT_TIMEOUTS
 
 TIMEOUT_OPTIONS = {
-    "join_timeout": "GAME_JOIN_ACK timeout, s (5)",
-    "move_timeout": "parity choice / move timeout, s (30)",
-    "game_over_timeout": "GAME_OVER delivery timeout, s (5)",
-    "report_timeout": "MATCH_RESULT_REPORT timeout, s (10)",
-    "default_timeout": "any other call, s (10)",
+    "join_timeout": f"GAME_JOIN_ACK timeout, s ({DEFAULT_TIMEOUTS.join:g})",
+    "move_timeout": f"parity choice / move timeout, s ({DEFAULT_TIMEOUTS.move:g})",
+    "game_over_timeout": f"GAME_OVER delivery timeout, s ({DEFAULT_TIMEOUTS.game_over:g})",
+    "report_timeout": f"MATCH_RESULT_REPORT timeout, s ({DEFAULT_TIMEOUTS.report:g})",
+    "default_timeout": f"any other call, s ({DEFAULT_TIMEOUTS.default:g})",
     "retry_delay": "seconds between retries of E001/E009 (2)",
     "match_deadline": "reassign a match not reported after this many seconds (300)",
 }
