@@ -4,11 +4,19 @@ for the dashboard's websockets and the relay's."""
 import asyncio
 import contextvars
 import os
+from importlib import import_module
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "leaguesite.settings.production")
 django_asgi_app = get_asgi_application()
+
+from django.conf import settings  # noqa: E402
+
+# The URLconf, and what it imports (DRF, drf-spectacular: ~1 s of CPU), is imported as the process
+# starts: Django would import it on the first request, which would wait that long for its answer
+# (the first agent to register after a restart, in the middle of a class's burst).
+import_module(settings.ROOT_URLCONF)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
