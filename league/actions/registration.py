@@ -23,7 +23,7 @@ from django.utils import timezone
 from league import queries
 from league.auth import find_by_token, lm_token, new_token
 from league.endpoints import endpoint_holder, endpoint_problem, network_of, same_host
-from league.events import broadcast, record_event
+from league.events import EventValues, append_events, broadcast, event_values, record_event
 from league.models import AgentStatus, League, Player, Referee, hash_token
 from league.relayaddress import CONNECT, is_relay_endpoint, relay_endpoint
 from league.seats import seat_endpoint
@@ -112,6 +112,9 @@ class Registration:
     league_manager_token: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     league_pk: int | None = None  # the league's key, so the caller can log the call without a query
+    # The Event rows of the registration (its ``player_registered`` …), appended already unless
+    # the caller asked for them (``record_events=False``) to insert them with its own.
+    events: list[EventValues] = field(default_factory=list)
 
 
 def registration_league(league_id: str | None, *, for_referee: bool = False, seat: str = "") -> League:
@@ -267,6 +270,7 @@ def _register(
     referee_key: Any = None,
     relay_base: str | None = None,
     client_host: str | None = None,
+    record_events: bool = True,
 ) -> Registration:
     model: type[Player] | type[Referee] = Player if kind == "player" else Referee
     endpoint = meta["contact_endpoint"]
@@ -310,7 +314,8 @@ def _register(
                 return rejected(ENDPOINT_TAKEN)
             if endpoint_holder(_other_model(model), league.pk, seat) is not None:
                 return rejected(ENDPOINT_OF_OTHER_KIND.format(kind="referee" if kind == "player" else "player"))
-            return _reissue(league, kind, same, meta, endpoint, seat, relay=relay, held=hash_token(presented_token))
+            held = hash_token(presented_token)
+            return _reissue(league, kind, same, meta, endpoint, seat, relay=relay, held=held, record=record_events)
 
         # The same agent again without a token (its reply lost, a restart): the endpoint's agent,
         # in any league state, once the request shows it comes from the endpoint's own machine.
@@ -323,7 +328,9 @@ def _register(
                 problem = _direct_endpoint_problem(endpoint, league.allowed_networks)
                 if problem:  # the spelling it gives now is the one it will be called at
                     return rejected(problem)
-                return _reissue(league, kind, holder, meta, endpoint, seat, relay=False, held=None)
+                return _reissue(
+                    league, kind, holder, meta, endpoint, seat, relay=False, held=None, record=record_events
+                )
 
         if kind == "player":
             if not league.registration_open():
@@ -381,7 +388,9 @@ def _register(
         payload: dict[str, Any] = {"display_name": fields["display_name"], "endpoint": endpoint}
         if fields["self_named"]:
             payload["asked_for"] = fields["self_named"]
-        record_event(league, "STATE", f"{kind}_registered", agent=agent_id, payload=payload)
+        row = event_values(league, "STATE", f"{kind}_registered", agent=agent_id, payload=payload)
+        if record_events:
+            append_events([row])
         broadcast(
             league.league_id,
             f"{kind}_registered",
@@ -395,6 +404,7 @@ def _register(
             token,
             lm_token(league.league_id, agent_id, token_hash),
             league_pk=league.pk,
+            events=[row],
         )
 
 
@@ -432,6 +442,7 @@ def _reissue(
     *,
     relay: bool,
     held: str | None,
+    record: bool = True,
 ) -> Registration:
     """A registered agent back: its endpoint and details updated, a new token issued, and back
     in play if the conductor had marked it unreachable. ``held``: the hash of the token it
@@ -475,13 +486,15 @@ def _reissue(
         same.answered_at = None
         fields.append("answered_at")
     same.save(update_fields=fields)
-    record_event(
+    row = event_values(
         league,
         "STATE",
         f"{kind}_endpoint_updated" if held else f"{kind}_registered_again",
         agent=agent_id,
         payload={"endpoint": endpoint, "token_rotated": True, "proof": "token" if held else "same machine"},
     )
+    if record:
+        append_events([row])
     return Registration(
         league.league_id,
         "ACCEPTED",
@@ -490,6 +503,7 @@ def _reissue(
         token,
         lm_token(league.league_id, agent_id, same.token_hash),
         league_pk=league.pk,
+        events=[row],
     )
 
 
@@ -504,6 +518,8 @@ def register_player(
     relay_base: str | None = None,
     sender_id: str | None = None,
     client_host: str | None = None,
+    *,
+    record_events: bool = True,
 ) -> Registration:
     """E018 when protocol_version is given and below 2.0.0 (absent is fine: recorded as unknown);
     E012 for a token that is not this league's live player token, or one sent under another
@@ -511,7 +527,9 @@ def register_player(
     "Registering"). ``relay_base``: the LM's address for the endpoint of a player registering
     with "connect". ``sender_id``: what the sender calls itself (an id asked for, ``P07``);
     ``client_host``: the address the request came from (the proof of a registration again
-    without a token, and the network whose seats are counted)."""
+    without a token, and the network whose seats are counted). ``record_events=False``: the caller
+    appends ``Registration.events`` itself, in the same transaction (the ``/mcp`` tool inserts them
+    with the call's own Event rows, in one insert)."""
     check_agent_protocol_version(player_meta.get("protocol_version"))
     return _register(
         kind="player",
@@ -521,6 +539,7 @@ def register_player(
         relay_base=relay_base,
         sender_id=sender_id,
         client_host=client_host,
+        record_events=record_events,
     )
 
 
@@ -532,6 +551,7 @@ def register_referee(
     referee_key: Any,
     sender_id: str | None = None,
     client_host: str | None = None,
+    record_events: bool = True,
 ) -> Registration:
     """As ``register_player``, and first of all E012 without a valid ``referee_key``
     (``check_referee_key``)."""
@@ -545,4 +565,5 @@ def register_referee(
         sender_id=sender_id,
         referee_key=referee_key,
         client_host=client_host,
+        record_events=record_events,
     )

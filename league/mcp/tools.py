@@ -75,12 +75,13 @@ def register_logged(
     relay_base: str | None = None,
     client_host: str | None = None,
 ) -> dict[str, Any]:
-    """A registration and the IN/OUT Event rows of its call, in one transaction. A refusal
-    writes nothing of the registration: only its exchange is logged."""
+    """A registration and the IN/OUT Event rows of its call, in one transaction, the
+    registration's own Event row inserted with them. A refusal writes nothing of the
+    registration: only its exchange is logged."""
     try:
         with transaction.atomic():
-            reply, league_pk = registration(tool.name, msg, bearer, relay_base, client_host)
-            append_events(exchange_rows(tool, arguments, reply, None, league_pk))
+            reply, reg = registration(tool.name, msg, bearer, relay_base, client_host)
+            append_events([*reg.events, *exchange_rows(tool, arguments, reply, None, reg.league_pk)])
         return reply
     except LeagueError as err:
         reply = toolset.error_reply(err, arguments, tool)
@@ -94,8 +95,9 @@ def registration(
     bearer: str | None,
     relay_base: str | None = None,
     client_host: str | None = None,
-) -> tuple[dict[str, Any], int | None]:
-    """Run a registration (sync, in the caller's transaction): the reply and the league's key.
+) -> tuple[dict[str, Any], actions.Registration]:
+    """Run a registration (sync, in the caller's transaction): the reply and the registration,
+    whose Event rows (``Registration.events``) the caller appends.
     ``relay_base``: the LM's address, for a player that registers with contact_endpoint "connect";
     ``client_host``: the address the request came from.
 
@@ -125,9 +127,15 @@ def registration(
         )
     if isinstance(msg, RegisterPlayerRequest):
         reg = actions.register_player(
-            msg.league_id, msg.player_meta.model_dump(), token, relay_base, sender_id=sender_id, client_host=client_host
+            msg.league_id,
+            msg.player_meta.model_dump(),
+            token,
+            relay_base,
+            sender_id=sender_id,
+            client_host=client_host,
+            record_events=False,
         )
-        return _registration_reply(msg, "LEAGUE_REGISTER_RESPONSE", "player_id", reg), reg.league_pk
+        return _registration_reply(msg, "LEAGUE_REGISTER_RESPONSE", "player_id", reg), reg
     reg = actions.register_referee(
         msg.league_id,
         msg.referee_meta.model_dump(),
@@ -135,8 +143,9 @@ def registration(
         referee_key=msg.referee_key,
         sender_id=sender_id,
         client_host=client_host,
+        record_events=False,
     )
-    return _registration_reply(msg, "REFEREE_REGISTER_RESPONSE", "referee_id", reg), reg.league_pk
+    return _registration_reply(msg, "REFEREE_REGISTER_RESPONSE", "referee_id", reg), reg
 
 
 # The message type each registration tool takes (its own name, as some agents write it, too).

@@ -17,8 +17,8 @@ from league import actions
 from league.bench.ceiling import median_ceiling
 from league.mcp import toolset
 from league.mcp.reports import PendingReport, record_reports
-from league.mcp.tools import read
-from league.models import League, MatchResult, Player, Referee
+from league.mcp.tools import read, register_logged
+from league.models import Event, League, MatchResult, Player, Referee
 from tests.league.lm_support import (
     assigned_match,
     log_for,
@@ -233,6 +233,31 @@ def test_registering_a_player_takes_a_fixed_number_of_queries(django_assert_num_
     assert Player.objects.filter(league=league).count() == already + 1
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("already", [1, 30])
+def test_a_registration_through_mcp_takes_a_fixed_number_of_queries_with_its_event_rows(
+    django_assert_num_queries, already
+):
+    league = make_league("bench_registration_mcp")
+    for n in range(already):
+        actions.register_player(league.league_id, player_meta(display_name=f"p{n}"), None)
+    tool = toolset.find_tool("register_player")
+    arguments = message("LEAGUE_REGISTER_REQUEST", "player:late", league_id=league.league_id, player_meta=player_meta())
+    msg = tool.model.model_validate(arguments)
+    before = Event.objects.filter(league=league).count()
+    with django_assert_num_queries(MCP_REGISTRATION_QUERIES):
+        reply = register_logged(tool, arguments, msg, None)
+    assert reply["status"] == "ACCEPTED", reply
+    # The registration's own row, then the call's request and reply, all in the one insert.
+    added = Event.objects.filter(league=league).order_by("pk")[before:]
+    assert [(e.direction, e.kind, e.agent) for e in added] == [
+        ("STATE", "player_registered", reply["player_id"]),
+        ("IN", "LEAGUE_REGISTER_REQUEST", "player:late"),
+        ("OUT", "LEAGUE_REGISTER_RESPONSE", f"player:{reply['player_id']}"),
+    ]
+    assert len({e.at for e in added}) == 1
+
+
 # Where the database has row locks (PostgreSQL), the round's row is locked before the
 # round-played check (actions.mark_round_played): one query more, once per round touched.
 ROUND_LOCK = 1 if connection.features.has_select_for_update else 0
@@ -243,6 +268,10 @@ BATCH_QUERIES = 8 + ROUND_LOCK  # a whole batch of reports through /mcp: authent
 # id), the endpoints of players and of referees (any spelling of a URL is one endpoint), the
 # insert, its event, release.
 REGISTRATION_QUERIES = 9
+# The same through /mcp's job (league.mcp.tools.register_logged): its own transaction's savepoint
+# and release around them, and the registration's Event row goes into the call's one insert of its
+# request and reply (9 + 2, one insert fewer).
+MCP_REGISTRATION_QUERIES = 11
 # A read through /mcp (league.mcp.tools.read): the caller's token, the answer, the Event log's
 # insert in its transaction (an agent's query; an anonymous get_standings writes nothing). The
 # standings are cached while their key (one aggregate of the results, one of the players) says
