@@ -28,12 +28,14 @@ class ScaleBench:
     out: Any = None
 
     def run(self) -> dict[str, Any]:
+        """The leagues of ``sizes`` (none: the registration burst alone), then the burst."""
         leagues = []
         for size in self.sizes:
             report = LeagueBench(players=size, referees=self.referees, out=self.out).run()
             leagues.append({k: report[k] for k in ("players", "matches", "wall_seconds", "matches_per_second")})
         burst = self.registration_burst()
-        first, last = leagues[0]["matches_per_second"], leagues[-1]["matches_per_second"]
+        first = leagues[0]["matches_per_second"] if leagues else 0
+        last = leagues[-1]["matches_per_second"] if leagues else 0
         result: dict[str, Any] = {
             "leagues": leagues,
             "fall_from_smallest_to_largest": round(1 - last / first, 3) if first else None,
@@ -41,7 +43,7 @@ class ScaleBench:
             "errors": burst["errors"],
             "machine": machine_info(),
         }
-        if self.chart:
+        if self.chart and leagues:
             path = Path(self.chart)
             if not path.is_absolute():
                 path = Path(settings.BASE_DIR) / path
@@ -50,7 +52,9 @@ class ScaleBench:
         return result
 
     def registration_burst(self) -> dict[str, Any]:
-        """``registrations`` players register at once (``concurrency`` in flight) with one LM."""
+        """``registrations`` players register at once (``concurrency`` in flight) with one LM; with
+        the CPU the LM spent on them (``lm_cpu_seconds``: this machine's other work, the client's
+        included, does not count there, so it is the steadier figure)."""
         league = actions.create_league(
             name="Bench registrations",
             league_id=f"bench_reg_{time.strftime('%Y%m%d_%H%M%S')}",
@@ -61,8 +65,13 @@ class ScaleBench:
         cluster = Cluster(LeagueBench().log_dir)
         port = free_port()
         try:
-            cluster.start_site(port)
-            return asyncio.run(self._burst(f"http://127.0.0.1:{port}/mcp", league.league_id))
+            lm = cluster.start_site(port)
+            lm.sample()
+            before = lm.usage.cpu_seconds
+            report = asyncio.run(self._burst(f"http://127.0.0.1:{port}/mcp", league.league_id))
+            lm.sample()
+            report["lm_cpu_seconds"] = round(lm.usage.cpu_seconds - before, 2)
+            return report
         finally:
             cluster.stop()
 

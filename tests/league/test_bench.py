@@ -291,6 +291,19 @@ def test_bench_soak_keeps_the_lm_and_conductor_up_across_leagues_and_checks_each
     assert all(league["long_lived"]["lm"]["fds"] > 0 for league in report["per_league"])
 
 
+@pytest.mark.processes
+def test_bench_scale_with_no_sizes_runs_the_registration_burst_alone_with_the_lms_cpu(tmp_path, agent_env, manage_py):
+    out = tmp_path / "scale.json"
+    args = [*manage_py, "bench", "scale", "--sizes", "", "--registrations", "30", "--json", str(out)]
+    done = subprocess.run(args, env=agent_env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    assert report["leagues"] == [] and "chart" not in report
+    burst = report["registration_burst"]
+    assert burst["registrations"] == burst["accepted"] == 30 and burst["errors"] == 0
+    assert burst["lm_cpu_seconds"] > 0
+
+
 def _league_ids(path: Path) -> set[str]:
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
         return {row[0] for row in db.execute("SELECT league_id FROM league_league")}

@@ -90,7 +90,9 @@ class Command(BaseCommand):
         api.add_argument("--json", dest="json_path")
 
         scale = sub.add_parser("scale", help="matches/s by league size, and a registration burst")
-        scale.add_argument("--sizes", default="10,25,50,100")
+        scale.add_argument(
+            "--sizes", default="10,25,50,100", help="league sizes, comma-separated ('' : the registration burst alone)"
+        )
         scale.add_argument("--big", action="store_true", help="also 200 players")
         scale.add_argument("--referees", type=int, default=2)
         scale.add_argument("--registrations", type=int, default=1000)
