@@ -43,10 +43,16 @@ class Site:
 
 @pytest.fixture
 def site(transactional_db) -> Iterator[Site]:
+    from channels.layers import get_channel_layer
+
     from leagueproto.serve import ThreadedServer
     from leaguesite.asgi import application
 
     server = ThreadedServer(application, lifespan="off").start()
+    # The in-memory layer lives as long as the process: empty it of the channels of the servers of
+    # earlier tests (their sockets were cut with the server, so their groups still name them and
+    # a send to one would reach a closed event loop). ``flush`` is the layer's own way to do so.
+    asyncio.run_coroutine_threadsafe(get_channel_layer().flush(), server.loop).result(5)
     try:
         yield Site(base=server.url.rsplit("/mcp", 1)[0], loop=server.loop)
     finally:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 from django.db.models import Count
 
-from league.models import ArenaSeat, MatchResult, Player, Rating, RatingChange
+from league import actions
+from league.models import ArenaSeat, Match, MatchResult, Player, Rating, RatingChange
 from league.ratings import initial
 from tests.integration.test_recovery import FAST
 from tests.integration.worlds import Host, MixedWorld
@@ -38,6 +39,10 @@ def test_agents_play_the_arena_continuously_and_every_match_is_rated_once(world)
     wait_until(lambda: rated_matches(world) >= 16, timeout=90, what="16 rated arena matches")
     world.league.refresh_from_db()
     assert world.league.status == "RUNNING"  # an arena never completes
+    # Paused, and its matches in play finished: what is read below no longer moves.
+    actions.pause_league(world.league)
+    in_play = Match.objects.filter(league=world.league, status__in=(Match.Status.ASSIGNED, Match.Status.RUNNING))
+    wait_until(lambda: not in_play.exists(), timeout=60, what="the arena's matches in play to finish")
     # Each rated match: two changes, one per player, never more (the unique key backs it).
     per_match = RatingChange.objects.filter(league=world.league).values("match").annotate(n=Count("pk"))
     assert {row["n"] for row in per_match} == {2}

@@ -186,6 +186,23 @@ def worker_subnet() -> str:
     return f"10.213.{int(worker.removeprefix('gw')) % 256}.0/24"
 
 
+def _remove_leftovers(address: str) -> None:
+    """Remove a network left by a test run that was killed before it could clean up (its bridge
+    still holds this worker's subnet, and would take the packets meant for the new one): the
+    bridge with ``address``, and the namespaces and links of its tag."""
+    for line in _run("ip", "-o", "-4", "addr", "show").stdout.splitlines():
+        fields = line.split()
+        if len(fields) > 3 and fields[3].split("/")[0] == address and fields[1].startswith("lg"):
+            tag = fields[1].removesuffix("br")
+            for namespace in _run("ip", "netns", "list").stdout.split():
+                if namespace.startswith(f"{tag}-"):
+                    _run("ip", "netns", "delete", namespace, check=False)
+            for link in _run("ip", "-o", "link", "show").stdout.splitlines():
+                name = link.split(":")[1].strip().split("@")[0] if ":" in link else ""
+                if name.startswith(tag):
+                    _run("ip", "link", "delete", name, check=False)
+
+
 class Network:
     """A bridge and its hosts; use as a context manager so everything is removed afterwards.
 
@@ -203,6 +220,7 @@ class Network:
         self.address = str(next(self._addresses))  # the root namespace's address on the bridge
         self.hosts: list[Host] = []
         self.processes: list[subprocess.Popen] = []  # started in the root namespace
+        _remove_leftovers(self.address)
         _run("ip", "link", "add", self.bridge, "type", "bridge")
         _run("ip", "addr", "add", f"{self.address}/{self.subnet.prefixlen}", "dev", self.bridge)
         _run("ip", "link", "set", self.bridge, "up")
