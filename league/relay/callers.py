@@ -14,8 +14,9 @@ No credential is new: a call proves who sends it with the token the protocol alr
 
 Anything else is refused before it reaches the player's socket. The tokens of a whole league are
 read in one query and kept ``TRUST_LIFE`` seconds (``Book``): a round's calls cost a query or two,
-not one each. A token not found is looked for again in a read that began after the call came (the
-match may have been assigned a moment ago), one read at a time per league however many calls wait.
+not one each, and a read costs what the matches in play cost, not what the finished ones do. A
+token not found is looked for again in a read that began after the call came (the match may have
+been assigned a moment ago), one read at a time per league however many calls wait.
 """
 
 from __future__ import annotations
@@ -62,8 +63,10 @@ def presented_token(request: dict[str, Any], bearer: str | None) -> str | None:
     return bearer or None
 
 
-def credentials(league_id: str) -> Credentials:
-    """The relay players of ``league_id`` (not removed) and the tokens that may call them now."""
+def credentials(league_id: str, *, finished_too: bool = True) -> Credentials:
+    """The relay players of ``league_id`` (not removed) and the tokens that may call them now: the
+    League Manager's, and the referees' of the matches in play (with ``finished_too``, also of those
+    finished in the last ``FINISHED_GRACE`` seconds)."""
     rows = (
         Player.objects.filter(league__league_id=league_id, connection=Player.Connection.RELAY)
         .exclude(status=AgentStatus.REMOVED)
@@ -74,10 +77,12 @@ def credentials(league_id: str) -> Credentials:
     for player_id, token_hash in players.values():
         tokens.setdefault(lm_token(league_id, player_id, token_hash), []).append((player_id, LEAGUE_MANAGER))
     if players:
-        live = Q(status__in=(Match.Status.ASSIGNED, Match.Status.RUNNING))
-        recent = Q(status=Match.Status.FINISHED, finished_at__gte=timezone.now() - timedelta(seconds=FINISHED_GRACE))
+        wanted = Q(status__in=(Match.Status.ASSIGNED, Match.Status.RUNNING))
+        if finished_too:
+            since = timezone.now() - timedelta(seconds=FINISHED_GRACE)
+            wanted |= Q(status=Match.Status.FINISHED, finished_at__gte=since)
         theirs = Q(player_a_id__in=players) | Q(player_b_id__in=players)
-        matches = Match.objects.filter(league__league_id=league_id).filter(theirs).filter(live | recent)
+        matches = Match.objects.filter(league__league_id=league_id).filter(theirs).filter(wanted)
         for match_id, attempt, a, b in matches.values_list("match_id", "attempt", "player_a_id", "player_b_id"):
             secret = match_token(league_id, match_id, attempt)
             for pk in (a, b):
@@ -91,17 +96,40 @@ def credentials(league_id: str) -> Credentials:
 
 @dataclass
 class Book:
-    """A league's credentials as last read, and when that read began."""
+    """A league's credentials as last read, and when that read began.
+
+    Only a book's first read looks at finished matches; later ones read the matches in play, and
+    a referee's token of a match that has left play is kept ``FINISHED_GRACE`` seconds from the
+    read that no longer saw it (``ended``). So a read costs the same at the league's last round as
+    at its first, however many matches have finished."""
 
     found: Credentials = field(default_factory=lambda: Credentials(frozenset(), {}))
     read_at: float = float("-inf")
     reading: asyncio.Future[None] | None = None
+    ended: dict[str, tuple[list[tuple[str, str]], float]] = field(default_factory=dict)
 
     def holder(self, player_id: str, token: str) -> str | None:
         """Who holds ``token`` for ``player_id``, or None. (A lookup by the token's keyed hash, as
         league/auth.py looks tokens up: the time it takes tells nothing of a token's characters.)"""
         held = self.found.tokens.get(token, ())
         return next((who for player, who in held if player == player_id), None)
+
+    def update(self, found: Credentials, began: float) -> None:
+        """Take a read that began at ``began`` (monotonic), keeping the tokens of matches that
+        have just left play for their grace."""
+        for token, holders in self.found.tokens.items():
+            if token not in found.tokens and any(who != LEAGUE_MANAGER for _, who in holders):
+                self.ended.setdefault(token, (holders, began + FINISHED_GRACE))
+        self.ended = {
+            token: (holders, until)
+            for token, (holders, until) in self.ended.items()
+            if until > began and token not in found.tokens and all(p in found.players for p, _ in holders)
+        }
+        tokens = dict(found.tokens)
+        for token, (holders, _) in self.ended.items():
+            tokens.setdefault(token, holders)
+        self.found = Credentials(found.players, tokens)
+        self.read_at = began
 
 
 _books: dict[str, Book] = {}
@@ -110,8 +138,8 @@ _credentials = database_sync_to_async(credentials)
 
 async def _read(league_id: str, book: Book) -> None:
     began = time.monotonic()
-    book.found = await _credentials(league_id)
-    book.read_at = began
+    first = book.read_at == float("-inf")
+    book.update(await _credentials(league_id, finished_too=first), began)
 
 
 async def _fresh(league_id: str, book: Book, since: float) -> None:
