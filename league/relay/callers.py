@@ -107,6 +107,7 @@ class Book:
     read_at: float = float("-inf")
     reading: asyncio.Future[None] | None = None
     ended: dict[str, tuple[list[tuple[str, str]], float]] = field(default_factory=dict)
+    read: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # the last read's own tokens
 
     def holder(self, player_id: str, token: str) -> str | None:
         """Who holds ``token`` for ``player_id``, or None. (A lookup by the token's keyed hash, as
@@ -116,18 +117,20 @@ class Book:
 
     def update(self, found: Credentials, began: float) -> None:
         """Take a read that began at ``began`` (monotonic), keeping the tokens of matches that
-        have just left play for their grace."""
-        for token, holders in self.found.tokens.items():
+        have just left play for their grace. (Only the tokens of the last read are looked at: the
+        cost is the matches in play's, not the kept ones'.)"""
+        for token, holders in self.read.items():
             if token not in found.tokens and any(who != LEAGUE_MANAGER for _, who in holders):
-                self.ended.setdefault(token, (holders, began + FINISHED_GRACE))
-        self.ended = {
-            token: (holders, until)
-            for token, (holders, until) in self.ended.items()
-            if until > began and token not in found.tokens and all(p in found.players for p, _ in holders)
-        }
-        tokens = dict(found.tokens)
-        for token, (holders, _) in self.ended.items():
-            tokens.setdefault(token, holders)
+                self.ended[token] = (holders, began + FINISHED_GRACE)
+        if any(until <= began for _, until in self.ended.values()) or self.found.players != found.players:
+            self.ended = {
+                token: (holders, until)
+                for token, (holders, until) in self.ended.items()
+                if until > began and all(p in found.players for p, _ in holders)
+            }
+        tokens = {token: holders for token, (holders, _) in self.ended.items()}
+        tokens.update(found.tokens)
+        self.read = found.tokens
         self.found = Credentials(found.players, tokens)
         self.read_at = began
 

@@ -58,7 +58,7 @@ def origin_refused(request: HttpRequest) -> str | None:
     """Why a browser's ``Origin`` is refused, or None: an Origin, when there is one, must name a
     host the site serves (ALLOWED_HOSTS, judged by Django as a Host is), the dashboard's rule
     (Channels' AllowedHostsOriginValidator). Agents are programs: they send no Origin."""
-    origin = request.headers.get("Origin")
+    origin = request.META.get("HTTP_ORIGIN")
     if origin is None:
         return None
     try:
