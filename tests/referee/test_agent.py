@@ -278,7 +278,12 @@ def test_it_finishes_a_running_match_when_stopped(lm, players):
     _, url_b = players(ScriptedPlayer("P02"))
     with run_referee(league_url=lm_url, grace_seconds=5.0) as running:
         running.wait_registered()
-        assert rpc(running.url, "start_match", start_match_message(url_a, url_b))["status"] == "ACCEPTED"
+        # Timeouts well above the player's join delay: on a loaded machine 0.3 s was not enough
+        # for a 0.2 s delay, and the match ended on a technical loss instead of being played.
+        roomy = {"join": 2.0, "move": 2.0, "game_over": 2.0, "report": 2.0, "default": 2.0}
+        assert (
+            rpc(running.url, "start_match", start_match_message(url_a, url_b, timeouts=roomy))["status"] == "ACCEPTED"
+        )
         running.server.stop()  # SIGTERM's path: uvicorn stops, then Referee.shutdown() waits for the match
         assert running.referee.accepting is False
     (report,) = scripted_lm.received.of("acknowledged")
