@@ -133,6 +133,7 @@ class ChaosBench:
     outages: list[float] = field(default_factory=list)
     outcomes: list[LeagueOutcome] = field(default_factory=list)
     told_checked: int = 0  # (player, match) outcomes told and compared with the record
+    league: League | None = field(init=False, default=None)  # the league being played
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -169,7 +170,7 @@ class ChaosBench:
 
     def _one_league(self, number: int) -> LeagueOutcome:
         expected = self.players * (self.players - 1) // 2
-        league = self._create_league(number)
+        league = self.league = self._create_league(number)
         agents = Cluster(self.log_dir / f"league{number}", env=self.env)
         agents.log_dir.mkdir(parents=True, exist_ok=True)
         task = self.progress.add_task(f"league {number}: registering", total=expected)
@@ -339,8 +340,20 @@ class ChaosBench:
             elif child.proc.poll() is not None:
                 if child.role == "players" and child.proc.returncode == 0:
                     continue  # players leave once told LEAGUE_COMPLETED: the league is over
+                if child.role == "players" and self._shut_out(victim):
+                    continue  # its players were withdrawn before the draw: they cannot join again
                 self.crashes.append(f"{child.name} exited by itself ({child.proc.returncode}); log in {self.log_dir}")
                 self._restart(victim)
+
+    def _shut_out(self, victim: Victim) -> bool:
+        """Whether a player host exited because its players were withdrawn: killed before they
+        ever answered the LM and still down when the schedule was drawn (docs/operations.md), they
+        are refused when they come back, and runplayer says so and exits."""
+        if self.league is None or not Event.objects.filter(league=self.league, kind="player_withdrawn").exists():
+            return False
+        with open(victim.log_dir / f"{victim.child.name}.log", errors="replace") as log:
+            log.seek(victim.log_offset)
+            return "could not join the league" in log.read()
 
     def _restart(self, victim: Victim) -> None:
         """The same command again, its output appended to the same log."""
