@@ -95,7 +95,7 @@ class Victim:
 @dataclass
 class LeagueOutcome:
     league_id: str
-    players: int
+    players: int  # those seated when the schedule was drawn (the others were withdrawn)
     results: int
     wall_seconds: float | None
     problems: list[str]
@@ -205,7 +205,7 @@ class ChaosBench:
                 problems.append(f"{matched} matches scheduled, expected {expected}")
             state = "ok" if not problems else f"[red]{len(problems)} violation(s)[/red]"
             self.progress.update(task, completed=results, description=f"league {number}: {state}")
-            return LeagueOutcome(league.league_id, self.players, results, wall, problems)
+            return LeagueOutcome(league.league_id, seated, results, wall, problems)
         finally:
             self._end_chaos()
             agents.stop()
@@ -395,6 +395,8 @@ class ChaosBench:
             "leagues": len(self.outcomes),
             "leagues_valid": sum(1 for o in self.outcomes if not o.problems),
             "results": sum(o.results for o in self.outcomes),
+            "results_expected": sum(o.players * (o.players - 1) // 2 for o in self.outcomes),
+            "withdrawn": sum(self.players - o.players for o in self.outcomes),
             "kills": sum(self.kills.values()),
             "kills_by_role": dict(sorted(self.kills.items())),
             "outages": len(self.outages),

@@ -25,7 +25,9 @@ def test_leagues_complete_and_add_up_while_processes_die_and_the_database_goes_a
     assert done.returncode == 0, (report.get("violations"), done.stderr[-3000:])
     assert report["valid"] and report["violations"] == []
     assert report["leagues"] == report["leagues_valid"] >= 1
-    assert report["results"] == report["leagues"] * 15  # 6 players: 15 matches a league
+    # 6 players: 15 matches a league, fewer when a player was withdrawn before the draw (its host
+    # killed before it ever answered, and still down then).
+    assert report["results"] == report["results_expected"] > 0
     assert report["told_checked"] > 0  # what the players were told was compared with the record
     # The chaos really happened: the run killed processes of every kind and cut the database.
     summary = {k: report[k] for k in ("leagues", "kills_by_role", "outages")}
