@@ -20,21 +20,12 @@ from django.db.models import Count
 
 from league import actions
 from league.actions.arena import open_arena
+from league.bench.league_run import QUICK_TIMEOUTS as FAST
 from league.bench.machine import machine_info
 from league.bench.processes import Cluster, free_port, free_port_run
 from league.models import Arena, League, MatchResult, Player, Rating, RatingChange
 
 MIX = "random,adaptive,always_even,alternate"
-FAST = {
-    "join_timeout": 1.0,
-    "move_timeout": 1.0,
-    "game_over_timeout": 1.0,
-    "report_timeout": 2.0,
-    "default_timeout": 1.0,
-    "retries": 1,
-    "retry_delay": 0.2,
-    "match_deadline": 20.0,
-}
 
 
 def check_ratings(league: League) -> list[str]:

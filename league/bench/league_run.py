@@ -46,6 +46,18 @@ BENCH_TIMEOUTS = {
     "match_deadline": 60.0,
     "rate_limit_per_minute": 10_000_000,  # one loopback address makes every call
 }
+# Shorter still, for leagues of a few agents that must meet failures fast (the arena bench; the
+# recovery tests).
+QUICK_TIMEOUTS = {
+    "join_timeout": 1.0,
+    "move_timeout": 1.0,
+    "game_over_timeout": 1.0,
+    "report_timeout": 2.0,
+    "default_timeout": 1.0,
+    "retries": 1,
+    "retry_delay": 0.2,
+    "match_deadline": 20.0,
+}
 
 
 class BenchFailed(Exception):

@@ -13,6 +13,7 @@ import pytest
 from django.utils import timezone
 
 from league import actions
+from league.bench.league_run import QUICK_TIMEOUTS as FAST
 from league.models import Event, League, Match, MatchResult, Referee
 from leagueproto.envelope import parse_timestamp
 from tests.integration.told import assert_told_equals_recorded
@@ -22,16 +23,6 @@ from tests.support.waiting import wait_until
 pytestmark = pytest.mark.processes
 
 PLAYERS = 12
-FAST = {
-    "join_timeout": 1.0,
-    "move_timeout": 1.0,
-    "game_over_timeout": 1.0,
-    "report_timeout": 2.0,
-    "default_timeout": 1.0,
-    "retries": 1,
-    "retry_delay": 0.2,
-    "match_deadline": 20.0,
-}
 
 
 class World:
