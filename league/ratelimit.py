@@ -347,9 +347,9 @@ async def _league_limit_async(league_id: str) -> int | None:
     cached = _league_limits.get(league_id)
     if cached is not None and cached[1] > time.monotonic():
         return cached[0]
-    from asgiref.sync import sync_to_async
+    from league.mcp.database import database_job  # league.mcp imports this module
 
-    return await sync_to_async(league_limit)(league_id)
+    return await database_job(league_limit, league_id)
 
 
 limiter = RateLimiter()

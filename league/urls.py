@@ -1,11 +1,7 @@
 from django.urls import include, path
 
-from league.mcp.view import mcp_view
-
+# /mcp is not a Django view: league/mcp/endpoint.py (leaguesite/asgi.py routes it).
 urlpatterns = [
-    # Exactly /mcp (and /mcp/), never a redirect: agents POST here.
-    path("mcp", mcp_view, name="mcp"),
-    path("mcp/", mcp_view),
     path("api/", include("league.api.urls")),
     path("", include("league.pages.urls")),
 ]

@@ -1,5 +1,5 @@
-"""ASGI entry point: Django for HTTP but the relay endpoint (league/relay/endpoint.py), Channels
-for the dashboard's websockets and the relay's."""
+"""ASGI entry point: Django for HTTP but the agents' endpoints (``/mcp``: league/mcp/endpoint.py; the
+relay's: league/relay/endpoint.py), Channels for the dashboard's websockets and the relay's."""
 
 import asyncio
 import contextvars
@@ -23,6 +23,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
+from league.mcp.endpoint import mcp_urlpatterns  # noqa: E402
 from league.relay.routing import agent_sockets, http_urlpatterns  # noqa: E402
 from league.routing import websocket_urlpatterns  # noqa: E402
 from leaguesite.limits import RequestLimits  # noqa: E402
@@ -36,12 +37,13 @@ async def websockets(scope, receive, send) -> None:
     await app(scope, receive, send)
 
 
-# A relayed call is served by an ASGI application of its own, not a Django view: a 100-player
-# league relayed makes ~59,500 calls to this one process, and as a Django view each cost the LM
-# ~4.8 ms of CPU (a thread per request, a hand-off to it for each sync middleware hook and signal)
-# against well under 1 ms for the endpoint (docs/benchmarks.md, "The relay"). It has Django judge
-# the Host and add its security middleware's headers (league/relay/checks.py).
-routes = URLRouter([*http_urlpatterns, re_path(r"", django_asgi_app)])
+# The agents' calls (/mcp, and a relayed call to /relay/…) are served by ASGI applications of their
+# own, not Django views: a 100-player league makes ~10,000 calls to /mcp and, relayed, ~59,500 to
+# the relay, and as a Django view each cost the LM ~4.8 ms of CPU (a thread per request, a hand-off
+# to it for each sync middleware hook and signal, a new database connection) against about 1 ms for
+# these endpoints (docs/benchmarks.md, "/mcp"). They have Django judge the Host and add its security
+# middleware's headers (league/relay/checks.py).
+routes = URLRouter([*mcp_urlpatterns, *http_urlpatterns, re_path(r"", django_asgi_app)])
 static = static_files()  # WhiteNoise (leaguesite/static.py)
 STATIC_PREFIX = static_prefix()
 

@@ -39,6 +39,20 @@ def worker_ports() -> None:
         processes.PORTS.share = (int(worker.removeprefix("gw")), workers)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def mcp_database_closed(django_db_setup, django_db_blocker) -> Iterator[None]:
+    """The LM's database thread (league/mcp/database.py) keeps its connection from one call to the
+    next, one test's servers to the next; it is closed before the test database is dropped,
+    which PostgreSQL refuses while a connection is open."""
+    yield
+    from asgiref.sync import async_to_sync
+
+    from league.mcp.database import close_connection
+
+    with django_db_blocker.unblock():
+        async_to_sync(close_connection)()
+
+
 @pytest.fixture
 def fuzz_examples(request: pytest.FixtureRequest) -> int:
     """How many cases a fuzz test runs: thousands in the suite, ten times that with --fuzz-long."""

@@ -1,6 +1,7 @@
 """The League Manager as an agent: its ``/mcp`` endpoint (docs/protocol.md).
 
-* ``view.py``: the Django view, a thin adapter to leagueproto's McpServer.
+* ``endpoint.py``: ``/mcp`` itself, an ASGI application over leagueproto's McpServer.
+* ``database.py``: the thread every tool's database work runs on.
 * ``toolset.py``: what every call passes before its handler (rate limit, checks, outages).
 * ``tools.py``: one handler per tool (authentication, the action, the Event log).
 * ``reports.py``: reports that arrive together are recorded as one batch.

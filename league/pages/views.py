@@ -18,6 +18,7 @@ from django.utils.safestring import mark_safe
 
 from league.api import live, profiles, readmodel
 from league.api.views import leagues_with_counts
+from league.mcp.endpoint import MCP_PATH
 from league.models import League, MatchResult, Player, Referee
 
 
@@ -96,7 +97,7 @@ def league_detail(request: HttpRequest, league_id: str) -> HttpResponse:
     at = live.version(league_id)
     if at is None:
         raise Http404(f"no league {league_id!r}")
-    mcp_url = request.build_absolute_uri(reverse("mcp"))
+    mcp_url = request.build_absolute_uri(MCP_PATH)
     # The league itself (its row and creation), not only its id: a league deleted and made again
     # under the same id is another page, however recently the first was rendered.
     identity = League.objects.filter(league_id=league_id).values_list("pk", "created_at").first()

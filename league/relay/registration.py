@@ -14,7 +14,7 @@ from typing import Any
 
 from channels.db import aclose_old_connections
 
-from league.mcp.view import get_server
+from league.mcp.endpoint import get_server
 from league.relayaddress import CONNECT
 from leagueproto import jsonrpc
 from leagueproto.jsonutil import dumps

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from league import actions
-from league.mcp.view import get_server
+from league.mcp.endpoint import get_server
 from league.models import Player, Referee
 from leagueproto.envelope import utc_now
 from leagueproto.server import GENERIC_METHODS
@@ -65,7 +65,7 @@ json_value = st.recursive(
 
 
 @pytest.fixture
-def fuzz_league(db) -> dict[str, Any]:
+def fuzz_league(transactional_db) -> dict[str, Any]:
     """A league open for registration with two players, a referee and an assigned match; their tokens."""
     league = actions.create_league(name="Fuzz", league_id="fuzz", rate_limit_per_minute=1_000_000)
     actions.open_registration(league, 3600)

@@ -1,0 +1,95 @@
+"""``/mcp`` as an ASGI application beside Django (leaguesite/asgi.py routes it), over
+leagueproto's McpServer and the LM's toolset.
+
+Every agent message comes here: a class registering at once, each referee's reports, the
+players' queries. As a Django view each call cost the LM a thread of its own and a hop to it for
+every sync middleware hook and request signal, and a new database connection: about twice the
+CPU of the call's own work (docs/benchmarks.md, "/mcp"). Django still judges what it would judge
+for a view (league/relay/checks.py): a Host it refuses is 400, and every answer carries the
+headers of Django's security and clickjacking middleware. The body's size and read deadline are
+``RequestLimits``' (leaguesite/limits.py), in front of every route. The rest (JSON-RPC, both
+dialects, Origin, the methods, the batch and reply bounds) is the server's; the tools are in
+league/mcp/tools.py and reach the database through ``database_job`` (league/mcp/database.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.urls import path
+
+from league.mcp import toolset
+from league.relay.checks import asgi_headers, django_request, host_refused, with_site_headers
+from leagueproto.server import HttpResponse as McpResponse
+from leagueproto.server import McpServer
+
+TEXT = "text/plain; charset=utf-8"
+security_logger = logging.getLogger("django.security.DisallowedHost")
+
+_servers: dict[tuple[int, tuple[str, ...], int, int], McpServer] = {}
+
+
+def get_server() -> McpServer:
+    """The server for the current settings (tests may override the limits)."""
+    key = (
+        settings.MCP_MAX_BODY_BYTES,
+        tuple(settings.MCP_ALLOWED_ORIGINS),
+        settings.MCP_MAX_BATCH_ITEMS,
+        settings.MCP_MAX_REPLY_BYTES,
+    )
+    server = _servers.get(key)
+    if server is None:
+        server = _servers[key] = McpServer(
+            toolset,
+            max_body_bytes=settings.MCP_MAX_BODY_BYTES,
+            allowed_origins=settings.MCP_ALLOWED_ORIGINS,
+            max_batch_items=settings.MCP_MAX_BATCH_ITEMS,
+            max_reply_bytes=settings.MCP_MAX_REPLY_BYTES,
+        )
+    return server
+
+
+class McpEndpoint:
+    """``/mcp`` as an ASGI application (the interface Channels' ``URLRouter`` routes to)."""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        request = django_request(scope)
+        if problem := host_refused(request):
+            security_logger.error(problem)
+            await respond(send, request, McpResponse(400, b"Bad Request (400)", [("Content-Type", TEXT)]))
+            return
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client hung up, or RequestLimits answered it (too large, too slow)
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        method = request.method or ""
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        body = b"".join(chunks) if method == "POST" else b""
+        server = scope.get("server") or (None, None)
+        reply = await get_server().handle_http(
+            method, body, headers, client_host=request.META.get("REMOTE_ADDR"), local_port=server[1] or None
+        )
+        await respond(send, request, reply)
+
+
+async def respond(send: Any, request: HttpRequest, reply: McpResponse) -> None:
+    """``reply`` sent with the headers Django's security and clickjacking middleware add."""
+    response = HttpResponse(reply.body, status=reply.status)
+    for name, value in reply.headers:
+        response[name] = value
+    response["Content-Length"] = str(len(reply.body))
+    response = with_site_headers(request, response)
+    await send({"type": "http.response.start", "status": response.status_code, "headers": asgi_headers(response)})
+    await send({"type": "http.response.body", "body": response.content})
+
+
+# Exactly /mcp (and /mcp/), never a redirect: agents POST here.
+MCP_PATH = "/mcp"
+mcp_urlpatterns = [path("mcp", McpEndpoint()), path("mcp/", McpEndpoint())]
