@@ -4,6 +4,8 @@ rematch, at most one bye per player, and standings that count byes (Swiss) or st
 
 from __future__ import annotations
 
+import csv
+import io
 from collections import Counter
 from collections.abc import Callable
 
@@ -304,3 +306,26 @@ def test_rank_moves_in_a_swiss_league_count_the_byes_of_the_rounds_before():
     snap = snapshot(league.league_id)
     for row in snap["standings"]:
         assert row["rank_change"] == after_one[row["player_id"]] - row["rank"], row["player_id"]
+
+
+def test_a_swiss_league_standings_csv_has_the_buchholz_and_byes_the_standings_serve(client):
+    league = started_league("swiss_csv", 5, schedule_format="swiss", swiss_rounds=3)
+    play_out(league, lambda m: "DRAW" if m.match_id.endswith("M1") else lower_id_wins(m))
+    text = client.get(f"/api/leagues/{league.league_id}/standings.csv").content.decode()
+    header = next(csv.reader(io.StringIO(text)))
+    assert header[header.index("points") :][:4] == ["points", "buchholz", "byes", "decided_by"]
+    rows = list(csv.DictReader(io.StringIO(text)))
+    served = client.get(f"/api/leagues/{league.league_id}/standings/").json()
+    page = snapshot(league.league_id)["standings"]
+    assert [row["player_id"] for row in rows] == [row["player_id"] for row in served] == [r["player_id"] for r in page]
+    for row, api_row, page_row in zip(rows, served, page, strict=True):
+        values = (int(row["rank"]), int(row["points"]), int(row["buchholz"]), int(row["byes"]), row["decided_by"])
+        assert values == (*(api_row[k] for k in ("rank", "points", "buchholz", "byes")), api_row["decided_by"] or "")
+        assert (page_row["buchholz"], page_row["byes"]) == (api_row["buchholz"], api_row["byes"])
+    assert len({row["buchholz"] for row in rows}) > 1 and sum(int(row["byes"]) for row in rows) == 3
+
+
+def test_a_knockout_standings_csv_has_no_buchholz(client):
+    league = started_league("ko_csv", 4, schedule_format="knockout")
+    header = client.get(f"/api/leagues/{league.league_id}/standings.csv").content.decode().splitlines()[0]
+    assert "buchholz" not in header and "points,decided_by" in header
