@@ -159,8 +159,9 @@ def recompute_standings(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def recompute_format(data: dict[str, Any]) -> formats.TableFormat:
-    """What a Swiss or knockout export's table adds to its results, from its schedule alone:
-    the byes of the rounds played and, in a knockout, how far each player went."""
+    """What a Swiss or knockout export's table adds to its results, from its schedule (and a
+    knockout's seeds, on its players) alone: the byes of the rounds played and, in a knockout,
+    how far each player went."""
     schedule_format = data["league"].get("schedule_format")
     if schedule_format not in DRAWN_FORMATS:
         return formats.ROUND_ROBIN
@@ -185,7 +186,8 @@ def recompute_format(data: dict[str, Any]) -> formats.TableFormat:
         + [((player_id, None), None) for player_id in r.get("byes", [])]
         for r in data["schedule"]
     }
-    return formats.knockout_format(formats.bracket_of(by_round, played), byes)
+    seeds = {p["player_id"]: p["seed"] for p in data["players"] if p.get("seed") is not None}
+    return formats.knockout_format(formats.bracket_of(by_round, played, seeds), byes)
 
 
 def result_problems(data: dict[str, Any]) -> list[str]:

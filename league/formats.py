@@ -7,12 +7,15 @@ returns; :mod:`league.standings` ranks with :func:`table_format`.
 
 - Swiss: every player not suspended or removed is paired (``pairing.swiss_round``) from all
   results and byes so far; player A of a match is the player who takes the first seat.
-- Knockout: seeded by player id (registration order: players have no rating here), 1 v N, 2 v
-  N-1 … with byes to the top seeds when the count is not a power of two
-  (``pairing.knockout_bracket``); player A is the higher seed. A match's winner goes through; a
-  drawn match (even_odd's single game can draw), or one both players lost technically, sends the
-  higher seed through, so a bracket always finishes without replays. The league ends after the
-  final.
+- Knockout: seeded by arena rating (each player's ordinal in the league's game, the one the
+  league page shows beside its standing: ``Rating.objects.of_players``), highest first, then the
+  players never rated in registration (player id) order; 1 v N, 2 v N-1 … with byes to the top
+  seeds when the count is not a power of two (``pairing.knockout_bracket``); player A is the
+  higher seed. The seeds are fixed at the first draw (``Player.seed``): the later rounds and the
+  standings read them back, so a rating that moves during the knockout changes no bracket. A
+  match's winner goes through; a drawn match (even_odd's single game can draw), or one both
+  players lost technically, sends the higher seed through, so a bracket always finishes without
+  replays. The league ends after the final.
 - A bye scores :data:`leagueproto.scoring.BYE_POINTS` (a win's 3 points, like a walkover), counted
   once its round is played; it is not a match played, not a win, and adds nothing to Buchholz.
 """
@@ -20,12 +23,14 @@ returns; :mod:`league.standings` ranks with :func:`table_format`.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from django.db.models import QuerySet
+
 from league import pairing
-from league.models import AgentStatus, Bye, League, Match, MatchResult, Round
-from leagueproto.scoring import KNOCKOUT_TIE_BREAKS, SWISS_TIE_BREAKS, TIE_BREAKS, TieBreak
+from league.models import AgentStatus, Bye, League, Match, MatchResult, Player, Rating, Round
+from leagueproto.scoring import KNOCKOUT_TIE_BREAKS, SWISS_TIE_BREAKS, TIE_BREAKS, TieBreak, id_sort_key
 
 # Rounds whose every match has a result: their byes count, and a knockout's winners went through.
 PLAYED_ROUNDS = (Round.Status.PLAYED, Round.Status.COMPLETED)
@@ -38,6 +43,7 @@ class Drawn:
     pairs: list[pairing.Pair]
     byes: list[str] = field(default_factory=list)
     rematches: int = 0
+    seeds: dict[str, int] = field(default_factory=dict)  # a knockout's first round: every player's seed
 
 
 @dataclass(frozen=True)
@@ -52,13 +58,19 @@ class TableFormat:
 ROUND_ROBIN = TableFormat()
 
 
+def _playing(league: League) -> QuerySet[Player]:
+    return league.players.exclude(status__in=(AgentStatus.SUSPENDED, AgentStatus.REMOVED)).order_by()
+
+
 def _entrants(league: League) -> list[pairing.Entrant]:
-    ids = (
-        league.players.exclude(status__in=(AgentStatus.SUSPENDED, AgentStatus.REMOVED))
-        .order_by()
-        .values_list("player_id", flat=True)
-    )
-    return [pairing.Entrant(player_id) for player_id in ids]
+    return [pairing.Entrant(player_id) for player_id in _playing(league).values_list("player_id", flat=True)]
+
+
+def rated_entrants(league: League) -> list[pairing.Entrant]:
+    """The players to draw, each with its arena rating's ordinal (None: never rated)."""
+    players: list[Player] = list(_playing(league))
+    ratings = Rating.objects.of_players(league.game_type, players)
+    return [pairing.Entrant(p.player_id, ratings[p.pk].ordinal if p.pk in ratings else None) for p in players]
 
 
 def swiss_history(league: League) -> pairing.SwissHistory:
@@ -101,7 +113,8 @@ class Bracket:
 
 
 def knockout_bracket(league: League) -> Bracket:
-    """The league's knockout rounds read back from its matches, results and byes."""
+    """The league's knockout rounds read back from its matches, results and byes, with the
+    seeds stored at its first draw."""
     by_round: dict[int, list[tuple[pairing.KnockoutMatch, str | None]]] = defaultdict(list)
     statuses = dict(Round.objects.filter(league=league).order_by().values_list("number", "status"))
     rows = (
@@ -114,7 +127,8 @@ def knockout_bracket(league: League) -> Bracket:
     byes = Bye.objects.filter(league=league).order_by().values_list("round__number", "player__player_id")
     for number, player_id in byes:
         by_round[number].append(((player_id, None), None))
-    return bracket_of(by_round, {n for n, status in statuses.items() if status in PLAYED_ROUNDS})
+    seeds = dict(league.players.filter(seed__isnull=False).order_by().values_list("player_id", "seed"))
+    return bracket_of(by_round, {n for n, status in statuses.items() if status in PLAYED_ROUNDS}, seeds)
 
 
 def winner_of(a: str, b: str, outcome: str | None) -> str | None:
@@ -122,15 +136,26 @@ def winner_of(a: str, b: str, outcome: str | None) -> str | None:
     return a if outcome == MatchResult.Outcome.WIN_A else b if outcome == MatchResult.Outcome.WIN_B else None
 
 
-def bracket_of(by_round: Mapping[int, list[tuple[pairing.KnockoutMatch, str | None]]], played: set[int]) -> Bracket:
-    """A :class:`Bracket` from each round's entries in any order (seeds from the first round's
-    players, by id) and the numbers of the rounds played."""
+def bracket_of(
+    by_round: Mapping[int, list[tuple[pairing.KnockoutMatch, str | None]]],
+    played: set[int],
+    stored_seeds: Mapping[str, int],
+) -> Bracket:
+    """A :class:`Bracket` from each round's entries in any order, the numbers of the rounds
+    played and the seeds stored at the first draw (:func:`first_round_seeds`)."""
     first = {p for (a, b), _ in by_round.get(1, []) for p in (a, b) if p is not None}
-    seeds = pairing.knockout_seeds(pairing.Entrant(player_id) for player_id in first)
+    seeds = first_round_seeds(first, stored_seeds)
     place = pairing.knockout_positions(seeds)
     numbers = sorted(by_round)
     rounds = [sorted(by_round[n], key=lambda entry: min(place[p] for p in entry[0] if p is not None)) for n in numbers]
     return Bracket(seeds, rounds, [n in played for n in numbers])
+
+
+def first_round_seeds(players: Iterable[str], stored: Mapping[str, int]) -> dict[str, int]:
+    """The seeds (1, 2 …) of the first round's players: in the order of their stored seeds,
+    then those without one (a league export that lists none) by player id."""
+    ordered = sorted(players, key=lambda p: (p not in stored, stored.get(p, 0), id_sort_key(p)))
+    return {player_id: index + 1 for index, player_id in enumerate(ordered)}
 
 
 def knockout_format(bracket: Bracket, byes: tuple[tuple[str, int, int], ...]) -> TableFormat:
@@ -149,8 +174,10 @@ def next_round_draw(league: League, number: int) -> Drawn | None:
         return Drawn(drawn.pairs, [drawn.bye] if drawn.bye else [], drawn.rematches)
     if league.schedule_format == League.ScheduleFormat.KNOCKOUT:
         if number == 1:
-            first = pairing.knockout_bracket(_entrants(league))
-            return Drawn([(a, b) for a, b in first if b is not None], [a for a, b in first if b is None])
+            entrants = rated_entrants(league)
+            first = pairing.knockout_bracket(entrants)
+            seeds = pairing.knockout_seeds(entrants)
+            return Drawn([(a, b) for a, b in first if b is not None], [a for a, b in first if b is None], seeds=seeds)
         bracket = knockout_bracket(league)
         pairs = pairing.knockout_next_round(bracket.rounds[-1], bracket.seeds)
         return Drawn([(a, b) for a, b in pairs if b is not None]) if pairs else None

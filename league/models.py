@@ -6,11 +6,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from collections.abc import Iterable
 
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
+from league.arena import identity_of
 from league.seats import seat_endpoint
 from leagueproto.endpoint_policy import DEFAULT_ALLOWED_NETWORKS  # the referees fall back on it too
 from leagueproto.endpoints import canonical_endpoint as canonical_form
@@ -321,6 +323,10 @@ class Player(Agent):
     # ``league_manager``; an agent that refused it once gets ``league_manager:LM01`` from then on.
     lm_sender = models.CharField(max_length=32, blank=True, default="")
 
+    # A knockout's seeding, fixed when its first round is drawn (league.formats): the later
+    # rounds and the standings read it back, whatever the ratings it came from do afterwards.
+    seed = models.PositiveIntegerField(null=True, blank=True, help_text="Knockout: its seed (1 the top).")
+
     class Meta:
         ordering = ["league", "id"]
         constraints = [models.UniqueConstraint(fields=["league", "player_id"], name="unique_player_id")]
@@ -555,6 +561,16 @@ class ArenaSeat(models.Model):
         return f"{self.player} ({self.identity})"
 
 
+class RatingQuerySet(models.QuerySet):
+    def of_players(self, game_type: str, players: Iterable[Player]) -> dict[int, Rating]:
+        """The ratings in ``game_type`` of these players (player pk → rating), by their arena
+        identity (league.arena.identity_of): the same key whichever arena or league they are
+        seen in. A player never rated is left out."""
+        identity = {p.pk: identity_of(p.connection, p.canonical_endpoint, p.display_name) for p in players}
+        by_identity = {r.identity: r for r in self.filter(game_type=game_type, identity__in=set(identity.values()))}
+        return {pk: by_identity[i] for pk, i in identity.items() if i in by_identity}
+
+
 class Rating(models.Model):
     """An agent's rating in one game, across every arena it plays (league.ratings)."""
 
@@ -569,6 +585,8 @@ class Rating(models.Model):
     draws = models.PositiveIntegerField(default=0)
     losses = models.PositiveIntegerField(default=0)
     updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = RatingQuerySet.as_manager()
 
     class Meta:
         ordering = ["-ordinal", "id"]

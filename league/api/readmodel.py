@@ -17,7 +17,6 @@ from django.utils import timezone
 
 from league import standings as standings_service
 from league import tournament
-from league.arena import identity_of
 from league.formats import table_format
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Rating, Round
 from league.tournament import Call, Played
@@ -584,12 +583,8 @@ def join_info(league: League) -> dict[str, Any] | None:
 
 
 def arena_ratings(league: League, players: list[Player]) -> dict[int, Rating]:
-    """The ratings of these players of ``league`` (player pk → rating), by their arena
-    identity: the same key whichever arena or league they are seen in."""
-    identity = {p.pk: identity_of(p.connection, p.canonical_endpoint, p.display_name) for p in players}
-    rows = Rating.objects.filter(game_type=league.game_type, identity__in=set(identity.values()))
-    by_identity = {r.identity: r for r in rows}
-    return {pk: by_identity[i] for pk, i in identity.items() if i in by_identity}
+    """The ratings in ``league``'s game of these players of it (player pk → rating)."""
+    return Rating.objects.of_players(league.game_type, players)
 
 
 def with_arena_ratings(league: League, table: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -110,6 +110,17 @@ STANDINGS_CSV = [
     "points",
     "decided_by",
 ]
+# The tie-break columns a format's league page shows beside the points (a Swiss league's Bh).
+FORMAT_STANDINGS_CSV = {League.ScheduleFormat.SWISS: ["buchholz", "byes"]}
+
+
+def standings_csv_columns(schedule_format: str) -> list[str]:
+    """standings.csv's columns for a league of this format: the format's tie-break columns
+    right after the points, as on the page."""
+    after = STANDINGS_CSV.index("points") + 1
+    return [*STANDINGS_CSV[:after], *FORMAT_STANDINGS_CSV.get(schedule_format, []), *STANDINGS_CSV[after:]]
+
+
 RESULTS_CSV = [
     "round",
     "match_id",
@@ -196,8 +207,11 @@ class LeagueViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, pagination_class=None, renderer_classes=WITH_CSV)
     def standings(self, request: Request, league_id: str, format: str | None = None) -> Response:
         """Ranked by points, wins, draws, head-to-head, player id; ``decided_by`` names the rule
-        that placed each row below the one above (also as standings.csv)."""
-        return Response(readmodel.standings(self.get_object()))
+        that placed each row below the one above (also as standings.csv, with a Swiss league's
+        Buchholz)."""
+        league = self.get_object()
+        self.csv_columns = {**self.csv_columns, "standings": standings_csv_columns(league.schedule_format)}
+        return Response(readmodel.standings(league))
 
     @extend_schema(responses=serializers.ResultRowSerializer(many=True))
     @action(detail=True, pagination_class=None, renderer_classes=WITH_CSV)

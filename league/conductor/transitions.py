@@ -32,7 +32,7 @@ from league.conductor.delivery_log import record_deliveries
 from league.conductor.dispatch import Records, claim_matches, records_in
 from league.conductor.notices import announcement, finished_in_round, next_round_after, round_matches
 from league.events import append_events, broadcast, event_values, record_event
-from league.models import AgentStatus, Bye, Event, League, Match, Round
+from league.models import AgentStatus, Bye, Event, League, Match, Player, Round
 from league.schedule import schedule_matches
 from leagueproto.scoring import BYE_POINTS
 
@@ -109,10 +109,11 @@ def create_schedule(league_pk: int) -> bool:
 
 def draw_next_round(league_pk: int) -> Round | None:
     """A Swiss or knockout league's next round, drawn from the results so far once its latest
-    round is PLAYED (``league.formats.next_round_draw``): the Round, its matches and byes and a
-    ``round_drawn`` Event, in one transaction under the league's lock. The drawn round, or None
-    when there is nothing to draw (not such a league, not RUNNING, its latest round still being
-    played or already followed by a drawn one, or no round left: the last Swiss round, the final).
+    round is PLAYED (``league.formats.next_round_draw``): the Round, its matches and byes (and a
+    knockout's seeds, at its first draw) and a ``round_drawn`` Event, in one transaction under
+    the league's lock. The drawn round, or None when there is nothing to draw (not such a
+    league, not RUNNING, its latest round still being played or already followed by a drawn one,
+    or no round left: the last Swiss round, the final).
 
     Idempotent: a conductor killed after the draw commits finds the new round PENDING as the
     latest and draws nothing; one killed before finds the played round still the latest and
@@ -150,6 +151,9 @@ def _draw_round(league: League) -> Round | None:
     Bye.objects.bulk_create(
         Bye(league=league, round=rnd, player=players[player_id], points=BYE_POINTS) for player_id in drawn.byes
     )
+    for player_id, seed in drawn.seeds.items():
+        players[player_id].seed = seed
+    Player.objects.bulk_update([players[player_id] for player_id in drawn.seeds], ["seed"])
     record_event(
         league,
         "STATE",

@@ -4,16 +4,19 @@ rematch, at most one bye per player, and standings that count byes (Swiss) or st
 
 from __future__ import annotations
 
+import csv
+import io
 from collections import Counter
 from collections.abc import Callable
 
 import pytest
 
-from league import actions, standings
+from league import actions, formats, standings
 from league.actions.results import mark_round_played
 from league.api.readmodel import snapshot
+from league.arena import identity_of
 from league.conductor.transitions import create_schedule, draw_next_round, mark_round_completed, next_round
-from league.models import Bye, Event, League, Match, MatchResult, Player, Round
+from league.models import Bye, Event, League, Match, MatchResult, Player, Rating, Round
 from leagueproto.scoring import BYE_POINTS, id_sort_key
 
 pytestmark = pytest.mark.django_db
@@ -26,13 +29,21 @@ def lower_id_wins(match: Match) -> str:
     return "WIN_A" if id_sort_key(a) < id_sort_key(b) else "WIN_B"
 
 
-def started_league(league_id: str, players: int, **settings) -> League:
+def registered_league(league_id: str, players: int, **settings) -> League:
     league = actions.create_league(name=league_id, league_id=league_id, **settings)
     league = actions.open_registration(league, 600)
     for n in range(1, players + 1):
         Player.objects.create(
             league=league, player_id=f"P{n:02d}", display_name=f"p{n}", endpoint=f"http://127.0.0.1:{9100 + n}/mcp"
         )
+    return league
+
+
+def started_league(league_id: str, players: int, **settings) -> League:
+    return start(registered_league(league_id, players, **settings))
+
+
+def start(league: League) -> League:
     actions.start_league(league)
     assert create_schedule(league.pk)
     league.refresh_from_db()
@@ -156,7 +167,8 @@ def test_a_knockout_of_eight_ends_after_the_final_with_its_winner_first():
     league = started_league("ko_eight", 8, schedule_format="knockout")
     played = play_out(league)
     assert [Match.objects.filter(round=r).count() for r in played] == [4, 2, 1]
-    # Seeded by id: 1 v 8, 4 v 5, 2 v 7, 3 v 6 (1 and 2 only meet in the final).
+    # No ratings: seeded by id, 1 v 8, 4 v 5, 2 v 7, 3 v 6 (1 and 2 only meet in the final).
+    assert dict(league.players.values_list("player_id", "seed")) == {f"P{n:02d}": n for n in range(1, 9)}
     first = Match.objects.filter(round=played[0]).order_by("match_id")
     assert [(m.player_a.player_id, m.player_b.player_id) for m in first] == [
         ("P01", "P08"),
@@ -168,6 +180,56 @@ def test_a_knockout_of_eight_ends_after_the_final_with_its_winner_first():
     assert (final.player_a.player_id, final.player_b.player_id) == ("P01", "P02")
     table = standings.standings(league)
     assert [row["player_id"] for row in table[:2]] == ["P01", "P02"]
+
+
+def rate(league: League, ordinals: dict[str, float]) -> None:
+    """Arena ratings in the league's game for these players, with these ordinals."""
+    for player in league.players.filter(player_id__in=ordinals):
+        ordinal = ordinals[player.player_id]
+        Rating.objects.update_or_create(
+            identity=identity_of(player.connection, player.canonical_endpoint, player.display_name),
+            game_type=league.game_type,
+            defaults={"mu": ordinal + 3, "sigma": 1.0, "ordinal": ordinal},
+        )
+
+
+def test_a_knockout_is_seeded_by_arena_rating_then_unrated_players_by_id_and_keeps_its_seeds():
+    league = registered_league("ko_rated", 6, schedule_format="knockout")
+    rate(league, {"P05": 20.0, "P03": 10.0, "P06": 10.0})
+    league = start(league)
+    seeds = {"P05": 1, "P03": 2, "P06": 3, "P01": 4, "P02": 5, "P04": 6}
+    assert dict(league.players.values_list("player_id", "seed")) == seeds
+    first = league.rounds.get(number=1)
+    # 8 places for 6 players: the top-rated two sit round 1 out, seed 3 meets the lowest seed.
+    assert sorted(Bye.objects.filter(round=first).values_list("player__player_id", flat=True)) == ["P03", "P05"]
+    assert [(m.player_a.player_id, m.player_b.player_id) for m in first.matches.order_by("match_id")] == [
+        ("P01", "P02"),
+        ("P06", "P04"),
+    ]
+    bracket = formats.knockout_bracket(league)
+    assert bracket.seeds == seeds
+    assert [match for match, _ in bracket.rounds[0]] == [("P05", None), ("P01", "P02"), ("P03", None), ("P06", "P04")]
+
+    rate(league, {"P01": 50.0})  # the ratings move during the knockout: its bracket does not
+    played = play_out(league)
+    second = played[1].matches.order_by("match_id")
+    assert [(m.player_a.player_id, m.player_b.player_id) for m in second] == [("P05", "P01"), ("P03", "P04")]
+    final = Match.objects.get(round=played[-1])
+    assert (final.player_a.player_id, final.player_b.player_id) == ("P03", "P01")  # seed 2 v seed 4
+    from league.export import export_league, recompute_standings
+
+    assert recompute_standings(export_league(league)) == standings.standings(league)
+    assert [row["player_id"] for row in standings.standings(league)[:2]] == ["P01", "P03"]
+
+
+def test_the_first_round_seeds_follow_the_stored_seeds_then_player_id():
+    assert formats.first_round_seeds(["P02", "P10", "P01"], {"P10": 1, "P02": 2}) == {"P10": 1, "P02": 2, "P01": 3}
+    assert formats.first_round_seeds(["P10", "P02", "P01"], {}) == {"P01": 1, "P02": 2, "P10": 3}
+    # Seeds stored for players of a 4-bracket are renumbered in their order: 1 v 4, 2 v 3.
+    by_round = {1: [(("P04", "P02"), "P04"), (("P03", "P01"), None)]}
+    bracket = formats.bracket_of(by_round, {1}, {"P04": 5, "P03": 7, "P01": 8, "P02": 9})
+    assert bracket.seeds == {"P04": 1, "P03": 2, "P01": 3, "P02": 4}
+    assert [match for match, _ in bracket.rounds[0]] == [("P04", "P02"), ("P03", "P01")]
 
 
 def test_a_knockout_sends_the_higher_seed_through_a_draw_and_gives_top_seeds_byes():
@@ -244,3 +306,26 @@ def test_rank_moves_in_a_swiss_league_count_the_byes_of_the_rounds_before():
     snap = snapshot(league.league_id)
     for row in snap["standings"]:
         assert row["rank_change"] == after_one[row["player_id"]] - row["rank"], row["player_id"]
+
+
+def test_a_swiss_league_standings_csv_has_the_buchholz_and_byes_the_standings_serve(client):
+    league = started_league("swiss_csv", 5, schedule_format="swiss", swiss_rounds=3)
+    play_out(league, lambda m: "DRAW" if m.match_id.endswith("M1") else lower_id_wins(m))
+    text = client.get(f"/api/leagues/{league.league_id}/standings.csv").content.decode()
+    header = next(csv.reader(io.StringIO(text)))
+    assert header[header.index("points") :][:4] == ["points", "buchholz", "byes", "decided_by"]
+    rows = list(csv.DictReader(io.StringIO(text)))
+    served = client.get(f"/api/leagues/{league.league_id}/standings/").json()
+    page = snapshot(league.league_id)["standings"]
+    assert [row["player_id"] for row in rows] == [row["player_id"] for row in served] == [r["player_id"] for r in page]
+    for row, api_row, page_row in zip(rows, served, page, strict=True):
+        values = (int(row["rank"]), int(row["points"]), int(row["buchholz"]), int(row["byes"]), row["decided_by"])
+        assert values == (*(api_row[k] for k in ("rank", "points", "buchholz", "byes")), api_row["decided_by"] or "")
+        assert (page_row["buchholz"], page_row["byes"]) == (api_row["buchholz"], api_row["byes"])
+    assert len({row["buchholz"] for row in rows}) > 1 and sum(int(row["byes"]) for row in rows) == 3
+
+
+def test_a_knockout_standings_csv_has_no_buchholz(client):
+    league = started_league("ko_csv", 4, schedule_format="knockout")
+    header = client.get(f"/api/leagues/{league.league_id}/standings.csv").content.decode().splitlines()[0]
+    assert "buchholz" not in header and "points,decided_by" in header
