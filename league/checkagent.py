@@ -39,7 +39,7 @@ from leagueproto.client import NO_RETRY, AgentClient, CallFailed, CallResult
 from leagueproto.envelope import PROTOCOL_VERSION, invisible_in, make_message, parse_timestamp
 from leagueproto.errors import ErrorCode, LeagueError, see
 from leagueproto.scoring import ResultRow, compute_standings
-from leagueproto.timeouts import DEFAULT_TIMEOUTS, Timeouts
+from leagueproto.timeouts import DEFAULT_TIMEOUTS, MOVE_CALLS, Timeouts
 from referee.games import GAMES, get_game
 from referee.runner import MatchRunner, MatchSpec, Seat, redact
 
@@ -513,7 +513,7 @@ def _limit(message_type: str, timeouts: Timeouts) -> float:
     """Seconds the referee gave a reply to ``message_type``."""
     if message_type == "GAME_INVITATION":
         return timeouts.join
-    if message_type in ("CHOOSE_PARITY_CALL", "MOVE_REQUEST"):
+    if message_type in MOVE_CALLS:
         return timeouts.move
     return timeouts.game_over if message_type == "GAME_OVER" else timeouts.default
 

@@ -19,6 +19,11 @@ FORM_LENGTH = 5
 # What a call to an agent ended as (the referee's match log, the conductor's delivery Events).
 TIMEOUT_OUTCOMES = frozenset({"timeout"})
 OK_OUTCOMES = frozenset({"ok"})
+# A player whose typical answer to a move takes more than this share of the move timeout holds
+# every round up (the agent check warns at the same share, league/checkagent.py).
+SLOW_SHARE = 0.5
+# Fewer answers than this say too little (one slow first call, a model loading) to name a player slow.
+SLOW_MIN_ANSWERS = 3
 
 
 @dataclass(frozen=True)
@@ -188,6 +193,25 @@ def agent_health(calls: Iterable[Call], last_seen_at: str | None = None) -> dict
         "last_seen_at": last_seen_at,
         "summary": health_summary(state, len(calls), timeouts, errors, failing_streak, last),
     }
+
+
+def slow_note(latencies_ms: Iterable[float], move_timeout: float) -> str | None:
+    """The sentence a player's page shows when its answers to moves are slow, else None.
+
+    ``latencies_ms`` are its answer times to move calls (ms), ``move_timeout`` the league's
+    (s). Slow: the median answer takes more than :data:`SLOW_SHARE` of the timeout. The rules
+    allow it, but a round ends only when its last match does, so every round waits for it."""
+    ordered = sorted(latencies_ms)
+    median = percentile(ordered, 0.50)
+    if median is None or len(ordered) < SLOW_MIN_ANSWERS or median <= SLOW_SHARE * move_timeout * 1000:
+        return None
+    p90 = percentile(ordered, 0.90) or median
+    return (
+        f"Slow: in its recent matches it answers a move in {median / 1000:.1f} s "
+        f"(median; 9 in 10 within {p90 / 1000:.1f} s) "
+        f"and the move timeout is {move_timeout:g} s: every round waits for this player. "
+        "The rules allow it; a faster answer makes the whole league faster."
+    )
 
 
 def health_reason(call: Call) -> str:

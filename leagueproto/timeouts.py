@@ -39,4 +39,6 @@ class Timeouts:
 
 
 NAMES: tuple[str, ...] = tuple(f.name for f in fields(Timeouts))
+# The calls the ``move`` timeout covers: a parity choice (even/odd) or a move (the other games).
+MOVE_CALLS: frozenset[str] = frozenset({"CHOOSE_PARITY_CALL", "MOVE_REQUEST"})
 DEFAULT_TIMEOUTS = Timeouts()

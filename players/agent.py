@@ -175,7 +175,9 @@ class Player:
         # What goes wrong (a failed registration attempt, unverified callers): said even when
         # the per-match lines are not.
         self.warn = warn or (lambda line: log.warning("%s", line))
-        self.outcome: str | None = None  # how registration ended: "registered", "refused", "gave_up"
+        # How registration ended: "registered"; "refused" (the league said no); "no_league" (the
+        # URL or --league-id names no league to join); "gave_up" (no answer after every attempt).
+        self.outcome: str | None = None
         self._unverified: set[str] = set()  # kinds of caller already reported as unverified
         self.port = config.port
         self.lifecycle = Lifecycle.INIT
@@ -282,7 +284,8 @@ class Player:
 
         A player that kept its identity in --state-dir sends its token, so the LM updates its
         endpoint instead of rejecting a duplicate. Every failed attempt says why. Returns True
-        once accepted; ``outcome`` tells a refusal ("refused") from giving up ("gave_up").
+        once accepted; ``outcome`` tells a refusal ("refused"), an address with no league to join
+        ("no_league") and giving up ("gave_up") apart.
         """
         if not self.config.league_url or self.client is None:
             raise RuntimeError("register() needs config.league_url and a client")
@@ -296,7 +299,7 @@ class Player:
                     await self.on_registered(self)
                 return True
             if reason in ("rejected", "final"):
-                self.outcome = "refused"
+                self.outcome = "refused" if reason == "rejected" else "no_league"
                 refused = "registration refused by" if reason == "rejected" else "cannot register with"
                 self.warn(f"{self.name}: {refused} {self.config.league_url}: {cause}")
                 self.shutdown()

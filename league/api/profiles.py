@@ -20,11 +20,45 @@ from league.api.readmodel import (
 )
 from league.models import MatchResult, Player, Referee
 from leagueproto.scoring import record_field, result_mark
+from leagueproto.timeouts import MOVE_CALLS
+
+# How many of a player's latest results its page reads to tell whether it answers slowly.
+SLOW_RECENT_MATCHES = 10
 
 
 def player_health(player: Player) -> dict[str, Any]:
     calls = agent_calls(player.league, player.player_id)[player.player_id]
     return tournament.agent_health(calls, iso(player.last_seen_at))
+
+
+def move_latencies(player: Player, matches: int = SLOW_RECENT_MATCHES) -> list[float]:
+    """The player's answer times (ms) to the moves it was asked for in its last ``matches``
+    results, from the referees' logs: one query through the matches' player indexes, at most
+    ``matches`` logs read, however long the league."""
+    logs = (
+        MatchResult.objects.filter(Q(match__player_a=player) | Q(match__player_b=player))
+        .order_by("-id")
+        .values_list("log", flat=True)[:matches]
+    )
+    latencies = []
+    for log in logs:
+        for entry in log if isinstance(log, list) else []:
+            if (
+                isinstance(entry, dict)
+                and entry.get("direction") == "OUT"
+                and entry.get("peer") == player.player_id
+                and entry.get("message_type") in MOVE_CALLS
+                and entry.get("outcome") in tournament.OK_OUTCOMES
+            ):
+                latency = entry.get("latency_ms")
+                if isinstance(latency, int | float) and not isinstance(latency, bool):
+                    latencies.append(float(latency))
+    return latencies
+
+
+def slow_note(player: Player) -> str | None:
+    """A plain note for the player's page when its recent answers keep every round waiting."""
+    return tournament.slow_note(move_latencies(player), player.league.move_timeout)
 
 
 def arena_rating(player: Player) -> dict[str, Any] | None:

@@ -37,6 +37,7 @@ from league.bench.outage import Outage, database_outage
 from league.bench.processes import Child, Cluster, free_port, free_port_run
 from league.bench.told import recorded_outcomes, told_in_states, told_problems
 from league.models import AgentStatus, Event, League, Match, MatchResult
+from players.management.commands.runplayer import EXIT_REFUSED
 
 # What the bench kills (every kind alike).
 ROLES = ("lm", "conductor", "referee", "players")
@@ -348,12 +349,11 @@ class ChaosBench:
     def _shut_out(self, victim: Victim) -> bool:
         """Whether a player host exited because its players were withdrawn: killed before they
         ever answered the LM and still down when the schedule was drawn (docs/operations.md), they
-        are refused when they come back, and runplayer says so and exits."""
-        if self.league is None or not Event.objects.filter(league=self.league, kind="player_withdrawn").exists():
+        are refused when they come back, and runplayer exits with EXIT_REFUSED. A refusal with no
+        withdrawal in the league is no part of the chaos: a crash, to report."""
+        if victim.child.proc.returncode != EXIT_REFUSED or self.league is None:
             return False
-        with open(victim.log_dir / f"{victim.child.name}.log", errors="replace") as log:
-            log.seek(victim.log_offset)
-            return "could not join the league" in log.read()
+        return Event.objects.filter(league=self.league, kind="player_withdrawn").exists()
 
     def _restart(self, victim: Victim) -> None:
         """The same command again, its output appended to the same log."""

@@ -190,7 +190,12 @@ def player_detail(request: HttpRequest, league_id: str, player_id: str) -> HttpR
         Player.objects.select_related("league"), league__league_id=league_id, player_id=player_id
     )
     # ``agent``: the row itself, for how the player is reached (direct, or the relay and its socket).
-    context = {"league": player.league, "p": profiles.player_profile(player), "agent": player}
+    context = {
+        "league": player.league,
+        "p": profiles.player_profile(player),
+        "agent": player,
+        "slow_note": profiles.slow_note(player),
+    }
     return render(request, "league/player_detail.html", context)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from league.tournament import Call, Played, agent_health, crosstable, percentile, rank_moves, recent_form
+from league.tournament import Call, Played, agent_health, crosstable, percentile, rank_moves, recent_form, slow_note
 from leagueproto.scoring import compute_standings
 
 
@@ -79,3 +79,18 @@ def test_percentile_is_nearest_rank():
     assert percentile([], 0.5) is None
     assert percentile([5.0], 0.95) == 5.0
     assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.0
+
+
+def test_slow_note_names_a_player_whose_moves_take_most_of_the_timeout():
+    note = slow_note([4700.0, 4800.0, 4900.0, 4750.0, 4850.0], move_timeout=5.0)
+    assert note is not None
+    assert "answers a move in 4.8 s (median; 9 in 10 within 4.9 s)" in note
+    assert "the move timeout is 5 s: every round waits for this player" in note
+
+
+def test_slow_note_says_nothing_of_a_fast_player_or_too_few_answers():
+    assert slow_note([120.0, 300.0, 2400.0], move_timeout=5.0) is None  # the median is well inside
+    assert slow_note([2500.0, 2500.0, 2500.0], move_timeout=5.0) is None  # exactly half: not slow yet
+    assert slow_note([4900.0, 4900.0], move_timeout=5.0) is None  # two answers say too little
+    assert slow_note([], move_timeout=30.0) is None
+    assert slow_note([16_000.0] * 3, move_timeout=30.0) is not None  # the league's own timeout is the measure

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from league.models import Player as PlayerRow
-from players.management.commands.runplayer import strategy_mix
+from players.management.commands.runplayer import EXIT_REFUSED, strategy_mix
 from tests.league.lm_support import make_league
 from tests.support.servers import Process, free_port, free_ports
 from tests.support.waiting import wait_until
@@ -121,6 +121,19 @@ def test_runplayer_says_why_each_attempt_failed_and_exits_1_when_it_gives_up(lm_
         manage_py, agent_env, tmp_path, "--league-url", "http://no-such-host.invalid/mcp", "--register-attempts", "1"
     )
     assert status == 1 and "attempt 1/1 failed: DNS: host 'no-such-host.invalid' does not resolve" in output
+
+
+@pytest.mark.processes
+def test_runplayer_exits_with_its_own_status_when_the_league_refuses_its_players(
+    lm_server, agent_env, manage_py, tmp_path
+):
+    closed = make_league("closed_cup", open_seconds=None)  # created, registration never opened
+    args = ["--league-url", lm_server, "--league-id", closed.league_id, "--count", "2", "--register-attempts", "1"]
+    status, output = _run(manage_py, agent_env, tmp_path, *args)
+    assert status == EXIT_REFUSED == 3, output
+    assert f"registration refused by {lm_server}: Registration closed" in output
+    assert "2 of 2 player(s) could not join the league: the league refused them" in output
+    assert not PlayerRow.objects.filter(league=closed).exists()
 
 
 @pytest.mark.processes

@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from players.connect import ConnectHost
 
 QUERIES = ("GET_STANDINGS", "GET_SCHEDULE", "GET_NEXT_MATCH", "GET_PLAYER_STATS")
+# The exit status when the league refused players (registration closed or full, withdrawn before
+# the draw…): running the same command again will not get them in, so a supervisor should not.
+# 0 is a league played to its end, 1 an error (one that may pass: the LM unreachable), 2 bad arguments.
+EXIT_REFUSED = 3
 
 
 def league_url(value: str) -> str:
@@ -45,7 +49,13 @@ def strategy_mix(value: str) -> list[str]:
 
 
 class Command(BaseCommand):
-    help = "Run an Even/Odd league player agent (POST /mcp) that registers with the League Manager."
+    help = (
+        "Run an Even/Odd league player agent (POST /mcp) that registers with the League Manager. "
+        "Exit status: 0 once the league is over; 1 on an error, including giving up registering "
+        "(the LM not answering) or a --league-url / --league-id with no league to join; 2 for bad "
+        f"arguments; {EXIT_REFUSED} when the league refused one or more of its players (registration "
+        "closed or full, withdrawn before the draw): running it again will not get them in."
+    )
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -163,10 +173,18 @@ class Command(BaseCommand):
 
     @staticmethod
     def _fail_unless_joined(host: PlayerHost | ConnectHost) -> None:
-        """Giving up is a failure: scripts and supervisors must see it in the exit status."""
-        failed = [p for p in host.players if p.outcome in ("refused", "gave_up")]
-        if failed:
-            raise CommandError(f"{len(failed)} of {len(host.players)} player(s) could not join the league")
+        """Players that could not join are a failure that scripts and supervisors must see in the
+        exit status, and tell apart: an error (1) may pass if run again, a refusal (EXIT_REFUSED)
+        will not."""
+        failed = [p for p in host.players if p.outcome in ("refused", "no_league", "gave_up")]
+        if not failed:
+            return
+        refused = all(p.outcome == "refused" for p in failed)
+        raise CommandError(
+            f"{len(failed)} of {len(host.players)} player(s) could not join the league"
+            + (": the league refused them" if refused else ""),
+            returncode=EXIT_REFUSED if refused else 1,
+        )
 
     def _query_after_registration(self, host: PlayerHost | ConnectHost, query_type: str) -> None:
         async def print_query(player: Player) -> None:
