@@ -30,13 +30,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session", autouse=True)
 def worker_ports() -> None:
     """Each parallel worker (pytest-xdist) chooses its agents' ports in a part of the range of its
-    own (league/bench/processes.py, ``Ports.share``)."""
+    own (league/bench/processes.py, ``Ports.share``), and so do the benches its tests start
+    (``AGENT_PORT_SHARE``, which they inherit)."""
     from league.bench import processes
 
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if worker.startswith("gw") and workers > 1:
-        processes.PORTS.share = (int(worker.removeprefix("gw")), workers)
+        os.environ["AGENT_PORT_SHARE"] = f"{worker.removeprefix('gw')}/{workers}"
+        processes.PORTS.share = processes.share_from_environment()
 
 
 @pytest.fixture(scope="session", autouse=True)

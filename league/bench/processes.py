@@ -123,7 +123,17 @@ class Ports:
         return True
 
 
-PORTS = Ports()  # this process's ports: every launcher takes its agents' ports from here
+def share_from_environment() -> tuple[int, int]:
+    """``AGENT_PORT_SHARE`` ("index/parts", e.g. "1/4"): the part of the ports this process and the
+    benches it starts take, when several choose ports at once on one machine (the test suite's
+    parallel workers, and the bench processes their tests start). Unset: all of them."""
+    index, _, parts = os.environ.get("AGENT_PORT_SHARE", "").partition("/")
+    if index.isdigit() and parts.isdigit() and int(index) < int(parts):
+        return int(index), int(parts)
+    return 0, 1
+
+
+PORTS = Ports(share_from_environment())  # this process's ports: every launcher takes its agents' ports from here
 
 
 def free_port() -> int:

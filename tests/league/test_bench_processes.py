@@ -97,3 +97,11 @@ def test_busy_share_is_the_busy_part_of_all_cores_time_between_readings():
     assert processes.busy_share((10.0, 100.0), (10.0, 100.0)) == 0.0
     busy, total = processes.machine_cpu_times()
     assert 0 < busy < total
+
+
+@pytest.mark.parametrize(
+    ("value", "share"), [("1/4", (1, 4)), ("0/2", (0, 2)), ("", (0, 1)), ("4/4", (0, 1)), ("x/2", (0, 1))]
+)
+def test_a_process_takes_the_share_of_ports_its_environment_names(monkeypatch, value, share):
+    monkeypatch.setenv("AGENT_PORT_SHARE", value)
+    assert processes.share_from_environment() == share
