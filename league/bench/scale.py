@@ -78,19 +78,18 @@ class ScaleBench:
     async def _burst(self, url: str, league_id: str) -> dict[str, Any]:
         client = AgentClient()
         latencies: list[float] = []
-        errors = 0
+        errors: list[str] = []
         queue = iter(range(self.registrations))
 
         async def worker() -> None:
-            nonlocal errors
             for n in queue:
                 try:
                     result = await client.call(url, "register_player", registration(league_id, n), timeout=30)
-                except CallFailed:
-                    errors += 1
+                except CallFailed as exc:
+                    errors.append(f"call failed: {exc}")
                     continue
                 if result.is_error or result.reply.get("status") != "ACCEPTED":
-                    errors += 1
+                    errors.append(f"answered: {str(result.reply)[:300]}")
                 else:
                     latencies.append(result.latency_ms)
 
@@ -101,7 +100,8 @@ class ScaleBench:
         return {
             "registrations": self.registrations,
             "accepted": len(latencies),
-            "errors": errors,
+            "errors": len(errors),
+            "first_errors": errors[:5],  # why, when any
             "seconds": round(elapsed, 2),
             "per_second": round(len(latencies) / elapsed, 1) if elapsed else 0.0,
             "latency_ms": percentiles(latencies),

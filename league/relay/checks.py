@@ -10,11 +10,14 @@ protocol: a new Django default there reaches ``/relay/`` as it reaches every vie
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.core.exceptions import DisallowedHost
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.security import SecurityMiddleware
@@ -74,8 +77,25 @@ def origin_refused(request: HttpRequest) -> str | None:
 
 def with_site_headers(request: HttpRequest, response: HttpResponse) -> HttpResponse:
     """``response`` as Django's security and clickjacking middleware leave it for ``request``."""
-    chain = SecurityMiddleware(XFrameOptionsMiddleware(lambda _request: response))
-    return chain(request)
+    request.answer = response  # what the chain's view gives back: this call's answer
+    return _site_headers()(request)
+
+
+def _answer_of(request: HttpRequest) -> HttpResponse:
+    return request.answer
+
+
+@functools.cache
+def _site_headers() -> SecurityMiddleware:
+    """The middleware chain, made once (as Django makes a site's): a middleware reads its settings
+    when it is made, a dozen of them for the security middleware, and every agent's call passes it.
+    Made again when a setting changes (tests)."""
+    return SecurityMiddleware(XFrameOptionsMiddleware(_answer_of))
+
+
+@receiver(setting_changed)
+def _settings_changed(**kwargs: Any) -> None:
+    _site_headers.cache_clear()
 
 
 def asgi_headers(response: HttpResponse) -> Iterable[tuple[bytes, bytes]]:

@@ -300,7 +300,8 @@ def test_bench_scale_with_no_sizes_runs_the_registration_burst_alone_with_the_lm
     report = json.loads(out.read_text())
     assert report["leagues"] == [] and "chart" not in report
     burst = report["registration_burst"]
-    assert burst["registrations"] == burst["accepted"] == 30 and burst["errors"] == 0
+    assert burst["registrations"] == burst["accepted"] == 30 and burst["errors"] == 0, burst["first_errors"]
+    assert burst["first_errors"] == []
     assert burst["lm_cpu_seconds"] > 0
 
 
