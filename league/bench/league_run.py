@@ -75,7 +75,7 @@ class LeagueBench:
     # runplayer processes, each hosting its share of the players with the whole mix dealt out in
     # turn. The players are the load, not the platform, and one busy host costs less per call than
     # several (more requests per wake-up, fewer processes to switch between): in a 100-player
-    # league the players took ~15 CPU-s in one host, ~17 in two, ~20 in four (docs/benchmarks.md).
+    # league the players took ~15 CPU-s in one host, ~17 in two, ~20 in four (2026-11-27).
     player_hosts: int = 1
     lm_server: str = "uvicorn"
     lm_workers: int = 1
