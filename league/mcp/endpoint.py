@@ -4,9 +4,10 @@ leagueproto's McpServer and the LM's toolset.
 Every agent message comes here: a class registering at once, each referee's reports, the
 players' queries. As a Django view each call cost the LM a thread of its own and a hop to it for
 every sync middleware hook and request signal, and a new database connection: about twice the
-CPU of the call's own work (docs/benchmarks.md, "Why the code is shaped this way"). Django still judges what it would judge
-for a view (league/relay/checks.py): a Host it refuses is 400, and every answer carries the
-headers of Django's security and clickjacking middleware. The body's size and read deadline are
+CPU of the call's own work (docs/benchmarks.md, "Why the code is shaped this way"). Django
+still judges what it would judge for a view (league/relay/checks.py): a Host it refuses is 400,
+and every answer carries the headers of Django's security and clickjacking middleware. The
+body's size and read deadline are
 ``RequestLimits``' (leaguesite/limits.py), in front of every route. The rest (JSON-RPC, both
 dialects, Origin, the methods, the batch and reply bounds) is the server's; the tools are in
 league/mcp/tools.py and reach the database through ``database_job`` (league/mcp/database.py).

@@ -89,8 +89,9 @@ ASGI_APPLICATION = "leaguesite.asgi.application"
 
 # -- database -----------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
-# CONN_MAX_AGE stays 0: under ASGI each request runs its sync code in a thread of its own, whose
-# connection would otherwise outlive it.
+# CONN_MAX_AGE stays 0: under ASGI each request to a Django view runs its sync code in a thread of
+# its own, whose connection would otherwise outlive it. /mcp's database thread keeps its one
+# connection and replaces it after an outage (league/mcp/database.py).
 # How long a SQLite writer waits for the file's lock before "database is locked" (an outage the LM
 # and the conductor ride out), in seconds.
 SQLITE_BUSY_TIMEOUT = 30
