@@ -105,7 +105,7 @@ async def _calls(limiter: RateLimiter, message: dict, count: int) -> None:
 
 
 @pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="sharing a limit between processes needs REDIS_URL")
-def test_with_redis_several_lm_processes_share_one_limit(db):
+def test_with_redis_several_lm_processes_share_one_limit(transactional_db):
     make_league("shared", open_seconds=None, rate_limit_per_minute=4)
     first, second = RateLimiter(), RateLimiter()  # as two LM processes would hold
     call = {"sender": "player:P01", "auth_token": "shared-token", "league_id": "shared"}
