@@ -68,7 +68,8 @@ class ScaleBench:
             lm = cluster.start_site(port)
             lm.sample()
             before = lm.usage.cpu_seconds
-            report = asyncio.run(self._burst(f"http://127.0.0.1:{port}/mcp", league.league_id))
+            report = {"league_id": league.league_id}
+            report |= asyncio.run(self._burst(f"http://127.0.0.1:{port}/mcp", league.league_id))
             lm.sample()
             report["lm_cpu_seconds"] = round(lm.usage.cpu_seconds - before, 2)
             return report

@@ -313,17 +313,19 @@ def _league_ids(path: Path) -> set[str]:
 def test_on_the_embedded_default_a_bench_plays_in_a_database_of_its_own(tmp_path, manage_py):
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     env.update(TMPDIR=str(tmp_path), PYTHONPATH=str(ROOT))
-    out = tmp_path / "league.json"
-    args = [*manage_py, "bench", "league", "--quick", "--keep-db", "--json", str(out)]
+    out = tmp_path / "scale.json"
+    # The registration burst: the bench with the fewest processes that writes a league.
+    args = [*manage_py, "bench", "scale", "--sizes", "", "--registrations", "5", "--keep-db", "--json", str(out)]
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     report = json.loads(out.read_text())
-    assert report["valid"] is True
+    league_id = report["registration_burst"]["league_id"]
+    assert report["registration_burst"]["accepted"] == 5
     kept = Path(report["database"]["path"])
     assert report["database"]["scratch"] and kept.parent.parent == tmp_path
-    assert _league_ids(kept) == {report["league_id"]}  # all it played, in a file of its own
+    assert _league_ids(kept) == {league_id}  # all it played, in a file of its own
     default = ROOT / "db.sqlite3"  # the site's own database, which the bench left alone
-    assert not default.exists() or report["league_id"] not in _league_ids(default)
+    assert not default.exists() or league_id not in _league_ids(default)
 
     # Without --keep-db the file goes once the bench is done.
     # A gentle rate: this checks where the bench's database lives, not how fast the LM answers
