@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from league import actions
+from league.bench.league_run import QUICK_TIMEOUTS
 from league.conductor import Conductor
 from league.models import League, MatchResult
 from league.models import Referee as RefereeRow
@@ -18,16 +19,7 @@ from tests.league.lm_support import make_league
 from tests.support.servers import Process, free_port, wait_for_port
 from tests.support.waiting import wait_until
 
-FAST = {
-    "join_timeout": 1.0,
-    "move_timeout": 1.0,
-    "game_over_timeout": 1.0,
-    "report_timeout": 2.0,
-    "default_timeout": 1.0,
-    "retries": 1,
-    "retry_delay": 0.05,
-    "match_deadline": 20.0,
-}
+FAST = {**QUICK_TIMEOUTS, "retry_delay": 0.05}
 
 
 def play(league: League, lm_server: str) -> None:
