@@ -93,4 +93,5 @@ async def respond(send: Any, request: HttpRequest, reply: McpResponse) -> None:
 
 # Exactly /mcp (and /mcp/), never a redirect: agents POST here.
 MCP_PATH = "/mcp"
-mcp_urlpatterns = [path("mcp", McpEndpoint()), path("mcp/", McpEndpoint())]
+_endpoint = McpEndpoint()
+mcp_urlpatterns = [path("mcp", _endpoint), path("mcp/", _endpoint)]
