@@ -12,10 +12,15 @@ agent is free it is paired:
 3. else with the free agent it just played (a rematch beats waiting);
 4. else it waits for the next tick.
 
-Agents are taken from the highest rating down, so pairs form between neighbours. House bots
-never play each other. An agent that loses technically (it did not answer, or answered badly)
-rests for ``rest_seconds`` (doubling with each failure in a row) and is then paired again: it
-is never dropped from the arena. An agent may play at most the arena's ``max_matches_per_hour``
+Agents are taken longest-waiting first (the oldest latest match; an agent that never played
+first of all), each paired with its nearest in rating: when the referees have room for fewer
+matches than the free agents would make, the pairs made first are the ones sent, so nobody
+waits behind agents rated above it (a newcomer, unrated, would otherwise wait at the bottom for
+as long as the busy arena stays full). House bots never play each other.
+
+An agent that loses technically (it did not answer, or answered badly) rests for
+``rest_seconds`` (doubling with each failure in a row) and is then paired again: it is never
+dropped from the arena. An agent may play at most the arena's ``max_matches_per_hour``
 in each hour counted from its first match of that hour (``hour_count``).
 """
 
@@ -47,13 +52,15 @@ class Entrant:
     ordinal: float  # its rating's ordinal (0 for an agent never rated)
     last_opponent: int | None = None  # the pk of the player it met in its latest match
     house: bool = False
+    last_match: int = 0  # the pk of its latest match (0: none), the older the longer it waited
 
 
 def pair_free(free: Iterable[Entrant]) -> list[tuple[int, int]]:
-    """Pairs (player pk, player pk) for the free agents (see the module's docstring). The
-    higher-rated agent of each pair is first. The same input gives the same pairs."""
+    """Pairs (player pk, player pk) for the free agents (see the module's docstring), the
+    longest-waiting agent's pair first. The higher-rated agent of each pair is first in it. The
+    same input gives the same pairs."""
     everyone = sorted(free, key=lambda e: (-e.ordinal, e.key))
-    agents = [e for e in everyone if not e.house]
+    agents = sorted((e for e in everyone if not e.house), key=lambda e: (e.last_match, -e.ordinal, e.key))
     houses = [e for e in everyone if e.house]
     taken: set[int] = set()
     pairs: list[tuple[int, int]] = []

@@ -42,7 +42,7 @@ async def websockets(scope, receive, send) -> None:
 # the relay, and as a Django view each cost the LM ~4.8 ms of CPU (a thread per request, a hand-off
 # to it for each sync middleware hook and signal, a new database connection) against about 1 ms for
 # these endpoints (docs/benchmarks.md, "Why the code is shaped this way"). They have Django judge
-# the Host and add its security middleware's headers (league/relay/checks.py).
+# the Host and add its security middleware's headers (league/sitechecks.py).
 routes = URLRouter([*mcp_urlpatterns, *http_urlpatterns, re_path(r"", django_asgi_app)])
 static = static_files()  # WhiteNoise (leaguesite/static.py)
 STATIC_PREFIX = static_prefix()

@@ -44,15 +44,22 @@ def worker_ports() -> None:
 @pytest.fixture(scope="session", autouse=True)
 def mcp_database_closed(django_db_setup, django_db_blocker) -> Iterator[None]:
     """The LM's database thread (league/mcp/database.py) keeps its connection from one call to the
-    next, one test's servers to the next; it is closed before the test database is dropped,
-    which PostgreSQL refuses while a connection is open."""
+    next, one test's servers to the next, and so does asgiref's one thread for thread-sensitive
+    ``sync_to_async`` calls made outside ``async_to_sync`` (async tests call the ORM so); both are
+    closed before the test database is dropped, which PostgreSQL refuses while a connection is
+    open."""
     yield
-    from asgiref.sync import async_to_sync
+    import asyncio
+
+    from asgiref.sync import async_to_sync, sync_to_async
+    from django.db import connections
 
     from league.mcp.database import close_connection
 
     with django_db_blocker.unblock():
         async_to_sync(close_connection)()
+        # Run from no event loop, a thread-sensitive call runs on asgiref's shared sync thread.
+        asyncio.run(sync_to_async(connections.close_all)())
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""The shape of the code: no import cycles, and the agents stay apart from the League Manager.
+"""The shape of the code: no import cycles between modules or between packages, and the agents
+stay apart from the League Manager.
 
 Read from the source text (every ``import`` and ``from … import``, at module level or inside a
 function, TYPE_CHECKING blocks included), so a cycle hidden behind a late import fails here too.
@@ -7,6 +8,7 @@ function, TYPE_CHECKING blocks included), so a cycle hidden behind a late import
 from __future__ import annotations
 
 import ast
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,6 +93,40 @@ def graph() -> dict[str, set[str]]:
 
 def test_no_module_imports_one_that_imports_it_back():
     assert cycles(graph()) == []
+
+
+def package_of(name: str, known: dict[str, Path]) -> str:
+    """The package a module belongs to (a package is its own)."""
+    return name if known[name].name == "__init__.py" else name.rpartition(".")[0]
+
+
+def package_graph(modules_graph: dict[str, set[str]], known: dict[str, Path]) -> dict[str, set[str]]:
+    """Which package imports which, through any of their modules. A package and the packages
+    inside it are one subtree, not a cycle: ``league.models`` is imported from ``league.mcp``
+    and ``league.apps`` names its subpackages."""
+    packages: dict[str, set[str]] = defaultdict(set)
+    for name, targets in modules_graph.items():
+        source = package_of(name, known)
+        packages[source]
+        for target in targets:
+            other = package_of(target, known)
+            if not (source == other or other.startswith(f"{source}.") or source.startswith(f"{other}.")):
+                packages[source].add(other)
+                packages[other]
+    return dict(packages)
+
+
+def test_no_package_imports_one_that_imports_it_back():
+    """``league.mcp`` and ``league.relay`` say what they are for only when one may lean on the
+    other and not both ways."""
+    known = modules()
+    assert cycles(package_graph(graph(), known)) == []
+
+
+def test_a_package_cycle_is_seen_through_any_of_its_modules():
+    known = {name: Path(f"{name.replace('.', '/')}.py") for name in ("a.b.x", "a.b.y", "a.c.z")}
+    assert cycles(package_graph({"a.b.x": {"a.c.z"}, "a.b.y": set(), "a.c.z": {"a.b.y"}}, known)) == [["a.b", "a.c"]]
+    assert cycles(package_graph({"a.b.x": {"a.c.z"}, "a.b.y": set(), "a.c.z": set()}, known)) == []
 
 
 def test_the_cycle_finder_sees_a_cycle_through_three_modules():

@@ -65,19 +65,27 @@ def free_players(league: League, arena: Arena, now: datetime) -> tuple[list[Entr
             for p in players
             if seats[p.pk].house or under_cap(hour_count(seats[p.pk].hour_began, seats[p.pk].hour_matches, now)[1], cap)
         ]
-    # The latest opponent of each: among the arena's latest matches (an agent whose latest match
-    # is older than these has played many others since, so a rematch is no immediate one).
-    last: dict[int, int] = {}
-    recent = Match.objects.filter(league=league).order_by("-pk").values_list("player_a_id", "player_b_id")
-    for a, b in recent[: 4 * len(players) + 8]:
-        last.setdefault(a, b)
-        last.setdefault(b, a)
+    # The latest match and opponent of each: among the arena's latest matches (an agent whose
+    # latest match is older than these has played many others since: it has waited longest, and a
+    # rematch is no immediate one).
+    last: dict[int, tuple[int, int]] = {}
+    recent = Match.objects.filter(league=league).order_by("-pk").values_list("pk", "player_a_id", "player_b_id")
+    for pk, a, b in recent[: 4 * len(players) + 8]:
+        last.setdefault(a, (pk, b))
+        last.setdefault(b, (pk, a))
     identities = {seats[p.pk].identity for p in players}
     ordinals = dict(
         Rating.objects.filter(game_type=league.game_type, identity__in=identities).values_list("identity", "ordinal")
     )
     entrants = [
-        Entrant(p.pk, ordinals.get(seats[p.pk].identity, 0.0), last.get(p.pk), seats[p.pk].house) for p in players
+        Entrant(
+            p.pk,
+            ordinals.get(seats[p.pk].identity, 0.0),
+            last[p.pk][1] if p.pk in last else None,
+            seats[p.pk].house,
+            last[p.pk][0] if p.pk in last else 0,
+        )
+        for p in players
     ]
     return entrants, len(open_rows)
 

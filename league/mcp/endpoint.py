@@ -5,7 +5,7 @@ Every agent message comes here: a class registering at once, each referee's repo
 players' queries. As a Django view each call cost the LM a thread of its own and a hop to it for
 every sync middleware hook and request signal, and a new database connection: about twice the
 CPU of the call's own work (docs/benchmarks.md, "Why the code is shaped this way"). Django
-still judges what it would judge for a view (league/relay/checks.py): a Host it refuses is 400,
+still judges what it would judge for a view (league/sitechecks.py): a Host it refuses is 400,
 and every answer carries the headers of Django's security and clickjacking middleware. The
 body's size and read deadline are
 ``RequestLimits``' (leaguesite/limits.py), in front of every route. The rest (JSON-RPC, both
@@ -15,7 +15,6 @@ league/mcp/tools.py and reach the database through ``database_job`` (league/mcp/
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.conf import settings
@@ -23,12 +22,9 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import path
 
 from league.mcp import toolset
-from league.relay.checks import asgi_headers, django_request, host_refused, with_site_headers
+from league.sitechecks import django_request, host_answer, send_response
 from leagueproto.server import HttpResponse as McpResponse
 from leagueproto.server import McpServer
-
-TEXT = "text/plain; charset=utf-8"
-security_logger = logging.getLogger("django.security.DisallowedHost")
 
 _servers: dict[tuple[int, tuple[str, ...], int, int], McpServer] = {}
 
@@ -58,9 +54,8 @@ class McpEndpoint:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         request = django_request(scope)
-        if problem := host_refused(request):
-            security_logger.error(problem)
-            await respond(send, request, McpResponse(400, b"Bad Request (400)", [("Content-Type", TEXT)]))
+        if refused := host_answer(request):
+            await send_response(send, request, refused)
             return
         chunks: list[bytes] = []
         while True:
@@ -85,10 +80,7 @@ async def respond(send: Any, request: HttpRequest, reply: McpResponse) -> None:
     response = HttpResponse(reply.body, status=reply.status)
     for name, value in reply.headers:
         response[name] = value
-    response["Content-Length"] = str(len(reply.body))
-    response = with_site_headers(request, response)
-    await send({"type": "http.response.start", "status": response.status_code, "headers": asgi_headers(response)})
-    await send({"type": "http.response.body", "body": response.content})
+    await send_response(send, request, response)
 
 
 # Exactly /mcp (and /mcp/), never a redirect: agents POST here.

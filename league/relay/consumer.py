@@ -38,7 +38,7 @@ from redis.exceptions import RedisError
 
 from league.ratelimit import Bucket, LocalBuckets
 from league.relay import hub, registration, state
-from league.relay.checks import django_request, host_refused
+from league.sitechecks import django_request, host_refused
 from leagueproto import jsonrpc
 from leagueproto.jsonutil import dumps, loads
 

@@ -38,8 +38,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
 from league.relay import callers, hub, state
-from league.relay.checks import asgi_headers, django_request, host_refused, origin_refused, with_site_headers
 from league.relay.consumer import LAYER_DOWN, receive_patiently
+from league.sitechecks import TEXT, django_request, host_answer, origin_refused, send_response
 from leagueproto import jsonrpc
 from leagueproto.jsonutil import dumps, loads
 from leagueproto.server import DEFAULT_MAX_BODY
@@ -54,11 +54,9 @@ RECONNECT_POLL = 0.1
 # up afresh at once.
 REMOTE_CHANNEL_LIFE = 1.0
 
-TEXT = "text/plain; charset=utf-8"
 JSON = "application/json"
 
 logger = logging.getLogger("league.relay")
-security_logger = logging.getLogger("django.security.DisallowedHost")
 
 
 @dataclass(frozen=True)
@@ -220,11 +218,7 @@ async def _socket_of(league_id: str, player_id: str, wait_until: float) -> str |
 
 
 def refusal(request: HttpRequest) -> Answer | None:
-    """What is refused from the request's head alone, before its body is read."""
-    problem = host_refused(request)
-    if problem:
-        security_logger.error(problem)
-        return Answer(400, b"Bad Request (400)")
+    """What is refused from the request's head alone (after its Host), before its body is read."""
     problem = origin_refused(request)
     if problem:
         return rpc_error(403, jsonrpc.INVALID_REQUEST, problem)
@@ -260,6 +254,9 @@ class RelayEndpoint:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         request = django_request(scope)
+        if host := host_answer(request):
+            await send_response(send, request, host)
+            return
         refused = refusal(request)
         if refused is not None:
             await respond(send, request, refused)
@@ -301,9 +298,6 @@ async def answer(league_id: str, player_id: str, body: bytes, request: HttpReque
 
 async def respond(send: Any, request: HttpRequest, answer: Answer) -> None:
     response = HttpResponse(answer.body, status=answer.status, content_type=answer.content_type)
-    response["Content-Length"] = str(len(answer.body))
     if answer.status == 405:
         response["Allow"] = "POST"
-    response = with_site_headers(request, response)
-    await send({"type": "http.response.start", "status": response.status_code, "headers": asgi_headers(response)})
-    await send({"type": "http.response.body", "body": response.content})
+    await send_response(send, request, response)

@@ -13,6 +13,19 @@ def test_each_agent_meets_the_free_agent_nearest_in_rating() -> None:
     assert pair_free(free) == [(1, 3), (4, 2)]
 
 
+def test_the_longest_waiting_agents_are_paired_first() -> None:
+    # The referees have room for one match: it goes to the newcomer (never played, unrated) and
+    # its nearest in rating, not to the two best-rated agents, who played more recently.
+    free = [
+        Entrant(1, 30.0, last_match=50),
+        Entrant(2, 29.0, last_match=51),
+        Entrant(3, 0.0),
+        Entrant(4, 1.0, last_match=40),
+    ]
+    assert pair_free(free) == [(4, 3), (1, 2)]
+    assert pair_free(free)[:1] == [(4, 3)]
+
+
 def test_the_higher_rated_agent_is_first_and_the_input_order_does_not_matter() -> None:
     free = [Entrant(k, float(k % 7)) for k in range(1, 13)]
     shuffled = free[:]

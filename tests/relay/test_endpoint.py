@@ -1,5 +1,5 @@
 """The relay endpoint refuses the Hosts Django refuses and sends the security headers Django's
-middleware sends, for the same settings: compared with Django's own answers (league/relay/checks.py
+middleware sends, for the same settings: compared with Django's own answers (league/sitechecks.py
 has Django judge them)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest
 from django.test import Client
 
-from league.relay.checks import django_request, host_refused
 from league.relay.endpoint import RelayEndpoint
+from league.sitechecks import django_request, host_refused
 
 SECURITY = ("x-content-type-options", "x-frame-options", "referrer-policy", "cross-origin-opener-policy")
 

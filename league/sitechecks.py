@@ -1,16 +1,18 @@
-"""Django's own checks for what the relay serves beside Django: the relay endpoint (a Channels
-HTTP consumer, endpoint.py) and the agents' sockets (consumer.py).
+"""Django's own checks for what the LM serves beside Django: ``/mcp`` (league/mcp/endpoint.py),
+the relay endpoint (league/relay/endpoint.py) and the agents' sockets (league/relay/consumer.py),
+ASGI applications that Channels routes to before Django's views (leaguesite/asgi.py).
 
 Each request is read into a Django ``HttpRequest`` (its ``META`` as Django's ASGI handler fills
 it), so that the Host is judged by ``HttpRequest.get_host()`` itself (ALLOWED_HOSTS,
 USE_X_FORWARDED_HOST, the DEBUG default) and the response gets its headers from Django's own
 ``SecurityMiddleware`` and ``XFrameOptionsMiddleware``, run through the documented middleware
-protocol: a new Django default there reaches ``/relay/`` as it reaches every view.
+protocol: a new Django default there reaches these routes as it reaches every view.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,6 +23,10 @@ from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.security import SecurityMiddleware
+
+TEXT = "text/plain; charset=utf-8"
+# Where Django logs a refused Host, so an operator's logging for views covers these routes too.
+security_logger = logging.getLogger("django.security.DisallowedHost")
 
 
 def django_request(scope: dict[str, Any]) -> HttpRequest:
@@ -55,6 +61,15 @@ def host_refused(request: HttpRequest) -> str | None:
     except DisallowedHost as exc:
         return str(exc)
     return None
+
+
+def host_answer(request: HttpRequest) -> HttpResponse | None:
+    """The answer to a request whose Host Django refuses (logged as Django logs it), or None."""
+    problem = host_refused(request)
+    if problem is None:
+        return None
+    security_logger.error(problem)
+    return HttpResponse(b"Bad Request (400)", status=400, content_type=TEXT)
 
 
 def origin_refused(request: HttpRequest) -> str | None:
@@ -101,3 +116,12 @@ def _settings_changed(**kwargs: Any) -> None:
 def asgi_headers(response: HttpResponse) -> Iterable[tuple[bytes, bytes]]:
     """A Django response's headers as ASGI sends them."""
     return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in response.items()]
+
+
+async def send_response(send: Any, request: HttpRequest, response: HttpResponse) -> None:
+    """``response`` sent over ASGI with its length and the headers Django's security and
+    clickjacking middleware add."""
+    response["Content-Length"] = str(len(response.content))
+    response = with_site_headers(request, response)
+    await send({"type": "http.response.start", "status": response.status_code, "headers": asgi_headers(response)})
+    await send({"type": "http.response.body", "body": response.content})
