@@ -18,11 +18,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
 from django.urls import path
 
 from league.mcp import toolset
-from league.sitechecks import django_request, host_answer, send_response
+from league.sitechecks import Head, head_of, host_answer, send_response
 from leagueproto.server import HttpResponse as McpResponse
 from leagueproto.server import McpServer
 
@@ -53,9 +52,9 @@ class McpEndpoint:
     """``/mcp`` as an ASGI application (the interface Channels' ``URLRouter`` routes to)."""
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        request = django_request(scope)
-        if refused := host_answer(request):
-            await send_response(send, request, refused)
+        head = head_of(scope)
+        if refused := host_answer(head):
+            await send_response(send, head, *refused)
             return
         chunks: list[bytes] = []
         while True:
@@ -65,22 +64,17 @@ class McpEndpoint:
             chunks.append(message.get("body", b""))
             if not message.get("more_body"):
                 break
-        method = request.method or ""
-        headers = {name.lower(): value for name, value in request.headers.items()}
-        body = b"".join(chunks) if method == "POST" else b""
+        body = b"".join(chunks) if head.method == "POST" else b""
         server = scope.get("server") or (None, None)
         reply = await get_server().handle_http(
-            method, body, headers, client_host=request.META.get("REMOTE_ADDR"), local_port=server[1] or None
+            head.method, body, head.headers(), client_host=head.meta.get("REMOTE_ADDR"), local_port=server[1] or None
         )
-        await respond(send, request, reply)
+        await respond(send, head, reply)
 
 
-async def respond(send: Any, request: HttpRequest, reply: McpResponse) -> None:
+async def respond(send: Any, head: Head, reply: McpResponse) -> None:
     """``reply`` sent with the headers Django's security and clickjacking middleware add."""
-    response = HttpResponse(reply.body, status=reply.status)
-    for name, value in reply.headers:
-        response[name] = value
-    await send_response(send, request, response)
+    await send_response(send, head, reply.status, reply.body, list(reply.headers))
 
 
 # Exactly /mcp (and /mcp/), never a redirect: agents POST here.

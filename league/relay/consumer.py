@@ -38,7 +38,7 @@ from redis.exceptions import RedisError
 
 from league.ratelimit import Bucket, LocalBuckets
 from league.relay import hub, registration, state
-from league.sitechecks import django_request, host_refused
+from league.sitechecks import head_of, host_refused
 from leagueproto import jsonrpc
 from leagueproto.jsonutil import dumps, loads
 
@@ -159,7 +159,7 @@ class RelayConsumer(AgentSocket):
         self.late: dict[int, float] = {}  # ids whose caller gave up → when to forget them
         self.ids = itertools.count(1)
         self.frames = Bucket(f"relay:f:{next(_socket_numbers)}", settings.RELAY_FRAMES_PER_MINUTE, "frames")
-        problem = host_refused(django_request(self.scope))
+        problem = host_refused(head_of(self.scope))
         if problem:  # a Host Django refuses is refused here too (the handshake's answer is 403)
             logging.getLogger("django.security.DisallowedHost").error(problem)
             await self.close()

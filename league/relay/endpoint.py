@@ -35,11 +35,10 @@ from channels.db import database_sync_to_async
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
 
 from league.relay import callers, hub, state
 from league.relay.consumer import LAYER_DOWN, receive_patiently
-from league.sitechecks import TEXT, django_request, host_answer, origin_refused, send_response
+from league.sitechecks import TEXT, Head, head_of, host_answer, origin_refused, send_response
 from leagueproto import jsonrpc
 from leagueproto.jsonutil import dumps, loads
 from leagueproto.server import DEFAULT_MAX_BODY
@@ -96,7 +95,7 @@ def request_problem(call: Any) -> str | None:
     return None
 
 
-async def relayed(league_id: str, player_id: str, body: bytes, request: HttpRequest) -> Answer:
+async def relayed(league_id: str, player_id: str, body: bytes, head: Head) -> Answer:
     """One call to a relay endpoint, its body read: checked (shape, caller), then forwarded."""
     try:
         call = loads(body)
@@ -105,7 +104,7 @@ async def relayed(league_id: str, player_id: str, body: bytes, request: HttpRequ
     problem = request_problem(call)
     if problem:
         return rpc_error(400, jsonrpc.INVALID_REQUEST, problem)
-    scheme, _, bearer = request.headers.get("Authorization", "").partition(" ")
+    scheme, _, bearer = (head.header("Authorization") or "").partition(" ")
     token = callers.presented_token(call, bearer.strip() if scheme.lower() == "bearer" else None)
     caller = await callers.caller_of(league_id, player_id, token)
     if caller is None:
@@ -114,8 +113,8 @@ async def relayed(league_id: str, player_id: str, body: bytes, request: HttpRequ
         refusal = "the relay passes on calls of the League Manager and of the player's referees only (auth_token)"
         return rpc_error(403, jsonrpc.INVALID_REQUEST, refusal, call.get("id"))
     # A caller's share of the player's calls in flight is counted per token and address.
-    who = f"{caller}@{request.META.get('REMOTE_ADDR', '')}"
-    return await forward(league_id, player_id, call, body, call_timeout(request.headers.get("X-Relay-Timeout")), who)
+    who = f"{caller}@{head.meta.get('REMOTE_ADDR', '')}"
+    return await forward(league_id, player_id, call, body, call_timeout(head.header("X-Relay-Timeout")), who)
 
 
 async def forward(
@@ -217,14 +216,14 @@ async def _socket_of(league_id: str, player_id: str, wait_until: float) -> str |
         await asyncio.sleep(RECONNECT_POLL)
 
 
-def refusal(request: HttpRequest) -> Answer | None:
+def refusal(head: Head) -> Answer | None:
     """What is refused from the request's head alone (after its Host), before its body is read."""
-    problem = origin_refused(request)
+    problem = origin_refused(head)
     if problem:
         return rpc_error(403, jsonrpc.INVALID_REQUEST, problem)
-    if request.method != "POST":
+    if head.method != "POST":
         return Answer(405, b"the relay endpoint takes POST (JSON-RPC)")
-    declared = request.META.get("CONTENT_LENGTH", "")
+    declared = head.meta.get("CONTENT_LENGTH", "")
     if declared.isdigit() and int(declared) > largest_call():
         return too_large()
     return None
@@ -253,13 +252,13 @@ class RelayEndpoint:
     touches the database only through ``database_sync_to_async``, which does that itself."""
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        request = django_request(scope)
-        if host := host_answer(request):
-            await send_response(send, request, host)
+        head = head_of(scope)
+        if host := host_answer(head):
+            await send_response(send, head, *host)
             return
-        refused = refusal(request)
+        refused = refusal(head)
         if refused is not None:
-            await respond(send, request, refused)
+            await respond(send, head, refused)
             return
         chunks: list[bytes] = []
         size = 0
@@ -270,13 +269,13 @@ class RelayEndpoint:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > largest_call():
-                await respond(send, request, too_large())
+                await respond(send, head, too_large())
                 return
             chunks.append(chunk)
             if not message.get("more_body"):
                 break
         route = scope["url_route"]["kwargs"]
-        call = asyncio.ensure_future(answer(route["league_id"], route["player_id"], b"".join(chunks), request))
+        call = asyncio.ensure_future(answer(route["league_id"], route["player_id"], b"".join(chunks), head))
         hangup = asyncio.ensure_future(receive())
         await asyncio.wait({call, hangup}, return_when=asyncio.FIRST_COMPLETED)
         if not call.done():
@@ -285,19 +284,19 @@ class RelayEndpoint:
                 await call
             return
         hangup.cancel()
-        await respond(send, request, call.result())
+        await respond(send, head, call.result())
 
 
-async def answer(league_id: str, player_id: str, body: bytes, request: HttpRequest) -> Answer:
+async def answer(league_id: str, player_id: str, body: bytes, head: Head) -> Answer:
     try:
-        return await relayed(league_id, player_id, body, request)
+        return await relayed(league_id, player_id, body, head)
     except Exception:  # a bug: the caller gets a 500 at once rather than waiting to its deadline
         logger.exception("relay: the call to %s/%s failed", league_id, player_id)
         return rpc_error(500, jsonrpc.INTERNAL_ERROR, "Internal error")
 
 
-async def respond(send: Any, request: HttpRequest, answer: Answer) -> None:
-    response = HttpResponse(answer.body, status=answer.status, content_type=answer.content_type)
+async def respond(send: Any, head: Head, answer: Answer) -> None:
+    headers = [("Content-Type", answer.content_type)]
     if answer.status == 405:
-        response["Allow"] = "POST"
-    await send_response(send, request, response)
+        headers.append(("Allow", "POST"))
+    await send_response(send, head, answer.status, answer.body, headers)

@@ -14,7 +14,7 @@ from django.http import HttpRequest
 from django.test import Client
 
 from league.relay.endpoint import RelayEndpoint
-from league.sitechecks import django_request, host_refused
+from league.sitechecks import head_of, host_refused
 
 SECURITY = ("x-content-type-options", "x-frame-options", "referrer-policy", "cross-origin-opener-policy")
 
@@ -39,7 +39,7 @@ def test_it_allows_exactly_the_hosts_django_allows(settings, allowed, debug):
     settings.DEBUG = debug
     for host in [*HOSTS, "api.example.org", "example.org:443"]:
         scope = {"headers": [(b"host", host.encode())], "server": ("127.0.0.1", 8000)}
-        assert (host_refused(django_request(scope)) is None) == django_allows(host), host
+        assert (host_refused(head_of(scope)) is None) == django_allows(host), host
 
 
 @pytest.mark.parametrize(
@@ -88,3 +88,32 @@ async def _refused(headers: list[tuple[bytes, bytes]], method: str = "GET", **sc
 def test_it_reads_the_host_where_django_reads_it(settings, headers, scope, forwarded, status):
     settings.USE_X_FORWARDED_HOST = forwarded
     assert async_to_sync(_refused)(headers, **scope) == status
+
+
+HSTS = ("strict-transport-security",)
+
+
+@pytest.mark.parametrize("proxied", ["https", "http", None], ids=["behind-tls", "plain-through-proxy", "no-header"])
+def test_a_request_secure_behind_a_tls_proxy_gets_hsts_as_from_django(settings, proxied):
+    """The middleware's headers depend on whether the request is secure (the proxy's header)."""
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    settings.SECURE_HSTS_SECONDS = 3600
+    settings.SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    extra = {"HTTP_X_FORWARDED_PROTO": proxied} if proxied else {}
+    page = Client().get("/no-such-page/", **extra)
+    headers = [(b"host", b"localhost")] + ([(b"x-forwarded-proto", proxied.encode())] if proxied else [])
+    relayed = async_to_sync(_answer)(headers)
+    got = {k.decode(): v.decode() for k, v in relayed["headers"]}
+    names = SECURITY + HSTS
+    assert {n: got[n] for n in names if n in got} == {n: page.headers[n] for n in names if n in page.headers}
+    assert ("strict-transport-security" in got) == (proxied == "https")
+
+
+def test_with_ssl_redirect_on_a_plain_request_is_redirected_as_django_redirects_it(settings):
+    settings.SECURE_SSL_REDIRECT = True
+    page = Client().get("/relay/x/P01/mcp", HTTP_HOST="localhost")
+    relayed = async_to_sync(_answer)([(b"host", b"localhost")])
+    got = {k.decode(): v.decode() for k, v in relayed["headers"]}
+    assert relayed["status"] == page.status_code == 301
+    assert got["location"] == page.headers["Location"] == "https://localhost/relay/x/P01/mcp"
+
