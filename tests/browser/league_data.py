@@ -228,6 +228,18 @@ def play_round(league: League, number: int, drawn: int = 4, notify: Notify = bro
         play(match, "even", "odd", drawn, notify=notify)
 
 
+def answer_moves_in(match: Match, latencies_ms: dict[str, list[float]]) -> None:
+    """Replace the move calls in ``match``'s stored log with answered ones taking these times (ms)."""
+    result = match.result
+    call = next(e for e in result.log if e["direction"] == "OUT" and e["message_type"] == "CHOOSE_PARITY_CALL")
+    result.log = [e for e in result.log if e["message_type"] != "CHOOSE_PARITY_CALL"] + [
+        {**call, "peer": player_id, "outcome": "ok", "latency_ms": latency}
+        for player_id, latencies in latencies_ms.items()
+        for latency in latencies
+    ]
+    result.save(update_fields=["log"])
+
+
 def _entry(seq, t_ms, direction, peer, method, message_type, *, outcome="ok", attempt=1, latency=None, **message):
     return {
         "seq": seq,

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from league.events import record_event
 from league.models import League, Match, Player
-from tests.browser.league_data import make_league, play, play_round
+from tests.browser.league_data import answer_moves_in, make_league, play, play_round
 
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume")]
 
@@ -113,6 +113,25 @@ def test_the_player_page_shows_its_agents_health(site, page):
     assert note.startswith("Never answered: 3 calls, 3 timed out")  # the status alone said nothing
     assert page.locator("#health-timeouts").inner_text() == "3"
     assert "no answer to notify_round_completed in time" in page.locator("#health-last").inner_text()
+
+
+def test_a_slow_players_page_says_every_round_waits_for_it(site, page, tmp_path):
+    league = make_league("spring_cup", players=2)
+    League.objects.filter(pk=league.pk).update(move_timeout=5.0)
+    match = Match.objects.get(league=league, match_id="R1M1")
+    play(match, "even", "odd", 4)
+    answer_moves_in(match, {"P01": [4800.0, 4700.0, 4900.0], "P02": [40.0, 60.0, 4900.0]})
+    page.goto(f"{site.base}/leagues/spring_cup/players/P01/")
+    note = page.locator("#slow-note")
+    assert note.is_visible()
+    assert "the move timeout is 5 s: every round waits for this player" in note.inner_text()
+    # Set apart from the page's text as a warning is, not a line lost among the others.
+    assert note.evaluate("e => getComputedStyle(e).backgroundColor") != page.locator("main p").first.evaluate(
+        "e => getComputedStyle(e).backgroundColor"
+    )
+    page.screenshot(path=str(tmp_path / "slow-player.png"), full_page=True)
+    page.goto(f"{site.base}/leagues/spring_cup/players/P02/")
+    assert page.locator("#slow-note").count() == 0
 
 
 def test_times_are_shown_in_the_viewers_time_zone_with_utc_in_the_title(site, browser):

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from league.models import Event, League, Match, MatchResult, Player
-from tests.browser.league_data import make_league, play, play_round
+from tests.browser.league_data import answer_moves_in, make_league, play, play_round
 
 pytestmark = pytest.mark.django_db
 
@@ -171,24 +171,12 @@ def test_the_league_list_and_the_api_show_the_same_progress(client):
     assert cards == api == pages == {"spring_cup": 33, "open_cup": 0, "empty_cup": 100}
 
 
-def _answer_moves_in(match: Match, latencies_ms: dict[str, list[float]]) -> None:
-    """Replace the move calls in ``match``'s stored log with answered ones taking these times (ms)."""
-    result = match.result
-    call = next(e for e in result.log if e["direction"] == "OUT" and e["message_type"] == "CHOOSE_PARITY_CALL")
-    result.log = [e for e in result.log if e["message_type"] != "CHOOSE_PARITY_CALL"] + [
-        {**call, "peer": player_id, "outcome": "ok", "latency_ms": latency}
-        for player_id, latencies in latencies_ms.items()
-        for latency in latencies
-    ]
-    result.save(update_fields=["log"])
-
-
 def test_the_player_page_says_when_its_answers_keep_every_round_waiting(client):
     league = make_league("spring_cup", players=2)
     League.objects.filter(pk=league.pk).update(move_timeout=5.0)
     match = Match.objects.get(league=league, match_id="R1M1")
     play(match, "even", "odd", 4)
-    _answer_moves_in(match, {"P01": [4800.0, 4700.0, 4900.0], "P02": [40.0, 60.0, 4900.0]})
+    answer_moves_in(match, {"P01": [4800.0, 4700.0, 4900.0], "P02": [40.0, 60.0, 4900.0]})
     slow = client.get("/leagues/spring_cup/players/P01/").content.decode()
     assert 'id="slow-note"' in slow
     assert "answers a move in 4.8 s" in slow

@@ -116,4 +116,3 @@ def test_with_ssl_redirect_on_a_plain_request_is_redirected_as_django_redirects_
     got = {k.decode(): v.decode() for k, v in relayed["headers"]}
     assert relayed["status"] == page.status_code == 301
     assert got["location"] == page.headers["Location"] == "https://localhost/relay/x/P01/mcp"
-
