@@ -12,13 +12,13 @@ import json
 import random
 import sys
 import threading
-import time
 from pathlib import Path
 
 from league import actions, senders
 from league.models import League, MatchResult, Player
 from tests.integration.test_recovery import FAST
 from tests.support.servers import Process, free_ports, wait_for_port
+from tests.support.waiting import wait_until
 
 COURSE_PLAYER = Path(__file__).resolve().parent / "course_player.py"
 
@@ -100,24 +100,16 @@ def test_course_players_with_fixed_ids_a_strict_sender_and_a_lost_reply_play_a_w
             args += ["--log", str(tmp_path / f"player{n}.jsonl"), *[f for f in flags if f.startswith("--")]]
             spawn(f"player{n}", args)
             # One at a time: who arrives first decides who gets a printed id twice over.
-            deadline = time.monotonic() + 60
-            while league.players.count() < n + 1:
-                assert time.monotonic() < deadline, f"player {fixed_id} did not register"
-                time.sleep(0.05)
+            wait_until(lambda n=n: league.players.count() >= n + 1, 60, f"player {fixed_id} registered", 0.05)
         ref_port = free_ports(1)
         common = ["--league-url", lm_url, "--league-id", league.league_id]
         spawn("ref", [*manage_py, "runreferee", "--port", str(ref_port), *common])
-        deadline = time.monotonic() + 60
-        while league.referees.count() < 1:
-            assert time.monotonic() < deadline, "the referee did not register"
-            time.sleep(0.1)
+        wait_until(lambda: league.referees.count() >= 1, 60, "the referee registered", 0.1)
         actions.start_league(league)
         spawn("conductor", [*manage_py, "runleague", "--league", league.league_id, "--poll", "0.05"])
-        deadline = time.monotonic() + 180
-        while league.status != League.Status.COMPLETED:
-            assert time.monotonic() < deadline, f"league is {league.status}"
-            time.sleep(0.2)
-            league.refresh_from_db()
+        wait_until(
+            lambda: League.objects.get(pk=league.pk).status == League.Status.COMPLETED, 180, "the league completed", 0.2
+        )
     finally:
         dropper.close()
         for proc in reversed(procs):
@@ -173,17 +165,17 @@ def test_a_referee_whose_registration_reply_is_lost_keeps_its_id_and_its_reports
         spawn("ref", [*manage_py, "runreferee", "--port", str(free_ports(1)), *via_proxy])
         common = ["--league-url", lm_url, "--league-id", league.league_id]
         spawn("players", [*manage_py, "runplayer", "--port", str(free_ports(3)), "--count", "3", *common])
-        deadline = time.monotonic() + 120
-        while league.players.count() < 3 or dropper.dropped < 1 or not league.referees.exists():
-            assert time.monotonic() < deadline, "agents did not register"
-            time.sleep(0.1)
+        wait_until(
+            lambda: league.players.count() >= 3 and dropper.dropped >= 1 and league.referees.exists(),
+            120,
+            "agents registered, one reply dropped",
+            0.1,
+        )
         actions.start_league(league)
         spawn("conductor", [*manage_py, "runleague", "--league", league.league_id, "--poll", "0.05"])
-        deadline = time.monotonic() + 180
-        while league.status != League.Status.COMPLETED:
-            assert time.monotonic() < deadline, f"league is {league.status}"
-            time.sleep(0.2)
-            league.refresh_from_db()
+        wait_until(
+            lambda: League.objects.get(pk=league.pk).status == League.Status.COMPLETED, 180, "the league completed", 0.2
+        )
     finally:
         dropper.close()
         for proc in reversed(procs):

@@ -21,6 +21,7 @@ from league.models import League, Match, MatchResult, Player
 from tests.integration.worlds import penalised
 from tests.support import netns
 from tests.support.servers import free_port, wait_for_port
+from tests.support.waiting import wait_until
 
 WHY_NOT = netns.unsupported()
 pytestmark = [pytest.mark.processes, pytest.mark.skipif(WHY_NOT is not None, reason=str(WHY_NOT))]
@@ -103,10 +104,13 @@ class HostedLeague:
             where = ["--host", "0.0.0.0", "--advertise-host", host.address, "--port", str(port)]
             args = [*self.manage, "runplayer", *where, "--count", str(count), "--name", name, "--strategy", strategy]
             self.spawn(host, name.lower(), [*args, *common])
-        deadline = time.monotonic() + 120  # registered: a loaded machine starts agents slowly
-        while self.league.players.count() < TOTAL or self.league.referees.count() < 2:
-            assert time.monotonic() < deadline, f"agents did not register (logs in {self.logs})"
-            time.sleep(0.1)
+        # Registered: a loaded machine starts agents slowly.
+        wait_until(
+            lambda: self.league.players.count() >= TOTAL and self.league.referees.count() >= 2,
+            120,
+            f"agents registered (logs in {self.logs})",
+            0.1,
+        )
         actions.start_league(self.league)
         self.spawn(lm, "conductor", [*self.manage, "runleague", "--league", league_id, "--poll", "0.05"])
 

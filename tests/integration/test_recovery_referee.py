@@ -14,6 +14,7 @@ from league.models import AgentStatus, Event, Match, Referee
 from tests.integration.test_recovery import FAST
 from tests.integration.worlds import Host, MixedWorld
 from tests.support.servers import Process, free_ports, wait_for_port
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.processes
 
@@ -47,10 +48,13 @@ class RestartWorld(MixedWorld):
     def wait_registered(self) -> None:
         from league import actions
 
-        deadline = time.monotonic() + 120  # registered: a loaded machine starts agents slowly
-        while self.league.players.count() < self.players or self.league.referees.count() < 2:
-            assert time.monotonic() < deadline, "agents did not register"
-            time.sleep(0.1)
+        # Registered: a loaded machine starts agents slowly.
+        wait_until(
+            lambda: self.league.players.count() >= self.players and self.league.referees.count() >= 2,
+            120,
+            "agents registered",
+            0.1,
+        )
         actions.start_league(self.league)
 
     def referee(self, i: int) -> Referee:
@@ -60,19 +64,19 @@ class RestartWorld(MixedWorld):
         return set(Match.objects.filter(referee=referee, status=Match.Status.RUNNING).values_list("pk", "attempt"))
 
     def wait_running_on(self, referee: Referee) -> None:
-        deadline = time.monotonic() + 60  # a loaded machine plays its first round slowly
-        while not self.running_on(referee):
-            assert time.monotonic() < deadline, "the referee never got a match"
-            time.sleep(0.005)
+        # A loaded machine plays its first round slowly.
+        wait_until(lambda: self.running_on(referee), 60, "a match running on the referee", 0.005)
 
     def wait_reregistered(self, referee: Referee, after: int) -> None:
         """The restarted referee has registered again with its stored token (same id)."""
-        deadline = time.monotonic() + 30
-        while not Event.objects.filter(
-            league=self.league, kind="referee_endpoint_updated", agent=referee.referee_id, pk__gt=after
-        ).exists():
-            assert time.monotonic() < deadline, "the restarted referee did not register again"
-            time.sleep(0.05)
+        wait_until(
+            lambda: Event.objects.filter(
+                league=self.league, kind="referee_endpoint_updated", agent=referee.referee_id, pk__gt=after
+            ).exists(),
+            30,
+            "the restarted referee registered again",
+            0.05,
+        )
 
 
 @pytest.fixture

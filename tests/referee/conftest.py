@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
@@ -15,6 +14,7 @@ from leagueproto.envelope import make_message
 from leagueproto.serve import ThreadedServer
 from referee.agent import Referee, RefereeConfig
 from tests.referee.scripted import ScriptedLM, ScriptedPlayer, serving
+from tests.support.waiting import wait_until
 
 FAST_TIMEOUTS = {"join": 0.3, "move": 0.3, "game_over": 0.3, "report": 1.0, "default": 0.3}
 FAST_RETRY = {"retries": 1, "delay": 0.05}
@@ -56,10 +56,7 @@ class RunningReferee:
         self.url = server.url
 
     def wait_registered(self, timeout: float = 5.0) -> None:
-        deadline = time.monotonic() + timeout
-        while self.referee.referee_id is None:
-            assert time.monotonic() < deadline, "the referee did not register"
-            time.sleep(0.01)
+        wait_until(lambda: self.referee.referee_id is not None, timeout, "the referee registered", 0.01)
 
 
 @contextmanager
