@@ -222,6 +222,39 @@ def test_a_knockout_is_seeded_by_arena_rating_then_unrated_players_by_id_and_kee
     assert [row["player_id"] for row in standings.standings(league)[:2]] == ["P01", "P03"]
 
 
+def round_pairs(rnd: Round) -> list[tuple[str, str]]:
+    return [(m.player_a.player_id, m.player_b.player_id) for m in rnd.matches.order_by("match_id")]
+
+
+def test_a_swiss_first_round_splits_the_field_by_arena_rating():
+    league = registered_league("swiss_rated", 4, schedule_format="swiss", swiss_rounds=2)
+    rate(league, {"P04": 30.0, "P03": 20.0, "P02": 10.0, "P01": 5.0})
+    league = start(league)
+    # Best v 3rd best, 2nd v 4th (by id alone it would be P01 v P03, P02 v P04).
+    assert round_pairs(league.rounds.get(number=1)) == [("P04", "P02"), ("P03", "P01")]
+
+
+def test_a_swiss_round_ranks_unrated_players_after_rated_ones_then_by_id():
+    league = registered_league("swiss_unrated", 6, schedule_format="swiss", swiss_rounds=2)
+    rate(league, {"P06": 12.0, "P05": 3.0})
+    league = start(league)
+    # Ranked P06, P05, P01, P02, P03, P04: the top half meets the bottom half.
+    assert round_pairs(league.rounds.get(number=1)) == [("P06", "P02"), ("P05", "P03"), ("P01", "P04")]
+
+
+def test_a_swiss_score_group_is_ordered_by_arena_rating():
+    league = registered_league("swiss_groups", 8, schedule_format="swiss", swiss_rounds=3)
+    rate(league, {f"P{n:02d}": float(n) for n in range(1, 9)})  # P08 the best, P01 the worst
+    league = start(league)
+    first = league.rounds.get(number=1)
+    assert round_pairs(first) == [("P08", "P04"), ("P07", "P03"), ("P06", "P02"), ("P05", "P01")]
+    play_round(first)  # the lower ids win: P01-P04 on 3 points, P05-P08 on 0
+    draw_next_round(league.pk)
+    # Each group in rating order, top half v bottom half (by id the winners would be P01 v P03, P02 v P04).
+    pairs = {frozenset(pair) for pair in round_pairs(league.rounds.get(number=2))}
+    assert pairs == {frozenset(p) for p in [("P04", "P02"), ("P03", "P01"), ("P08", "P06"), ("P07", "P05")]}
+
+
 def test_the_first_round_seeds_follow_the_stored_seeds_then_player_id():
     assert formats.first_round_seeds(["P02", "P10", "P01"], {"P10": 1, "P02": 2}) == {"P10": 1, "P02": 2, "P01": 3}
     assert formats.first_round_seeds(["P10", "P02", "P01"], {}) == {"P01": 1, "P02": 2, "P10": 3}
