@@ -358,6 +358,31 @@ def test_a_swiss_league_standings_csv_has_the_buchholz_and_byes_the_standings_se
     assert len({row["buchholz"] for row in rows}) > 1 and sum(int(row["byes"]) for row in rows) == 3
 
 
+def test_a_knockouts_standings_and_page_show_each_players_seed(client):
+    league = registered_league("ko_seeds", 4, schedule_format="knockout")
+    before = client.get("/api/leagues/ko_seeds/standings/").json()
+    assert [row["seed"] for row in before] == [None] * 4, "no seed before round 1 is drawn"
+    rate(league, {"P03": 9.0, "P04": 4.0})
+    start(league)
+    seeds = {"P03": 1, "P04": 2, "P01": 3, "P02": 4}
+    served = client.get("/api/leagues/ko_seeds/standings/").json()
+    assert {row["player_id"]: row["seed"] for row in served} == seeds
+    assert {row["player_id"]: row["seed"] for row in snapshot("ko_seeds")["standings"]} == seeds
+    page = client.get("/leagues/ko_seeds/").content.decode()
+    assert ">Seed</th>" in page
+    for player_id, seed in seeds.items():
+        row = page[page.index(f'<tr data-player="{player_id}">') :]
+        assert row[: row.index("</tr>")].count(f'<td class="seed">{seed}</td>') == 1, player_id
+
+
+@pytest.mark.parametrize("fmt", [{}, {"schedule_format": "swiss", "swiss_rounds": 2}])
+def test_other_formats_have_no_seed(client, fmt):
+    league = started_league(f"no_seed_{len(fmt)}", 4, **fmt)
+    assert all("seed" not in row for row in client.get(f"/api/leagues/{league.league_id}/standings/").json())
+    page = client.get(f"/leagues/{league.league_id}/").content.decode()
+    assert ">Seed</th>" not in page and 'class="seed"' not in page
+
+
 def test_a_knockout_standings_csv_has_no_buchholz(client):
     league = started_league("ko_csv", 4, schedule_format="knockout")
     header = client.get(f"/api/leagues/{league.league_id}/standings.csv").content.decode().splitlines()[0]
