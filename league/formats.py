@@ -6,7 +6,9 @@ them over. ``league.conductor.transitions.draw_next_round`` stores what :func:`n
 returns; :mod:`league.standings` ranks with :func:`table_format`.
 
 - Swiss: every player not suspended or removed is paired (``pairing.swiss_round``) from all
-  results and byes so far; player A of a match is the player who takes the first seat.
+  results and byes so far, ranked inside each score group by arena rating as it stands when the
+  round is drawn (the same ordinal as a knockout's seeds), the players never rated after the
+  rated ones by player id; player A of a match is the player who takes the first seat.
 - Knockout: seeded by arena rating (each player's ordinal in the league's game, the one the
   league page shows beside its standing: ``Rating.objects.of_players``), highest first, then the
   players never rated in registration (player id) order; 1 v N, 2 v N-1 … with byes to the top
@@ -62,12 +64,9 @@ def _playing(league: League) -> QuerySet[Player]:
     return league.players.exclude(status__in=(AgentStatus.SUSPENDED, AgentStatus.REMOVED)).order_by()
 
 
-def _entrants(league: League) -> list[pairing.Entrant]:
-    return [pairing.Entrant(player_id) for player_id in _playing(league).values_list("player_id", flat=True)]
-
-
 def rated_entrants(league: League) -> list[pairing.Entrant]:
-    """The players to draw, each with its arena rating's ordinal (None: never rated)."""
+    """The players to draw, each with its arena rating's ordinal in the league's game (None:
+    never rated): the Swiss ranking inside a score group and the knockout seeds both read it."""
     players: list[Player] = list(_playing(league))
     ratings = Rating.objects.of_players(league.game_type, players)
     return [pairing.Entrant(p.player_id, ratings[p.pk].ordinal if p.pk in ratings else None) for p in players]
@@ -170,7 +169,7 @@ def next_round_draw(league: League, number: int) -> Drawn | None:
     if league.schedule_format == League.ScheduleFormat.SWISS:
         if number > league.swiss_rounds:
             return None
-        drawn = pairing.swiss_round(_entrants(league), swiss_history(league))
+        drawn = pairing.swiss_round(rated_entrants(league), swiss_history(league))
         return Drawn(drawn.pairs, [drawn.bye] if drawn.bye else [], drawn.rematches)
     if league.schedule_format == League.ScheduleFormat.KNOCKOUT:
         if number == 1:

@@ -101,7 +101,7 @@ def played(league: League) -> list[Played]:
 def standings(league: League, results: list[Played] | None = None) -> list[dict[str, Any]]:
     """Ranked standings with display names and statuses, and for each row the tie-break that
     placed it below the row above (``decided_by``), its move since the latest round began and its
-    recent form."""
+    recent form; a Swiss league's rows add Buchholz and byes, a knockout's the seed."""
     players = {p.player_id: p for p in league.players.all()}
     results = results if results is not None else played(league)
     fmt = table_format(league)
@@ -109,12 +109,15 @@ def standings(league: League, results: list[Played] | None = None) -> list[dict[
         ((p.player_id, p.display_name, p.status) for p in players.values()), [p.row() for p in results], fmt
     )
     swiss = league.schedule_format == League.ScheduleFormat.SWISS
+    knockout = league.schedule_format == League.ScheduleFormat.KNOCKOUT
     out = []
     for row, name in ranked:
         entry = standings_service.standing_dict(row, name)
         entry["status"] = players[row.player_id].status
         if swiss:  # the page's Buchholz column (None elsewhere: no column)
             entry["buchholz"], entry["byes"] = row.buchholz, row.byes
+        if knockout:  # the page's Seed column: fixed at the first draw, None before it
+            entry["seed"] = players[row.player_id].seed
         entry["decided_by"] = row.decided_by
         entry["decided_by_text"] = TIE_BREAK_TEXT.get(row.decided_by, "") if row.decided_by else ""
         # The tag the pages show: only where a tie on points was broken by a criterion that

@@ -77,6 +77,12 @@ class StandingSerializer(serializers.Serializer):
         required=False, help_text="Swiss leagues only: the sum of the points of the opponents the player met."
     )
     byes = serializers.IntegerField(required=False, help_text="Swiss leagues only: rounds sat out (each a win).")
+    seed = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        help_text="Knockout leagues only: the player's seed (1 the top), fixed when round 1 is drawn; null before.",
+    )
     rank_change = serializers.IntegerField(
         allow_null=True, help_text="Places moved since the latest round began (positive: up)."
     )

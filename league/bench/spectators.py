@@ -1,5 +1,8 @@
 """``bench spectators``: a class watching its league. The same league is played twice in one
-run, unwatched and then watched by N spectators, and the two times are compared.
+run, unwatched and then watched by N spectators, and the two times are compared. Both runs are
+``bench league``'s (:class:`league.bench.league_run.LeagueBench`), of any format it plays: a
+round-robin, a Swiss league of some rounds or a knockout, each checked as ``bench league``
+checks it.
 
 Each spectator does what the league page does (static/league/league.js): it loads the page
 (``GET /leagues/<id>/``, the first full page), opens ``ws/leagues/<id>/``, takes the snapshot,
@@ -43,7 +46,7 @@ class WatchedLeague(LeagueBench):
     outputs: list[Path] = field(default_factory=list)
     completed_at: float = 0.0  # time.time() when the bench saw the league complete
 
-    def wait_for_registrations(self, league: League, timeout: float = 120.0) -> float:
+    def wait_for_registrations(self, league: League, timeout: float | None = None) -> float:
         seconds = super().wait_for_registrations(league, timeout)
         self.start_spectators(league.league_id)
         return seconds
@@ -86,6 +89,12 @@ class SpectatorsBench:
     players: int = 40
     spectators: int = 100
     referees: int = 2
+    # The league's format, as ``bench league`` plays it (``LeagueBench``: its check of the format
+    # before anything starts, its league, its validation of the outcome): single, double, swiss
+    # (with ``rounds``) or knockout.
+    schedule_format: str = "single"
+    rounds: int = 0
+    player_hosts: int = 1
     lm_server: str = "uvicorn"
     spectator_procs: int = 2
     ramp: float = 2.0
@@ -98,14 +107,22 @@ class SpectatorsBench:
             self.out.flush()
 
     def run(self) -> dict[str, Any]:
-        common = {"players": self.players, "referees": self.referees, "lm_server": self.lm_server}
-        self.say(f"unwatched: {self.players} players")
-        unwatched = LeagueBench(**common, timeout=self.timeout, out=self.out).run()
-        self.say(f"watched by {self.spectators}: {self.players} players")
+        common = {
+            "players": self.players,
+            "referees": self.referees,
+            "schedule_format": self.schedule_format,
+            "rounds": self.rounds,
+            "player_hosts": self.player_hosts,
+            "lm_server": self.lm_server,
+            "timeout": self.timeout,
+            "out": self.out,
+        }
+        league = f"{self.players} players, {self.schedule_format}" + (f" {self.rounds} rounds" if self.rounds else "")
+        self.say(f"unwatched: {league}")
+        unwatched = LeagueBench(**common).run()
+        self.say(f"watched by {self.spectators}: {league}")
         bench = WatchedLeague(
             **common,
-            timeout=self.timeout,
-            out=self.out,
             spectators=self.spectators,
             spectator_procs=self.spectator_procs,
             ramp=self.ramp,
@@ -130,6 +147,8 @@ class SpectatorsBench:
         lm_unwatched = {k: v for k, v in unwatched["processes"].items() if v["role"] == "lm"}
         return {
             "players": self.players,
+            "format": watched["format"],
+            "rounds": watched["rounds"],
             "spectators": self.spectators,
             "matches": total,
             "lm_server": self.lm_server,

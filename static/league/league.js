@@ -78,6 +78,7 @@
     }).join("");
     return '<tr data-player="' + esc(r.player_id) + '"' + (changed ? ' class="changed"' : "") + '>' +
       '<td class="rank">' + r.rank + move + '</td>' +
+      ("seed" in r ? '<td class="seed">' + (r.seed == null ? "–" : r.seed) + "</td>" : "") +
       '<td class="left"><a href="' + playerUrl(r.player_id) + '">' + esc(r.display_name) + '</a> <span class="muted small">' + esc(r.player_id) + "</span>" + rating + tb + "</td>" +
       '<td>' + r.played + '</td><td>' + r.wins + '</td><td>' + r.draws + '</td><td>' + r.losses + '</td>' +
       '<td class="hide-sm">' + r.technical_losses + '</td><td class="points">' + r.points + '</td>' +

@@ -13,8 +13,11 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from league import actions
+from league.arena import identity_of
+from league.conductor.transitions import create_schedule
 from league.events import broadcast
-from league.models import League, Match, MatchResult, Player, Referee, Round, hash_token
+from league.models import League, Match, MatchResult, Player, Rating, Referee, Round, hash_token
 from league.schedule import schedule_matches
 
 Notify = Callable[[str, str, dict[str, Any]], None]
@@ -80,6 +83,46 @@ def make_league(
         league.save(update_fields=["current_round"])
         Round.objects.filter(league=league, number=1).update(status=Round.Status.ANNOUNCED)
     return league
+
+
+def make_knockout(league_id: str, players: int, ratings: dict[str, float]) -> League:
+    """A knockout league started as the LM starts one, its round 1 drawn and so its seeds stored:
+    by ``ratings`` (player id → arena ordinal), then the players never rated by id."""
+    league = actions.create_league(
+        name=league_id.replace("_", " ").title(), league_id=league_id, schedule_format="knockout"
+    )
+    league = actions.open_registration(league, 600)
+    for i in range(players):
+        Player.objects.create(
+            league=league,
+            player_id=f"P{i + 1:02d}",
+            display_name=NAMES[i % len(NAMES)],
+            endpoint=f"http://127.0.0.1:{8101 + i}/mcp",
+            token_hash=hash_token(f"player-secret-{i}"),
+            game_types=[league.game_type],
+            version="1.0.0",
+        )
+    Referee.objects.create(
+        league=league,
+        referee_id="REF01",
+        display_name="Referee 1",
+        endpoint="http://127.0.0.1:8001/mcp",
+        token_hash=hash_token("referee-secret-0"),
+        game_types=[league.game_type],
+    )
+    for player in league.players.filter(player_id__in=ratings):
+        ordinal = ratings[player.player_id]
+        Rating.objects.create(
+            identity=identity_of(player.connection, player.canonical_endpoint, player.display_name),
+            game_type=league.game_type,
+            display_name=player.display_name,
+            mu=ordinal + 3,
+            sigma=1.0,
+            ordinal=ordinal,
+        )
+    actions.start_league(league)
+    assert create_schedule(league.pk)
+    return League.objects.get(pk=league.pk)
 
 
 def start(match: Match, notify: Notify = broadcast) -> None:

@@ -1,6 +1,7 @@
 """What people expect of a live tournament page, in real Chromium: the crosstable, rank arrows
-and form, following one player across feed, schedule and chart, each agent's health, times in
-the viewer's own time zone, CSV downloads and the "How to join" panel while registration is open."""
+and form, a knockout's seeds, following one player across feed, schedule and chart, each agent's
+health, times in the viewer's own time zone, CSV downloads and the "How to join" panel while
+registration is open."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from django.utils import timezone
 
 from league.events import record_event
 from league.models import League, Match, Player
-from tests.browser.league_data import answer_moves_in, make_league, play, play_round
+from tests.browser.league_data import answer_moves_in, make_knockout, make_league, play, play_round
+from tests.browser.test_live_dashboard import on_commit, wait_points
 
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume")]
 
@@ -89,6 +91,35 @@ def test_it_follows_one_player_across_feed_schedule_standings_and_chart(site, pa
     assert page.locator("#feed li.feed-item.followed").count() == 2
     page.select_option("#follow", "")
     assert page.locator(".followed").count() == 0
+
+
+def seed_cells(page) -> list[tuple[str, str | None]]:
+    """(player id, its Seed cell or None without one) of each standings row, top first."""
+    rows = page.evaluate(
+        "() => [...document.querySelectorAll('#standings-body tr')]"
+        ".map(tr => [tr.dataset.player, tr.querySelector('td.seed')?.textContent ?? null])"
+    )
+    return [(player_id, seed) for player_id, seed in rows]
+
+
+def test_a_knockout_shows_each_players_seed_as_its_rows_move(site, page):
+    league = make_knockout("cup", players=6, ratings={"P05": 20.0, "P03": 10.0, "P06": 10.0})
+    seeds = {"P05": "1", "P03": "2", "P06": "3", "P01": "4", "P02": "5", "P04": "6"}
+    page.goto(f"{site.base}/leagues/cup/")
+    wait_version(page)
+    assert page.locator("table.standings thead th").all_text_contents()[:3] == ["#", "Seed", "Player"]
+    assert dict(seed_cells(page)) == seeds
+    # Seed 6 beats seed 3 (even_odd: B wins on an even number): it leads, and keeps its seed.
+    play(Match.objects.get(league=league, player_a__player_id="P06"), "odd", "even", 4, notify=on_commit(site))
+    wait_points(page, "P04", "3")
+    rows = seed_cells(page)
+    assert rows[0] == ("P04", "6") and dict(rows) == seeds
+
+    make_league("spring_cup", players=4)  # a round-robin has no seeds
+    page.goto(f"{site.base}/leagues/spring_cup/")
+    wait_version(page)
+    assert "Seed" not in page.locator("table.standings thead").text_content()
+    assert [seed for _, seed in seed_cells(page)] == [None] * 4
 
 
 def test_the_player_page_shows_its_agents_health(site, page):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
 
-from league.bench.spectators import longest_wait
-from league.models import League
+from league.bench.league_run import BenchFailed
+from league.bench.spectators import SpectatorsBench, longest_wait
+from league.models import League, format_problem
 
 
 def test_a_pages_longest_wait_runs_to_the_leagues_end():
@@ -17,19 +19,29 @@ def test_a_pages_longest_wait_runs_to_the_leagues_end():
     assert longest_wait([12.0], until=11.0) == 0.0  # the page came after the end
 
 
+def test_a_swiss_league_bench_league_would_refuse_is_refused_before_anything_starts():
+    with pytest.raises(BenchFailed, match=re.escape(format_problem("swiss", 6, 6))):
+        SpectatorsBench(players=6, schedule_format="swiss", rounds=6, spectators=1).run()
+
+
 @pytest.mark.processes
-def test_bench_spectators_quick_watches_a_league_to_its_end(agent_env, manage_py, tmp_path):
+def test_bench_spectators_quick_watches_a_swiss_league_to_its_end(agent_env, manage_py, tmp_path):
+    # One run, of bench league's Swiss league with two player hosts: the round-robin it plays by
+    # default is the same LeagueBench with other arguments, and each run here costs ~a minute.
     out = tmp_path / "spectators.json"
-    args = [*manage_py, "bench", "spectators", "--quick", "--ramp", "0.2", "--json", str(out)]
+    league = ["--format", "swiss", "--rounds", "3", "--player-hosts", "2"]
+    args = [*manage_py, "bench", "spectators", "--quick", *league, "--ramp", "0.2", "--json", str(out)]
     done = subprocess.run(args, env=agent_env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert (report["players"], report["spectators"], report["matches"], report["valid"]) == (6, 5, 15, True)
+    assert (report["players"], report["spectators"], report["matches"], report["valid"]) == (6, 5, 9, True)
+    assert (report["format"], report["rounds"]) == ("swiss", 3)
     assert report["errors"] == []
     assert report["unwatched_seconds"] > 0 and report["watched_seconds"] > 0
     for key in ("first_page_ms", "snapshot_ms", "longest_wait_s", "refreshes_per_page"):
         assert set(report[key]) == {"p50", "p95", "p99"}
     assert report["refreshes_per_page"]["p50"] >= 1
     assert report["lm_watched"]["cpu_seconds"] > 0 and report["lm_watched"]["peak_rss_mib"] > 0
-    assert [p["role"] for p in report["processes_watched"].values()].count("spectators") == 1
-    assert League.objects.filter(status=League.Status.COMPLETED).count() == 2
+    roles = [p["role"] for p in report["processes_watched"].values()]
+    assert (roles.count("spectators"), roles.count("players")) == (1, 2)
+    assert League.objects.filter(status=League.Status.COMPLETED, schedule_format="swiss").count() == 2

@@ -222,6 +222,39 @@ def test_a_knockout_is_seeded_by_arena_rating_then_unrated_players_by_id_and_kee
     assert [row["player_id"] for row in standings.standings(league)[:2]] == ["P01", "P03"]
 
 
+def round_pairs(rnd: Round) -> list[tuple[str, str]]:
+    return [(m.player_a.player_id, m.player_b.player_id) for m in rnd.matches.order_by("match_id")]
+
+
+def test_a_swiss_first_round_splits_the_field_by_arena_rating():
+    league = registered_league("swiss_rated", 4, schedule_format="swiss", swiss_rounds=2)
+    rate(league, {"P04": 30.0, "P03": 20.0, "P02": 10.0, "P01": 5.0})
+    league = start(league)
+    # Best v 3rd best, 2nd v 4th (by id alone it would be P01 v P03, P02 v P04).
+    assert round_pairs(league.rounds.get(number=1)) == [("P04", "P02"), ("P03", "P01")]
+
+
+def test_a_swiss_round_ranks_unrated_players_after_rated_ones_then_by_id():
+    league = registered_league("swiss_unrated", 6, schedule_format="swiss", swiss_rounds=2)
+    rate(league, {"P06": 12.0, "P05": 3.0})
+    league = start(league)
+    # Ranked P06, P05, P01, P02, P03, P04: the top half meets the bottom half.
+    assert round_pairs(league.rounds.get(number=1)) == [("P06", "P02"), ("P05", "P03"), ("P01", "P04")]
+
+
+def test_a_swiss_score_group_is_ordered_by_arena_rating():
+    league = registered_league("swiss_groups", 8, schedule_format="swiss", swiss_rounds=3)
+    rate(league, {f"P{n:02d}": float(n) for n in range(1, 9)})  # P08 the best, P01 the worst
+    league = start(league)
+    first = league.rounds.get(number=1)
+    assert round_pairs(first) == [("P08", "P04"), ("P07", "P03"), ("P06", "P02"), ("P05", "P01")]
+    play_round(first)  # the lower ids win: P01-P04 on 3 points, P05-P08 on 0
+    draw_next_round(league.pk)
+    # Each group in rating order, top half v bottom half (by id the winners would be P01 v P03, P02 v P04).
+    pairs = {frozenset(pair) for pair in round_pairs(league.rounds.get(number=2))}
+    assert pairs == {frozenset(p) for p in [("P04", "P02"), ("P03", "P01"), ("P08", "P06"), ("P07", "P05")]}
+
+
 def test_the_first_round_seeds_follow_the_stored_seeds_then_player_id():
     assert formats.first_round_seeds(["P02", "P10", "P01"], {"P10": 1, "P02": 2}) == {"P10": 1, "P02": 2, "P01": 3}
     assert formats.first_round_seeds(["P10", "P02", "P01"], {}) == {"P01": 1, "P02": 2, "P10": 3}
@@ -323,6 +356,31 @@ def test_a_swiss_league_standings_csv_has_the_buchholz_and_byes_the_standings_se
         assert values == (*(api_row[k] for k in ("rank", "points", "buchholz", "byes")), api_row["decided_by"] or "")
         assert (page_row["buchholz"], page_row["byes"]) == (api_row["buchholz"], api_row["byes"])
     assert len({row["buchholz"] for row in rows}) > 1 and sum(int(row["byes"]) for row in rows) == 3
+
+
+def test_a_knockouts_standings_and_page_show_each_players_seed(client):
+    league = registered_league("ko_seeds", 4, schedule_format="knockout")
+    before = client.get("/api/leagues/ko_seeds/standings/").json()
+    assert [row["seed"] for row in before] == [None] * 4, "no seed before round 1 is drawn"
+    rate(league, {"P03": 9.0, "P04": 4.0})
+    start(league)
+    seeds = {"P03": 1, "P04": 2, "P01": 3, "P02": 4}
+    served = client.get("/api/leagues/ko_seeds/standings/").json()
+    assert {row["player_id"]: row["seed"] for row in served} == seeds
+    assert {row["player_id"]: row["seed"] for row in snapshot("ko_seeds")["standings"]} == seeds
+    page = client.get("/leagues/ko_seeds/").content.decode()
+    assert ">Seed</th>" in page
+    for player_id, seed in seeds.items():
+        row = page[page.index(f'<tr data-player="{player_id}">') :]
+        assert row[: row.index("</tr>")].count(f'<td class="seed">{seed}</td>') == 1, player_id
+
+
+@pytest.mark.parametrize("fmt", [{}, {"schedule_format": "swiss", "swiss_rounds": 2}])
+def test_other_formats_have_no_seed(client, fmt):
+    league = started_league(f"no_seed_{len(fmt)}", 4, **fmt)
+    assert all("seed" not in row for row in client.get(f"/api/leagues/{league.league_id}/standings/").json())
+    page = client.get(f"/leagues/{league.league_id}/").content.decode()
+    assert ">Seed</th>" not in page and 'class="seed"' not in page
 
 
 def test_a_knockout_standings_csv_has_no_buchholz(client):

@@ -32,6 +32,24 @@ from league.bench.machine import machine_info
 from leagueproto.envelope import GAME_TYPES
 
 
+def add_league_format_arguments(parser: CommandParser) -> None:
+    """The options of the league a bench plays (``bench league``, ``bench spectators``): its
+    format, its Swiss rounds and the runplayer processes that host its players."""
+    parser.add_argument(
+        "--format",
+        default="single",
+        choices=("single", "double", "swiss", "knockout"),
+        help="the league's schedule: round-robin, Swiss (with --rounds) or knockout",
+    )
+    parser.add_argument("--rounds", type=int, default=0, help="Swiss: rounds to play (1 to players-1)")
+    parser.add_argument(
+        "--player-hosts",
+        type=int,
+        default=1,
+        help="runplayer processes sharing the players (each deals out the strategy mix in turn)",
+    )
+
+
 class Command(BaseCommand):
     help = "Benchmarks: ceiling, league, api, scale, soak, chaos, server, spectators, fuzz, arena."
 
@@ -47,20 +65,8 @@ class Command(BaseCommand):
         league.add_argument("--players", type=int, default=100)
         league.add_argument("--referees", type=int, default=2)
         league.add_argument("--game", default="even_odd", choices=GAME_TYPES)
-        league.add_argument(
-            "--format",
-            default="single",
-            choices=("single", "double", "swiss", "knockout"),
-            help="the league's schedule: round-robin, Swiss (with --rounds) or knockout",
-        )
-        league.add_argument("--rounds", type=int, default=0, help="Swiss: rounds to play (1 to players-1)")
+        add_league_format_arguments(league)
         league.add_argument("--max-concurrent", type=int, default=None, help="per referee (default: a round)")
-        league.add_argument(
-            "--player-hosts",
-            type=int,
-            default=1,
-            help="runplayer processes sharing the players (each deals out the strategy mix in turn)",
-        )
         league.add_argument("--lm-server", default="uvicorn", choices=("uvicorn", "daphne"))
         league.add_argument("--lm-workers", type=int, default=1, help="uvicorn worker processes for the LM")
         league.add_argument(
@@ -141,6 +147,7 @@ class Command(BaseCommand):
         watch.add_argument("--players", type=int, default=40)
         watch.add_argument("--spectators", type=int, default=100)
         watch.add_argument("--referees", type=int, default=2)
+        add_league_format_arguments(watch)
         watch.add_argument("--lm-server", default="uvicorn", choices=("uvicorn", "daphne"))
         watch.add_argument("--spectator-procs", type=int, default=2, help="processes hosting the spectators")
         watch.add_argument("--ramp", type=float, default=2.0, help="seconds over which the spectators arrive")
@@ -267,18 +274,25 @@ class Command(BaseCommand):
                 out=self.stderr,
             ).run()
         elif what == "spectators":
+            from league.bench.league_run import BenchFailed
             from league.bench.spectators import SpectatorsBench
 
-            report = SpectatorsBench(
-                players=6 if options["quick"] else options["players"],
-                spectators=5 if options["quick"] else options["spectators"],
-                referees=options["referees"],
-                lm_server=options["lm_server"],
-                spectator_procs=1 if options["quick"] else options["spectator_procs"],
-                ramp=options["ramp"],
-                timeout=120.0 if options["quick"] else options["timeout"],
-                out=self.stderr,
-            ).run()
+            try:
+                report = SpectatorsBench(
+                    players=6 if options["quick"] else options["players"],
+                    spectators=5 if options["quick"] else options["spectators"],
+                    referees=options["referees"],
+                    schedule_format=options["format"],
+                    rounds=options["rounds"],
+                    player_hosts=options["player_hosts"],
+                    lm_server=options["lm_server"],
+                    spectator_procs=1 if options["quick"] else options["spectator_procs"],
+                    ramp=options["ramp"],
+                    timeout=120.0 if options["quick"] else options["timeout"],
+                    out=self.stderr,
+                ).run()
+            except BenchFailed as exc:
+                raise CommandError(f"bench spectators failed: {exc}") from exc
         else:
             from league.bench.soak import SoakBench
 
