@@ -57,7 +57,7 @@ def key_of(agent: Player | Referee) -> Agent:
 
 @dataclass
 class Prober:
-    """Pinging agents, each league's every ``every`` seconds at most."""
+    """Pinging agents: a league's agents to probe are read every ``every`` seconds at most."""
 
     shared: Shared
     sender: Sender

@@ -109,10 +109,10 @@ class Supervisor:
 
         No answer to the ping: it is suspended until it answers one again (``Prober.probe``),
         and its matches stay with it until their deadline: it may have told their players an
-        outcome already (it saves it first, and reports it once it is back), so
-        giving them to another referee now could tell them a second one. Once it answers again,
-        a match it does not know (E006: it was restarted before the outcome) is given back at
-        once, with no failure counted, instead of waiting for its deadline.
+        outcome already (it saves it first, and reports it once it is back), so giving them to
+        another referee now could tell them a second one. Once it answers again, a match it does
+        not know (E006: it was restarted before the outcome) is given back at once, with no
+        failure counted, instead of waiting for its deadline.
         """
         client = self.shared.agents()
         policy = retry_policy(league)
