@@ -535,7 +535,7 @@ def agent_calls(league: League, agent_id: str | None = None) -> dict[str, list[C
 
 def reachability(player: Player, calls: list[tournament.Call]) -> tuple[str, str]:
     """How the registration panel shows a player: its state (ok, silent, failing, not_called)
-    and one sentence. The conductor pings each agent as it registers (``Supervision.probe_seats``)
+    and one sentence. The conductor pings each agent as it registers (``Prober.probe_seats``)
     and marks one that does not answer; a relay player answers by keeping its socket connected.
     Calls of the league (a league registering again) say more than a ping, when there are any."""
     if player.unreachable_since:

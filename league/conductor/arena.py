@@ -2,13 +2,12 @@
 rules) into ordinary matches that go to referees like any league's.
 
 An arena is a league with one round that is announced and never completes (league/actions/
-arena.py). Each step (every ``arena_pair_every`` seconds per arena) reads who is free, pairs
-them (``pair_arena``, one transaction holding the arena's row so two conductors never pair the
-same players twice), then claims and sends the new matches through the league's own path
-(``Supervision.dispatch``: referees, or the built-in referee), supervises the matches in play
-and probes agents marked unreachable, as for a league. Results come back through
-``actions.record_results``, which rates them in the same transaction.
-"""
+arena.py). Each step of the ``ArenaDriver`` (every ``pair_every`` seconds per arena) reads who
+is free, pairs them (``pair_arena``, one transaction holding the arena's row so two conductors
+never pair the same players twice), then claims and sends the new matches through the league's
+own path (``Dispatcher.dispatch``: referees, or the built-in referee), supervises the matches in
+play (``Supervisor``) and probes agents marked unreachable (``Prober``), as for a league.
+Results come back through ``actions.record_results``, which rates them in the same transaction."""
 
 from __future__ import annotations
 
@@ -25,7 +24,9 @@ from django.utils import timezone
 from league.actions.arena import ARENA_ROUND, arena_of, ensure_seats, start_arena
 from league.arena import Entrant, hour_count, pair_free, under_cap
 from league.conductor.common import IN_PLAY, LIVE
-from league.conductor.supervision import Supervision
+from league.conductor.dispatcher import Dispatcher
+from league.conductor.probing import Prober
+from league.conductor.supervision import Supervisor
 from league.events import append_events, event_values
 from league.models import Arena, ArenaSeat, League, Match, Player, Rating, Round
 
@@ -150,14 +151,18 @@ def pair_arena(league_pk: int, capacity: int) -> Paired:
 
 
 @dataclass
-class ArenaDriving(Supervision):
-    """The ``Conductor``'s arena steps (league/conductor/worker.py calls ``arena_step`` for a
-    league whose schedule_format is ``arena``)."""
+class ArenaDriver:
+    """The conductor's arena steps (league/conductor/worker.py hands it a league whose
+    schedule_format is ``arena``)."""
 
-    arena_pair_every: float = 0.05  # seconds between pairing steps of one arena
-    _arena_paired: dict[int, float] = field(default_factory=dict)  # league pk → monotonic time
+    prober: Prober
+    supervisor: Supervisor
+    dispatcher: Dispatcher
+    pair_every: float = 0.05  # seconds between pairing steps of one arena
+    # league pk → when it was last paired (monotonic)
+    _paired: dict[int, float] = field(default_factory=dict, init=False, repr=False)
 
-    async def arena_step(self, league: League, capacity: Callable[[League], Awaitable[int]]) -> None:
+    async def step(self, league: League, capacity: Callable[[League], Awaitable[int]]) -> None:
         """A REGISTERING arena takes players and waits to be opened; a READY one (started like a
         league) opens; a RUNNING one pairs its free players and sends their matches.
         ``capacity``: the league's referee capacity (the Conductor's, cached)."""
@@ -169,11 +174,11 @@ class ArenaDriving(Supervision):
         if league.status != League.Status.RUNNING:
             return
         now = time.monotonic()
-        await self.probe(league, now)
-        await self.supervise(league)
-        if now - self._arena_paired.get(league.pk, 0.0) < self.arena_pair_every:
+        await self.prober.probe(league, now)
+        await self.supervisor.supervise(league)
+        if now - self._paired.get(league.pk, 0.0) < self.pair_every:
             return
-        self._arena_paired[league.pk] = now
+        self._paired[league.pk] = now
         paired = await sync_to_async(pair_arena)(league.pk, await capacity(league))
         if paired.rnd is not None and paired.waiting:
-            await self.dispatch(league, paired.rnd)
+            await self.dispatcher.dispatch(league, paired.rnd)

@@ -1,4 +1,5 @@
-"""Matches to referees: claims, START_MATCH, starts settled, matches given back, referee failures.
+"""Matches to referees, the database steps: claims, START_MATCH, starts settled, matches given
+back, referee failures. The ``Dispatcher`` (league/conductor/dispatcher.py) sends what they claim.
 
 A claim locks the round's SCHEDULED matches with ``select_for_update(skip_locked=True)`` and the
 league's live referees with ``select_for_update()`` (capacity is counted under that lock), so two

@@ -1,8 +1,8 @@
 """Telling the agents of a league the organiser ended: cancelled (``actions.cancel_league``) or
 deleted before it was over (``actions.delete_league``), which send ``league_ended``; ``tell``
 is its receiver (connected in league/apps.py). The messages are ``farewell_messages``
-(league/conductor/notices.py); they go through the conductor's own sending (``Sending``: each
-agent's sender spelling, the league's timeouts and retries, the deliveries recorded), from a
+(league/conductor/notices.py); they go through the conductor's own ``Sender`` (each agent's
+sender spelling, the league's timeouts and retries, the deliveries recorded), from a
 thread of the process that made the change, once it is committed: the admin's request and the
 ``league`` command return at once, and a process exits only once its farewells are sent (the
 thread is not a daemon)."""
@@ -19,6 +19,9 @@ from django.db import connections
 from league.actions.leagues import league_ended
 from league.conductor.common import Delivery
 from league.conductor.notices import farewell_messages
+from league.conductor.sending import Sender
+from league.conductor.shared import Shared
+from league.endpoints import ConnectPolicy
 from league.models import League
 from leagueproto.client import AgentClient
 
@@ -61,19 +64,17 @@ def _run(league: League, deliveries: list[Delivery], record: bool) -> None:
 
 
 async def _send(league: League, deliveries: list[Delivery], record: bool) -> None:
-    from league.conductor.worker import Conductor  # the conductor imports the actions that import us
-    from league.endpoints import ConnectPolicy
-
-    conductor = Conductor(league_id=league.league_id, client=AgentClient(address_check=ConnectPolicy(league.pk)))
+    client = AgentClient(address_check=ConnectPolicy(league.pk))
+    shared = Shared(client)
     # Every agent's answer is waited for here (nothing else waits on this thread).
-    conductor.notify_patience = (league.default_timeout + league.retry_delay) * (league.retries + 1) + 1.0
+    patience = (league.default_timeout + league.retry_delay) * (league.retries + 1) + 1.0
+    sender = Sender(shared, patience=patience)
     try:
         if record:
-            await conductor.deliver(league, deliveries, league.default_timeout)
+            await sender.deliver(league, deliveries, league.default_timeout)
         else:
-            await conductor.send_in_order(league, [deliveries], league.default_timeout)
-        await conductor.drain()
+            await sender.send_in_order(league, [deliveries], league.default_timeout)
+        await asyncio.gather(*shared.tasks(), return_exceptions=True)
     finally:
-        assert conductor.client is not None
-        await conductor.client.close()
+        await client.close()
     log.info("league %s: %d agent(s) told it is over", league.league_id, len(deliveries))

@@ -175,7 +175,7 @@ def record_answer(agent: Player | Referee) -> bool:
 
 
 def seats_to_probe(league_pk: int) -> list[Player | Referee]:
-    """The agents of a registering league the conductor probes (``Supervision.probe_seats``):
+    """The agents of a registering league the conductor probes (``Prober.probe_seats``):
     players with their own endpoint and referees, neither removed nor marked unreachable (those
     are ``unreachable_agents``'). A relay player is not probed: its socket being connected is
     its answer (``relay_answered``)."""

@@ -3,15 +3,20 @@
 Per league, each ``tick`` does the next due step (the transitions are in ``transitions``):
 
 - REGISTERING, window closed: READY when ``min_players`` registered; READY: schedule, RUNNING.
-- RUNNING, current round PENDING: ROUND_ANNOUNCEMENT to every player, round ANNOUNCED, and its
-  first matches claimed and sent to referees (``dispatch``).
+- RUNNING, current round PENDING: ROUND_ANNOUNCEMENT to every player (``Sender``), round
+  ANNOUNCED, and its first matches claimed and sent to referees (``Dispatcher``).
 - ANNOUNCED: more matches claimed as referees free up; matches overdue, of a referee that
-  stopped answering, or unknown to their referee go back to the pool (``Supervision``).
+  stopped answering, or unknown to their referee go back to the pool (``Supervisor``).
 - PLAYED (``actions.record_results`` recorded the round's last result; a tick reads the
   round's status): a Swiss or knockout league's next round drawn (``draw_next_round``),
   standings and ROUND_COMPLETED to every player, round COMPLETED, and the next round announced
   in the same breath (``finish_round``).
 - last round COMPLETED: LEAGUE_COMPLETED to every player and referee; league COMPLETED.
+
+Agents marked unreachable are probed and let back in when they answer (``Prober``), and an
+arena is driven by its own steps (``ArenaDriver``). The ``Conductor`` keeps the loop and wires
+these collaborators; what several of them use (the agents' client, the background tasks) is
+one ``Shared`` object handed to each.
 
 A database outage is waited out (``run``): everything the conductor knows is in the database,
 so it starts the next tick from what it reads there.
@@ -23,17 +28,22 @@ import asyncio
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections, connection, connections, transaction
 
-from league.conductor.arena import ArenaDriving
+from league.conductor.arena import ArenaDriver
 from league.conductor.common import DB_OUTAGE, EMBEDDED_CAPACITY, WORKING
 from league.conductor.dispatch import InPlay, in_play_matches, referee_capacity
+from league.conductor.dispatcher import Dispatcher
 from league.conductor.notices import league_end_messages, round_boundary
+from league.conductor.probing import Prober
+from league.conductor.sending import Sender
+from league.conductor.shared import Shared
+from league.conductor.supervision import Supervisor
 from league.conductor.transitions import (
     NextRound,
     RoundProgress,
@@ -80,55 +90,61 @@ class Survey:
     capacity: dict[int, int]  # league pk → ``referee_capacity`` (the same leagues)
 
 
-@dataclass
-class Conductor(ArenaDriving):
+class Conductor:
     """Runs every league in progress (or just ``league_id``). One per process and event loop.
 
     A tick reads the leagues in progress and, for a round being played, its status and how many
     of its matches wait or are in play (every ``supervise_every`` seconds also its matches in play
     and its referees' capacity), all in one trip to the database thread (``survey``). A round
     found PLAYED goes straight on to its standings, completion and the next announcement.
+
+    Its collaborators: ``sender`` (notices), ``dispatcher`` (matches to referees),
+    ``supervisor`` (matches under way), ``prober`` (agents that stopped answering) and
+    ``arena`` (an arena's steps), all sharing ``shared``.
     """
 
-    league_id: str | None = None
-    poll: float = field(default_factory=lambda: settings.CONDUCTOR_POLL)  # seconds between ticks
-    health_interval: float | None = None  # seconds between referee pings (None: league default)
-    client: AgentClient | None = None
-    supervise_every: float = 0.25
-    notify_concurrency: int = 128  # notifications in flight at once
-    reconnect_every: float = 30.0  # seconds between checks that the DB connection is still good
-    # Seconds a round's notifications may hold up its matches: chains still going after that
-    # (a player that does not answer, or answers slowly) go on in the background and their
-    # players' matches start anyway (an invitation before the announcement is fine for players).
-    notify_patience: float = 0.5
-    probe_every: float = 1.0  # seconds between reads of the agents to probe, per league
-    cooldown_base: float = 1.0  # seconds a referee is left alone after a first failure (``referee_cooldown``)
-    _inflight: dict[int, asyncio.Task] = field(default_factory=dict)  # match pk → task starting/playing it
-    _starting: dict[int, set[asyncio.Task]] = field(default_factory=dict)  # league pk → its start_match tasks
-    _cooldown: dict[int, float] = field(default_factory=dict)  # referee pk → monotonic time
-    _last_ping: dict[int, float] = field(default_factory=dict)
-    _pings: dict[int, asyncio.Task] = field(default_factory=dict)
-    _rounds: dict[int, Round] = field(default_factory=dict)  # league pk → the round being played
-    _capacity: dict[int, tuple[float, int]] = field(default_factory=dict)  # league pk → (when, capacity)
-    _supervised: dict[int, float] = field(default_factory=dict)  # league pk → monotonic time
-    _checked_connection: float = 0.0
-    _background: set[asyncio.Task] = field(default_factory=set)  # straggling chains, probes
-    _failing: dict[tuple[int, str], int] = field(default_factory=dict)  # (league, player) → failed calls in a row
-    _gone: dict[int, set[str]] = field(default_factory=dict)  # league pk → players marked unreachable here
-    _probes: dict[tuple[str, int], tuple[float, float]] = field(default_factory=dict)  # agent → (next, delay)
-    _probed: dict[int, float] = field(default_factory=dict)  # league pk → when its agents to probe were read
-    _status: dict[int, str] = field(default_factory=dict)  # league pk → its status as last logged
-    _no_referee: set[int] = field(default_factory=set)  # leagues in play logged as having no live referee
-    _paused: set[int] = field(default_factory=set)  # leagues last seen PAUSED, out of _status
-    _outage_since: float | None = None  # monotonic time the database became unavailable
-    _pinging: set[tuple[str, int]] = field(default_factory=set)  # agents being probed now
-    _seats: dict[int, dict[tuple[str, int], float]] = field(default_factory=dict)  # league pk → agent → last ping
+    def __init__(
+        self,
+        league_id: str | None = None,  # None: every league
+        *,
+        poll: float | None = None,  # seconds between ticks (None: the CONDUCTOR_POLL setting)
+        client: AgentClient | None = None,  # None: ``run`` opens its own and closes it as it returns
+        supervise_every: float = 0.25,  # seconds between reads of a league's matches in play and capacity
+        health_interval: float | None = None,  # seconds between referee pings (None: league default)
+        notify_concurrency: int = 128,  # notifications in flight at once
+        notify_patience: float = 0.5,  # seconds a round's notifications may hold up its matches
+        probe_every: float = 1.0,  # seconds between reads of the agents to probe, per league
+        cooldown_base: float = 1.0,  # seconds a referee is left alone after a first failure (at least poll)
+        reconnect_every: float = 30.0,  # seconds between checks that the DB connection is still good
+        arena_pair_every: float = 0.05,  # seconds between pairing steps of one arena
+        sender: Sender | None = None,  # the notices' Sender, with its Shared (None: one of notify_*)
+    ) -> None:
+        self.league_id = league_id
+        self.poll = settings.CONDUCTOR_POLL if poll is None else poll
+        self.supervise_every = supervise_every
+        self.reconnect_every = reconnect_every
+        self.shared = sender.shared if sender is not None else Shared()
+        if client is not None:
+            self.shared.client = client
+        self.sender = sender if sender is not None else Sender(self.shared, notify_concurrency, notify_patience)
+        self.dispatcher = Dispatcher(self.shared, max(self.poll, cooldown_base))
+        self.supervisor = Supervisor(self.shared, self.dispatcher, supervise_every, health_interval)
+        self.prober = Prober(self.shared, self.sender, self.dispatcher, probe_every)
+        self.arena = ArenaDriver(self.prober, self.supervisor, self.dispatcher, arena_pair_every)
+        self._rounds: dict[int, Round] = {}  # league pk → the round being played
+        self._capacity: dict[int, tuple[float, int]] = {}  # league pk → (when read, capacity)
+        self._checked_connection = 0.0  # monotonic time the database connection was last checked
+        self._status: dict[int, str] = {}  # league pk → its status as last logged
+        self._no_referee: set[int] = set()  # leagues in play logged as having no live referee
+        self._paused: set[int] = set()  # leagues last seen PAUSED, out of _status
+        self._outage_since: float | None = None  # monotonic time the database became unavailable
 
     async def run(self, *, once: bool = False, until_done: bool = False) -> None:
         """Tick every ``poll`` seconds; ``once``: one tick; ``until_done``: until no league is in progress."""
-        own_client = self.client is None
+        own_client = self.shared.client is None
         if own_client:
-            self.client = AgentClient(address_check=ConnectPolicy())  # re-checks each address (DNS rebinding)
+            # Its own client re-checks each address as it connects (DNS rebinding).
+            self.shared.client = AgentClient(address_check=ConnectPolicy())
         log.info(
             "conductor started (pid %d, database %s, %s)",
             os.getpid(),
@@ -162,13 +178,14 @@ class Conductor(ArenaDriving):
                 await asyncio.sleep(self.poll)
             await self.drain()
         finally:
-            if own_client and self.client is not None:
-                await self.client.close()
-                self.client = None
+            if own_client:
+                await self.shared.agents().close()
+                self.shared.client = None
             await sync_to_async(connections.close_all)()
 
     async def drain(self) -> None:
-        tasks = [*self._inflight.values(), *self._pings.values(), *self._background]
+        """Wait for the work under way beside the ticks: starts, referee checks, notices, probes."""
+        tasks = [*self.dispatcher.tasks(), *self.supervisor.tasks(), *self.shared.tasks()]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
@@ -199,7 +216,7 @@ class Conductor(ArenaDriving):
             self._checked_connection = now
             await sync_to_async(close_old_connections)()
         rounds = {league_pk: rnd.pk for league_pk, rnd in self._rounds.items()}
-        due = {pk for pk in rounds if now - self._supervised.get(pk, 0.0) >= self.supervise_every}
+        due = {pk for pk in rounds if self.supervisor.due(pk, now)}
         survey = await sync_to_async(self.survey)(rounds, due)
         await self.log_changes(survey.leagues)
         for league in survey.leagues:
@@ -272,18 +289,18 @@ class Conductor(ArenaDriving):
     async def step(self, league: League, survey: Survey | None = None) -> None:
         """The league's next due step (see the module's docstring)."""
         if league.is_arena:
-            await self.arena_step(league, self.capacity)  # league/conductor/arena.py
+            await self.arena.step(league, self.capacity)
             return
         if league.status == League.Status.REGISTERING:
             # Each agent is pinged as it registers: the panel shows who answers, and a seat
-            # that never answers plays no match (``probe_before_draw``).
-            await self.probe_seats(league, time.monotonic())
+            # that never answers plays no match (``Prober.probe_before_draw``).
+            await self.prober.probe_seats(league, time.monotonic())
             if await sync_to_async(check_registration)(league.pk) is None:
                 return
             league = await sync_to_async(League.objects.get)(pk=league.pk)
             self.note_status(league.pk, league.league_id, league.status)
         if league.status == League.Status.READY:
-            await self.probe_before_draw(league)
+            await self.prober.probe_before_draw(league)
             await sync_to_async(create_schedule)(league.pk)
             league = await sync_to_async(League.objects.get)(pk=league.pk)
             self.note_status(league.pk, league.league_id, league.status)
@@ -291,7 +308,7 @@ class Conductor(ArenaDriving):
             self._rounds.pop(league.pk, None)
             return
         # Between rounds too (a pause, an announcement): an agent back is back for the next round.
-        await self.probe(league, time.monotonic())
+        await self.prober.probe(league, time.monotonic())
         if survey is not None and league.pk in survey.capacity:
             self._set_capacity(league, survey.capacity[league.pk])
         # The next round as read (or announced) in the trip that completed the previous one.
@@ -312,11 +329,11 @@ class Conductor(ArenaDriving):
                 if rnd.status == Round.Status.PENDING:
                     if upcoming.deliveries is None:
                         return  # the round_pause is not over
-                    upcoming = await self.deliver(
+                    upcoming = await self.sender.deliver(
                         league,
                         upcoming.deliveries,
                         league.default_timeout,
-                        then=partial(announce_round, league, rnd.pk, upcoming.matches, self.cooling()),
+                        then=partial(announce_round, league, rnd.pk, upcoming.matches, self.dispatcher.cooling()),
                     )
                     rnd = upcoming.rnd
                 if rnd.status == Round.Status.ANNOUNCED:
@@ -324,7 +341,7 @@ class Conductor(ArenaDriving):
                     if upcoming.claimed or upcoming.started:
                         # Claimed as the round was announced: the rest (supervision, more claims
                         # as referees free up) is the next tick's.
-                        self.send_starts(league, upcoming.claimed)
+                        self.dispatcher.send_starts(league, upcoming.claimed)
                         return
             elif survey is not None:
                 progress = survey.progress.get(rnd.pk)
@@ -333,9 +350,9 @@ class Conductor(ArenaDriving):
             if progress is None:
                 progress = await sync_to_async(round_progress)(rnd.pk)
             if progress.status == Round.Status.ANNOUNCED:
-                await self.supervise(league, in_play)
+                await self.supervisor.supervise(league, in_play)
                 if progress.scheduled and progress.in_play < await self.capacity(league):
-                    await self.dispatch(league, rnd)
+                    await self.dispatcher.dispatch(league, rnd)
                 return
             self._rounds.pop(league.pk, None)
             if progress.status == Round.Status.PENDING:
@@ -382,15 +399,16 @@ class Conductor(ArenaDriving):
                 mark_round_completed(rnd.pk, boundary.table)
                 return next_round(league)
 
-            return await self.deliver_in_order(league, boundary.batches, league.default_timeout, then=complete)
+            return await self.sender.deliver_in_order(league, boundary.batches, league.default_timeout, then=complete)
+        cooling = self.dispatcher.cooling()
         transition = asyncio.ensure_future(
-            sync_to_async(advance_round)(league, rnd.pk, boundary.table, upcoming.pk, boundary.matches, self.cooling())
+            sync_to_async(advance_round)(league, rnd.pk, boundary.table, upcoming.pk, boundary.matches, cooling)
         )
         try:
-            outcomes = await self.send_in_order(league, boundary.batches, league.default_timeout)
+            outcomes = await self.sender.send_in_order(league, boundary.batches, league.default_timeout)
         finally:
             nxt = await transition
-        self.send_starts(league, nxt.claimed)
+        self.dispatcher.send_starts(league, nxt.claimed)
         await sync_to_async(notices_sent)(league, rnd.pk, outcomes)
         return NextRound(nxt.rnd, started=bool(nxt.claimed))
 
@@ -400,16 +418,14 @@ class Conductor(ArenaDriving):
         at least once, then record them and clear the debt."""
         log.info("league %s: sending the notices of round %s again", league.league_id, rnd.number)
         boundary = await sync_to_async(round_boundary)(league, rnd, again=True)
-        outcomes = await self.send_in_order(league, boundary.batches, league.default_timeout)
+        outcomes = await self.sender.send_in_order(league, boundary.batches, league.default_timeout)
         await sync_to_async(notices_sent)(league, rnd.pk, outcomes)
 
     async def finish_league(self, league: League) -> None:
         # The start_match calls of its last matches recorded first (a match can be played and
         # reported before its start is): a completed league's Event log holds all it was sent.
-        starting = self._starting.pop(league.pk, set())
-        if starting:
-            await asyncio.wait(starting)
+        await self.dispatcher.starts_sent(league)
         deliveries, champion, table = await sync_to_async(league_end_messages)(league)
-        await self.deliver(league, deliveries, league.default_timeout)
+        await self.sender.deliver(league, deliveries, league.default_timeout)
         if await sync_to_async(complete_league)(league.pk, champion, table):
             self.note_status(league.pk, league.league_id, League.Status.COMPLETED)

@@ -12,6 +12,8 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from league.conductor import SUSPEND_AFTER, Conductor
+from league.conductor.sending import Sender
+from league.conductor.shared import Shared
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 from league.standings import ranking_results
 from leagueproto.client import AgentClient
@@ -151,13 +153,14 @@ def test_it_reassigns_a_match_whose_referee_never_reports(lm_server, players, re
 
     # Only the silent referee at first: it accepts R1M1 and never reports.
     async def run_ticks() -> None:
-        conductor = Conductor(league_id=league.league_id, poll=0.02, client=AgentClient())
+        client = AgentClient()
+        conductor = Conductor(league_id=league.league_id, poll=0.02, client=client)
         async with asyncio.timeout(10):
             while not mute.starts:
                 await conductor.tick()
                 await asyncio.sleep(0.02)
             await conductor.drain()
-        await conductor.client.close()
+        await client.close()
 
     asyncio.run(run_ticks())
     assert mute.starts[0][0] == "R1M1"
@@ -457,15 +460,17 @@ def test_owed_notices_are_sent_again_before_the_round_goes_on(lm_server, players
     stopped: list[int] = []
     owed_when_resent: list[tuple] = []
 
-    class StoppedAtTheFirstBoundary(Conductor):
-        """Stops (as a killed process would) on its first round boundary, and notes what the
-        database says when it sends a boundary again."""
+    class StoppedAtTheFirstBoundary(Sender):
+        """Stops the conductor (as a killed process would) on its first round boundary."""
 
         async def send_in_order(self, league, batches, timeout):
             if len(batches) == 3 and not stopped:  # standings, ROUND_COMPLETED, announcement
                 stopped.append(batches[2][0].message["round_id"])
                 raise Stopped
             return await super().send_in_order(league, batches, timeout)
+
+    class NotingOwedNotices(Conductor):
+        """Notes what the database says when it sends a boundary again."""
 
         async def resend_boundary(self, league, rnd):
             def state() -> tuple:
@@ -475,7 +480,7 @@ def test_owed_notices_are_sent_again_before_the_round_goes_on(lm_server, players
             owed_when_resent.append(await sync_to_async(state)())
             await super().resend_boundary(league, rnd)
 
-    conduct(league.league_id, kind=StoppedAtTheFirstBoundary)
+    conduct(league.league_id, kind=NotingOwedNotices, sender=StoppedAtTheFirstBoundary(Shared()))
 
     league.refresh_from_db()
     assert stopped == [2]
