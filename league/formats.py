@@ -60,14 +60,15 @@ class TableFormat:
 ROUND_ROBIN = TableFormat()
 
 
-def _playing(league: League) -> QuerySet[Player]:
+def playing(league: League) -> QuerySet[Player]:
+    """The players a round is drawn for: every one not suspended or removed."""
     return league.players.exclude(status__in=(AgentStatus.SUSPENDED, AgentStatus.REMOVED)).order_by()
 
 
 def rated_entrants(league: League) -> list[pairing.Entrant]:
     """The players to draw, each with its arena rating's ordinal in the league's game (None:
     never rated): the Swiss ranking inside a score group and the knockout seeds both read it."""
-    players: list[Player] = list(_playing(league))
+    players: list[Player] = list(playing(league))
     ratings = Rating.objects.of_players(league.game_type, players)
     return [pairing.Entrant(p.player_id, ratings[p.pk].ordinal if p.pk in ratings else None) for p in players]
 

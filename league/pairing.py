@@ -345,6 +345,11 @@ def _bracket_order(size: int) -> list[int]:
 KnockoutMatch = tuple[str, str | None]  # (higher seed, lower seed or None for a bye)
 
 
+def knockout_rounds(player_count: int) -> int:
+    """How many rounds a knockout of ``player_count`` players plays: ceil(log2(n)), byes included."""
+    return math.ceil(math.log2(player_count)) if player_count > 1 else 0
+
+
 def knockout_seeds(players: Iterable[Entrant]) -> dict[str, int]:
     """Seed numbers from 1: by rating (higher first), unrated after rated, then player id."""
     seeded = sorted(players, key=lambda e: (e.rating is None, -(e.rating or 0.0), id_sort_key(e.player_id)))

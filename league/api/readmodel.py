@@ -15,9 +15,9 @@ from django.db.models import Count, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from league import pairing, tournament
 from league import standings as standings_service
-from league import tournament
-from league.formats import table_format
+from league.formats import playing, table_format
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Rating, Round
 from league.tournament import Call, Played
 from leagueproto.scoring import KNOCKOUT_TIE_BREAK_RULE, SWISS_TIE_BREAK_RULE, TIE_BREAK_RULE, TIE_BREAK_TEXT
@@ -340,8 +340,13 @@ def progress(league: League) -> dict[str, Any]:
         running=Count("id", filter=Q(status__in=RUNNING_MATCH)),
     )
     total, finished = counts["total"], counts["finished"]
-    # A Swiss league draws its rounds one by one: the total is the number it will play.
-    rounds_total = max(Round.objects.filter(league=league).count(), league.swiss_rounds)
+    # Swiss and knockout leagues draw their rounds one by one: the total is the number they will
+    # play (a knockout's, of the seeds of its first draw, or of the players before it).
+    planned = league.swiss_rounds
+    if league.schedule_format == League.ScheduleFormat.KNOCKOUT:
+        seeded = league.players.filter(seed__isnull=False).count() or playing(league).count()
+        planned = pairing.knockout_rounds(seeded)
+    rounds_total = max(Round.objects.filter(league=league).count(), planned)
     rounds_done = Round.objects.filter(league=league, status__in=(Round.Status.PLAYED, Round.Status.COMPLETED)).count()
     return {
         "matches_total": total,

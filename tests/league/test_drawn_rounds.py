@@ -182,6 +182,17 @@ def test_a_knockout_of_eight_ends_after_the_final_with_its_winner_first():
     assert [row["player_id"] for row in table[:2]] == ["P01", "P02"]
 
 
+@pytest.mark.parametrize(("players", "rounds"), [(8, 3), (6, 3), (5, 3), (2, 1)])
+def test_a_knockouts_progress_counts_every_round_it_will_play_from_the_start(players, rounds):
+    league = registered_league(f"ko_progress_{players}", players, schedule_format="knockout")
+    assert snapshot(league.league_id)["progress"]["rounds_total"] == rounds  # before the draw
+    league = start(league)
+    assert snapshot(league.league_id)["progress"]["rounds_total"] == rounds  # one round drawn
+    played = play_out(league)
+    assert len(played) == rounds
+    assert snapshot(league.league_id)["progress"]["rounds_total"] == rounds
+
+
 def rate(league: League, ordinals: dict[str, float]) -> None:
     """Arena ratings in the league's game for these players, with these ordinals."""
     for player in league.players.filter(player_id__in=ordinals):
