@@ -16,8 +16,9 @@ from django.db import connection
 from league import actions
 from league.bench.ceiling import median_ceiling
 from league.mcp import toolset
+from league.mcp.registrations import register_logged
 from league.mcp.reports import PendingReport, record_reports
-from league.mcp.tools import read, register_logged
+from league.mcp.tools import read
 from league.models import Event, League, MatchResult, Player, Referee
 from tests.league.lm_support import (
     assigned_match,
@@ -264,14 +265,14 @@ ROUND_LOCK = 1 if connection.features.has_select_for_update else 0
 REPORT_QUERIES = 7 + ROUND_LOCK
 DUPLICATE_QUERIES = 3
 BATCH_QUERIES = 8 + ROUND_LOCK  # a whole batch of reports through /mcp: authentication and Event log included
-# savepoint, the league twice (found, then locked), the league's agents (counted, then the highest
-# id), the endpoints of players and of referees (any spelling of a URL is one endpoint), the
-# insert, its event, release.
-REGISTRATION_QUERIES = 9
-# The same through /mcp's job (league.mcp.tools.register_logged): its own transaction's savepoint
-# and release around them, and the registration's Event row goes into the call's one insert of its
-# request and reply (9 + 2, one insert fewer).
-MCP_REGISTRATION_QUERIES = 11
+# The league locked, the agents at its seat (players, referees: any spelling of a URL is one
+# endpoint), the league's agents (counted, then the highest id), the insert, its event
+# (actions.register_all, a batch of one, in the caller's transaction).
+REGISTRATION_QUERIES = 7
+# The same through /mcp's job (league.mcp.registrations.register_logged): its own transaction's
+# savepoint and release around them, and the registration's Event row goes into the call's one
+# insert of its request and reply (7 + 2).
+MCP_REGISTRATION_QUERIES = 9
 # A read through /mcp (league.mcp.tools.read): the caller's token, the answer, the Event log's
 # insert in its transaction (an agent's query; an anonymous get_standings writes nothing). The
 # standings are cached while their key (one aggregate of the results, one of the players) says
