@@ -325,6 +325,9 @@ def register_all(
                 except LeagueError as err:  # written nothing of its own: the others go on
                     outcomes[n] = err
         batch.flush()
+        accepted = [o for o in outcomes if isinstance(o, Registration) and o.status == "ACCEPTED"]
+        if accepted:  # a new agent, or one back under a new name: the table moves on
+            League.objects.filter(pk__in={o.league_pk for o in accepted}).changed()
         if record_events:
             append_events([row for o in outcomes if isinstance(o, Registration) for row in o.events])
         broadcast_all(batch.broadcasts)

@@ -83,8 +83,8 @@ def test_a_batch_writes_its_new_players_and_events_in_one_insert_each(django_ass
         RegistrationRequest("player", league.league_id, player_meta(display_name=f"p{n}"), None) for n in range(40)
     ]
     # The league locked, the agents at the batch's seats (players, referees), the players' count
-    # and highest id, the insert of the players, the insert of their events.
-    with django_assert_num_queries(7):
+    # and highest id, the insert of the players, the league's version, the insert of their events.
+    with django_assert_num_queries(8):
         outcomes = actions.register_all(burst)
     assert [o.agent_id for o in outcomes] == [f"P{n:02d}" for n in range(2, 42)]
     assert Event.objects.filter(league=league, kind="player_registered").count() == 41
