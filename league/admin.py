@@ -13,6 +13,7 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -359,7 +360,9 @@ class LeagueAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: League, form: forms.ModelForm, change: bool) -> None:
         if change:
-            super().save_model(request, obj, form, change)
+            with transaction.atomic():
+                super().save_model(request, obj, form, change)
+                League.objects.filter(pk=obj.pk).changed()  # after the save, which wrote the version it read
             return
         settings: dict[str, Any] = {
             name: form.cleaned_data[name]
@@ -408,7 +411,29 @@ def revoke_token(modeladmin, request, queryset):
     _each(modeladmin, request, queryset, actions.revoke_agent, "Token revoked")
 
 
-class AgentAdmin(admin.ModelAdmin):
+class ChangesItsLeague(admin.ModelAdmin):
+    """The admin of rows a league's standings read (agents, rounds, results): saving or deleting
+    one moves its league's version on, in the same transaction, so the change shows at once."""
+
+    def save_model(self, request: HttpRequest, obj: Any, form: forms.ModelForm, change: bool) -> None:
+        with transaction.atomic():
+            super().save_model(request, obj, form, change)
+            League.objects.filter(pk=obj.league_id).changed()
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        league_pk = obj.league_id
+        with transaction.atomic():
+            super().delete_model(request, obj)
+            League.objects.filter(pk=league_pk).changed()
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        league_pks = set(queryset.values_list("league_id", flat=True))
+        with transaction.atomic():
+            super().delete_queryset(request, queryset)
+            League.objects.filter(pk__in=league_pks).changed()
+
+
+class AgentAdmin(ChangesItsLeague):
     list_filter = ("league", "status")
     readonly_fields = ("token_hash", "registered_at", "last_seen_at", "failures")
     actions = [
@@ -455,7 +480,7 @@ class RatingChangeAdmin(RatingAdmin):
 
 
 @admin.register(Round)
-class RoundAdmin(admin.ModelAdmin):
+class RoundAdmin(ChangesItsLeague):
     list_display = ("league", "number", "status", "announced_at", "completed_at")
     list_filter = ("league", "status")
 
@@ -469,7 +494,7 @@ class MatchAdmin(admin.ModelAdmin):
 
 
 @admin.register(MatchResult)
-class MatchResultAdmin(admin.ModelAdmin):
+class MatchResultAdmin(ChangesItsLeague):
     list_display = ("match", "league", "outcome", "winner", "points_a", "points_b", "referee", "reported_at")
     list_filter = ("league", "outcome")
     readonly_fields = ("report_digest", "reported_at")

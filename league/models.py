@@ -68,6 +68,12 @@ class LeagueQuerySet(models.QuerySet):
         """Leagues registering, ready, running or paused."""
         return self.filter(status__in=IN_PROGRESS)
 
+    def changed(self) -> int:
+        """Move these leagues' ``version`` on. The one home of that: every write that changes
+        what a league's standings read (a result recorded, a player registered or its status
+        changed, a Swiss or knockout round played or completed) calls it in its transaction."""
+        return self.update(version=models.F("version") + 1)
+
 
 class League(models.Model):
     class Status(models.TextChoices):
@@ -144,6 +150,9 @@ class League(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    # Moved on by every write its standings depend on (``LeagueQuerySet.changed``): a reader
+    # compares it with the one its cached table was built at, instead of re-reading the tables.
+    version = models.PositiveBigIntegerField(default=0, editable=False)
 
     objects = LeagueQuerySet.as_manager()
 

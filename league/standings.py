@@ -112,9 +112,10 @@ class StandingsKey(NamedTuple):
 
 
 def standings_key(league: League) -> StandingsKey:
-    """What the standings of ``league`` depend on, in two aggregate queries. Results are
-    appended, never changed (an admin edit shows within STANDINGS_CACHE_TTL): their count and latest
-    id say when one was added."""
+    """What the standings of ``league`` depend on, in two aggregate queries (read when its
+    version moved on, to tell results added from anything else). Results are appended, never
+    changed (an admin edit shows within STANDINGS_CACHE_TTL): their count and latest id say when
+    one was added."""
     results = MatchResult.objects.filter(league=league).order_by().aggregate(count=Count("pk"), latest=Max("pk"))
     players = (
         Player.objects.filter(league=league)
@@ -134,15 +135,24 @@ def standings_key(league: League) -> StandingsKey:
     return StandingsKey(results["count"], results["latest"], rest)
 
 
-# Standings per league and process. When the key changed only by results added since, those
-# results are added to the cached table; anything else (players changed, a result deleted) reads
-# every result again, and so does the first call STANDINGS_CACHE_TTL seconds (a setting) after the
-# last full read: that bounds how long a result or display name edited by hand in the admin takes
-# to show.
+# Standings per league and process, kept while the league's version (``League.version``, moved
+# on by every write they depend on: ``LeagueQuerySet.changed``) stays the same: a read then costs
+# one query by key. When it moved, the key says what changed: results added since are added to the
+# cached table; anything else (players changed, a result deleted) reads every result again, and so
+# does the first call STANDINGS_CACHE_TTL seconds (a setting) after the last full read: that bounds
+# how long a result or display name edited by hand in the admin (no version moved) takes to show.
+
+Version = tuple[Any, int]  # the league's creation (a key reused by another league) and version
+
+
+def league_version(league: League) -> Version | None:
+    """The version of ``league`` now (one query by key); None when it is gone."""
+    return League.objects.filter(pk=league.pk).order_by().values_list("created_at", "version").first()
 
 
 @dataclass(frozen=True)
 class _Entry:
+    version: Version | None
     key: StandingsKey
     read_at: float  # when every result was last read (time.monotonic())
     table: StandingsTable  # changed only under _cache_lock, through the entry cached at the time
@@ -163,7 +173,9 @@ def _only_results_added(old: StandingsKey, new: StandingsKey) -> bool:
     )
 
 
-def _add_new_results(league: League, cached: _Entry, key: StandingsKey) -> list[dict[str, Any]] | None:
+def _add_new_results(
+    league: League, cached: _Entry, key: StandingsKey, version: Version | None
+) -> list[dict[str, Any]] | None:
     """The rows of ``cached`` with the results added since, or None when the results after its
     latest are not exactly the ones ``key`` counts, or bring a player the table lacks (a REMOVED
     player's first result puts it in the table; ``entrants`` decides that)."""
@@ -184,27 +196,31 @@ def _add_new_results(league: League, cached: _Entry, key: StandingsKey) -> list[
         for result in new:
             table.add(result)
         rows = _dicts(table, cached.names)
-        _cache[league.pk] = replace(cached, key=key, rows=rows)
+        _cache[league.pk] = replace(cached, version=version, key=key, rows=rows)
     return rows
 
 
 def standings(league: League) -> list[dict[str, Any]]:
-    """The ranked rows of ``league`` (``standing_dict``), cached (see ``standings_key``); callers
-    get their own copies."""
-    key = standings_key(league)
+    """The ranked rows of ``league`` (``standing_dict``), cached while its version stays the
+    same (see ``league_version``, ``standings_key``); callers get their own copies."""
+    # The version is read before anything else: what is read after it is at least as new.
+    version = league_version(league)
     now = time.monotonic()
     cached = _cache.get(league.pk)
-    if cached is not None and now - cached.read_at < settings.STANDINGS_CACHE_TTL:
-        if cached.key == key:
-            return [dict(row) for row in cached.rows]
-        if _only_results_added(cached.key, key):
-            added = _add_new_results(league, cached, key)
-            if added is not None:
-                return [dict(row) for row in added]
+    fresh = cached is not None and now - cached.read_at < settings.STANDINGS_CACHE_TTL
+    if cached is not None and fresh and version is not None and cached.version == version:
+        return [dict(row) for row in cached.rows]
+    # Something changed: results added since are added to the table, anything else (a player,
+    # a round, a result edited in the admin) reads every result again.
+    key = standings_key(league)
+    if cached is not None and fresh and _only_results_added(cached.key, key):
+        added = _add_new_results(league, cached, key, version)
+        if added is not None:
+            return [dict(row) for row in added]
     table, names = _full_table(league)
     rows = _dicts(table, names)
     with _cache_lock:
         if len(_cache) > 1000:
             _cache.clear()
-        _cache[league.pk] = _Entry(key, now, table, names, rows)
+        _cache[league.pk] = _Entry(version, key, now, table, names, rows)
     return [dict(row) for row in rows]

@@ -211,6 +211,7 @@ def set_agent_status(agent: Player | Referee, status: str) -> None:
     """Suspend or remove an agent (admin); recorded and broadcast like any transition."""
     with transaction.atomic():
         type(agent).objects.filter(pk=agent.pk).update(status=status)
+        League.objects.filter(pk=agent.league_id).changed()
         agent_id = agent.player_id if isinstance(agent, Player) else agent.referee_id
         record_event(agent.league, "STATE", f"agent_{status.lower()}", agent=agent_id, payload={"status": status})
 
@@ -222,6 +223,7 @@ def revoke_agent(agent: Player | Referee) -> None:
     with transaction.atomic():
         _, unusable_hash = new_token()  # the token itself is dropped unseen
         type(agent).objects.filter(pk=agent.pk).update(status=AgentStatus.SUSPENDED, token_hash=unusable_hash)
+        League.objects.filter(pk=agent.league_id).changed()
         agent_id = agent.player_id if isinstance(agent, Player) else agent.referee_id
         record_event(agent.league, "STATE", "agent_revoked", agent=agent_id, payload={"status": AgentStatus.SUSPENDED})
 
@@ -232,6 +234,7 @@ def reinstate_agent(agent: Player | Referee) -> None:
         if agent.status != AgentStatus.SUSPENDED:
             raise ValueError(f"{agent} is {agent.status}, not suspended")
         type(agent).objects.filter(pk=agent.pk).update(status=AgentStatus.REGISTERED)
+        League.objects.filter(pk=agent.league_id).changed()
         agent_id = agent.player_id if isinstance(agent, Player) else agent.referee_id
         record_event(agent.league, "STATE", "agent_reinstated", agent=agent_id, payload={"status": "REGISTERED"})
 

@@ -4,7 +4,9 @@ index) plus the token we issued: a new agent gets an id (the one its sender asks
 and a token; the agent of a seat registering again gets its identity back with a new token once it
 shows its token (or the one before it) or comes from the endpoint's machine; anyone else is told
 whose seat it is and what to do. Registrations of one league are serialised by locking the
-league's row, so ids and the capacity check stay exact. Referees also need the operator's key."""
+league's row, so ids and the capacity check stay exact; those that arrive together run as one
+batch (``register_all``: one lock, one read of their seats, one insert), each answered as it
+would be on its own. Referees also need the operator's key."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from django.utils import timezone
 from league import queries
 from league.auth import find_by_token, lm_token, new_token
 from league.endpoints import endpoint_holder, endpoint_problem, network_of, same_host
-from league.events import EventValues, append_events, broadcast, event_values, record_event
+from league.events import EventValues, append_events, broadcast_all, event_values, record_event
 from league.models import AgentStatus, League, Player, Referee, hash_token
 from league.relayaddress import CONNECT, is_relay_endpoint, relay_endpoint
 from league.seats import seat_endpoint
@@ -117,14 +119,22 @@ class Registration:
     events: list[EventValues] = field(default_factory=list)
 
 
-def registration_league(league_id: str | None, *, for_referee: bool = False, seat: str = "") -> League:
+def open_for_registration() -> list[League]:
+    """The leagues taking registrations now."""
+    now = timezone.now()
+    return [x for x in League.objects.filter(status=League.Status.REGISTERING) if x.registration_open(now)]
+
+
+def registration_league(
+    league_id: str | None, *, for_referee: bool = False, seat: str = "", open_leagues: list[League] | None = None
+) -> League:
     """The league a registration goes to: the named one, or the one league open for registration,
     or (none open) the one in progress where ``seat`` is held: an agent registering again after
-    its league closed registration, naming no league as the course's message does."""
+    its league closed registration, naming no league as the course's message does.
+    ``open_leagues``: ``open_for_registration()``, when the caller has read it already."""
     if league_id:
         return queries.get_league(league_id)
-    now = timezone.now()
-    candidates = [x for x in League.objects.filter(status=League.Status.REGISTERING) if x.registration_open(now)]
+    candidates = list(open_for_registration() if open_leagues is None else open_leagues)
     if not candidates and seat:
         model = Referee if for_referee else Player
         held = model.objects.filter(canonical_endpoint=seat).exclude(status=AgentStatus.REMOVED)
@@ -185,17 +195,6 @@ def _relay_name_taken(league: League, display_name: str | None) -> bool:
 
 # An id an agent may ask for in its registration's sender (``player:P07``): the league's own form.
 REQUESTABLE_ID = {"player": re.compile(r"^P\d{2,3}$"), "referee": re.compile(r"^REF\d{2,3}$")}
-
-
-def _new_id(model: type[Player] | type[Referee], league: League, kind: str, top: str | None, asked: str | None) -> str:
-    """The id of a new agent: the one its sender asks for (``player:P07``) when it is in the
-    league's form and free (never given before in this league); else the one after the highest."""
-    prefix = "P" if kind == "player" else "REF"
-    field_name = "player_id" if model is Player else "referee_id"
-    free = asked and REQUESTABLE_ID[kind].match(asked)
-    if free and not model.objects.filter(league=league, **{field_name: asked}).exists():
-        return asked
-    return _next_id(model, league, prefix, top)
 
 
 def _next_id(model: type[Player] | type[Referee], league: League, prefix: str, top: str | None) -> str:
@@ -260,34 +259,234 @@ def _token_owner(token: str, kind: str, league: League, sender_id: str | None) -
     return same
 
 
-def _register(
-    *,
-    kind: str,
-    league_id: str | None,
-    meta: dict[str, Any],
-    presented_token: str | None,
-    sender_id: str | None = None,
-    referee_key: Any = None,
-    relay_base: str | None = None,
-    client_host: str | None = None,
-    record_events: bool = True,
-) -> Registration:
-    model: type[Player] | type[Referee] = Player if kind == "player" else Referee
-    endpoint = meta["contact_endpoint"]
-    # A player that cannot be reached connects out: the LM assigns it an endpoint on its relay
-    # (league/relay/), which the endpoint policy does not judge: the LM made it.
-    relay = kind == "player" and endpoint == CONNECT
-    # Resolved before the league's row is locked: a slow name server holds up no one else.
-    seat = "" if relay else seat_endpoint(endpoint)
-    with transaction.atomic():
-        # Serialise registrations per league (its row locked): ids and the capacity check stay exact.
-        named = League.objects.select_for_update().filter(league_id=league_id).order_by().first() if league_id else None
-        if named is None:  # none named (or no such league: registration_league says so)
-            league = registration_league(league_id, for_referee=kind == "referee", seat=seat)
-            named = League.objects.select_for_update().get(pk=league.pk)
-        league = named
+@dataclass(frozen=True)
+class RegistrationRequest:
+    """One registration to run (``register_all``): what ``register_player`` and
+    ``register_referee`` take, for either kind."""
+
+    kind: str  # "player" or "referee"
+    league_id: str | None
+    meta: dict[str, Any]
+    presented_token: str | None = None
+    sender_id: str | None = None
+    referee_key: Any = None
+    relay_base: str | None = None
+    client_host: str | None = None
+
+    @property
+    def model(self) -> type[Player] | type[Referee]:
+        return Player if self.kind == "player" else Referee
+
+    @property
+    def relay(self) -> bool:
+        """A player that cannot be reached connects out: the LM assigns it an endpoint on its
+        relay (league/relay/), which the endpoint policy does not judge: the LM made it."""
+        return self.kind == "player" and self.meta["contact_endpoint"] == CONNECT
+
+    def check_protocol_version(self) -> None:
+        """E018 for a protocol_version below 2.0.0 (a player's absent one is recorded as unknown)."""
+        version = self.meta.get("protocol_version")
+        if self.kind == "player" or version is not None:
+            check_agent_protocol_version(version)
+
+
+type Agent = Player | Referee
+
+
+def register_all(
+    requests: list[RegistrationRequest], *, record_events: bool = True
+) -> list[Registration | LeagueError]:
+    """Run ``requests`` in order, in one transaction, each answered as it would be on its own
+    after the ones before it: its Registration, or the LeagueError that refuses it (E008, E012,
+    E018), which leaves nothing of it written.
+
+    Registrations that arrive together (league/mcp/registrations.py) cost one lock of their
+    leagues, one read of the agents at their seats, one count per league and one insert of the
+    new agents, whatever their number. ``record_events=False``: the caller appends each
+    ``Registration.events`` itself, in the same transaction; broadcasts go out after the commit."""
+    outcomes: list[Registration | LeagueError | None] = [None] * len(requests)
+    seats: list[str] = []
+    for n, request in enumerate(requests):
+        try:
+            request.check_protocol_version()
+        except LeagueError as err:
+            outcomes[n] = err
+        # Resolved before the leagues' rows are locked: a slow name server holds up no one else.
+        refused = outcomes[n] is not None
+        seats.append("" if refused or request.relay else seat_endpoint(request.meta["contact_endpoint"]))
+    # No savepoint of its own: a LeagueError is caught for its request only, before it writes
+    # anything; any other error fails the caller's transaction as a whole.
+    with transaction.atomic(savepoint=False):
+        batch = _Batch([(r, seat) for r, seat, o in zip(requests, seats, outcomes, strict=True) if o is None])
+        for n, (request, seat) in enumerate(zip(requests, seats, strict=True)):
+            if outcomes[n] is None:
+                try:
+                    outcomes[n] = batch.register(request, seat)
+                except LeagueError as err:  # written nothing of its own: the others go on
+                    outcomes[n] = err
+        batch.flush()
+        accepted = [o for o in outcomes if isinstance(o, Registration) and o.status == "ACCEPTED"]
+        if accepted:  # a new agent, or one back under a new name: the table moves on
+            League.objects.filter(pk__in={o.league_pk for o in accepted}).changed()
+        if record_events:
+            append_events([row for o in outcomes if isinstance(o, Registration) for row in o.events])
+        broadcast_all(batch.broadcasts)
+    return [o for o in outcomes if o is not None]
+
+
+class _Batch:
+    """A batch of registrations (``register_all``): what it reads once, kept up to date as each
+    registration is judged, so that each one's answer is the one it would get on its own.
+
+    Read once: the named leagues (locked), the agents of both kinds at the batch's seats, and per
+    league and kind the count and highest id (``_agents_summary``), the ids asked for, the seats
+    per network. New agents wait in ``pending`` for one insert per kind; anything that reads the
+    agents' table beyond that (a token's owner, a league found by seat, an agent registered again)
+    writes the pending ones first (``flush``), so that it sees them."""
+
+    def __init__(self, requests: list[tuple[RegistrationRequest, str]]) -> None:
+        self.leagues: dict[int, League] = {}  # locked
+        self.named: dict[str, League] = {}
+        names = {r.league_id for r, _ in requests if r.league_id}
+        if names:
+            for league in League.objects.select_for_update().filter(league_id__in=names).order_by("pk"):
+                self.named[league.league_id] = self.leagues[league.pk] = league
+        self.open: list[League] | None = None  # open for registration (a request naming no league)
+        # (kind's model, league pk, seat) -> the agent not removed there, None for none; only
+        # what is known: the named leagues' seats of the batch, and what the batch changed.
+        self.holders: dict[tuple[type[Agent], int, str], Agent | None] = {}
+        self.read_seats = {seat for _, seat in requests if seat}
+        self.read_leagues = set(self.leagues)
+        if self.read_seats and self.read_leagues:
+            for model in (Player, Referee):
+                held = model.objects.filter(league_id__in=self.read_leagues, canonical_endpoint__in=self.read_seats)
+                for agent in held.exclude(status=AgentStatus.REMOVED).order_by("pk"):
+                    self.holders.setdefault((model, agent.league_id, agent.canonical_endpoint), agent)
+        self.asked = {(r.kind, r.sender_id) for r, _ in requests if r.sender_id}
+        self.summaries: dict[tuple[type[Agent], int], list[Any]] = {}  # [count not removed, highest id]
+        self.taken_ids: dict[tuple[type[Agent], int], set[str]] = {}  # asked for, and in the table
+        self.given_ids: dict[tuple[type[Agent], int], set[str]] = {}  # by this batch
+        self.networks: dict[tuple[int, str], int] = {}
+        self.pending: list[Agent] = []
+        self.broadcasts: list[tuple[str, str, dict[str, Any]]] = []
+
+    def flush(self) -> None:
+        """Insert the new agents waiting, one insert per kind, in their order."""
+        for model in (Player, Referee):
+            rows = [agent for agent in self.pending if type(agent) is model]
+            if rows:
+                model.objects.bulk_create(rows)
+        self.pending.clear()
+
+    def league(self, request: RegistrationRequest, seat: str) -> League:
+        """The league of ``request``, locked (``registration_league``)."""
+        league = self.named.get(request.league_id) if request.league_id else None
+        if league is None:  # none named (or no such league: registration_league says so)
+            found = self._unnamed(request, seat) if not request.league_id else registration_league(request.league_id)
+            league = self.leagues.get(found.pk)
+            if league is None:
+                league = self.leagues[found.pk] = League.objects.select_for_update().get(pk=found.pk)
+        return league
+
+    def _unnamed(self, request: RegistrationRequest, seat: str) -> League:
+        if self.open is None:
+            self.open = open_for_registration()
+        if not self.open:
+            self.flush()  # the league where the seat is held: new agents of this batch count
+        return registration_league(None, for_referee=request.kind == "referee", seat=seat, open_leagues=self.open)
+
+    def holder(self, model: type[Agent], league_pk: int, seat: str) -> Agent | None:
+        """``endpoint_holder``, from what the batch knows when it can."""
+        key = (model, league_pk, seat)
+        if key in self.holders or (league_pk in self.read_leagues and seat in self.read_seats):
+            return self.holders.get(key)
+        self.flush()
+        found = self.holders[key] = endpoint_holder(model, league_pk, seat)
+        return found
+
+    def summary(self, model: type[Agent], league_pk: int) -> list[Any]:
+        """``[agents not removed, highest id]`` of the league's agents of a kind, this batch's included."""
+        key = (model, league_pk)
+        if key not in self.summaries:
+            self.summaries[key] = list(_agents_summary(model, league_pk))
+        return self.summaries[key]
+
+    def id_free(self, model: type[Agent], league: League, kind: str, asked: str) -> bool:
+        """Whether ``asked`` was never given in the league: one read of every id the batch asks for."""
+        key = (model, league.pk)
+        if asked in self.given_ids.get(key, ()):
+            return False
+        if key not in self.taken_ids:
+            wanted = [agent_id for k, agent_id in self.asked if k == kind and REQUESTABLE_ID[kind].match(agent_id)]
+            field_name = "player_id" if model is Player else "referee_id"
+            taken = model.objects.filter(league=league, **{f"{field_name}__in": wanted})
+            self.taken_ids[key] = set(taken.values_list(field_name, flat=True))
+        return asked not in self.taken_ids[key]
+
+    def new_id(self, model: type[Agent], league: League, kind: str, top: str | None, asked: str | None) -> str:
+        """``_new_id``: the id asked for when in the league's form and free, else the one after the highest."""
+        if asked and REQUESTABLE_ID[kind].match(asked) and self.id_free(model, league, kind, asked):
+            return asked
+        prefix = "P" if kind == "player" else "REF"
+        if top is not None and not (top.startswith(prefix) and top[len(prefix) :].isdigit()):
+            self.flush()  # an id made by hand: _next_id reads them all
+        return _next_id(model, league, prefix, top)
+
+    def seats_of(self, league: League, network: str) -> int:
+        key = (league.pk, network)
+        if key not in self.networks:
+            self.networks[key] = _seats_of(league, network)
+        return self.networks[key]
+
+    def relay_name_taken(self, league: League, display_name: str | None) -> bool:
+        """``_relay_name_taken``, this batch's new relay players included."""
+        waiting = (
+            isinstance(agent, Player)
+            and agent.league_id == league.pk
+            and agent.connection == Player.Connection.RELAY
+            and agent.display_name == display_name
+            for agent in self.pending
+        )
+        return bool(display_name) and (any(waiting) or _relay_name_taken(league, display_name))
+
+    def added(self, model: type[Agent], league: League, agent: Agent, agent_id: str, network: str) -> None:
+        """A new agent, to insert with the batch's others: the batch's counts and seats follow."""
+        self.pending.append(agent)
+        self.holders[(model, league.pk, agent.canonical_endpoint)] = agent
+        summary = self.summary(model, league.pk)
+        summary[0] += 1
+        if summary[1] is None or (len(agent_id), agent_id) > (len(summary[1]), summary[1]):
+            summary[1] = agent_id  # the order _agents_summary reads: longest, then greatest
+        self.given_ids.setdefault((model, league.pk), set()).add(agent_id)
+        if network and (league.pk, network) in self.networks:
+            self.networks[(league.pk, network)] += 1
+
+    def reissue(
+        self, league: League, request: RegistrationRequest, same: Agent, endpoint: str, seat: str, *, held: str | None
+    ) -> Registration:
+        """``_reissue``, with the batch's seats following the agent."""
+        if same.pk is None:
+            self.flush()  # registered earlier in this batch: written before it is updated
+        model = type(same)
+        for key, agent in list(self.holders.items()):
+            if type(agent) is model and agent.pk == same.pk:
+                self.holders[key] = None  # the seat it leaves (another copy of its row: stale)
+        registration = _reissue(
+            league, request.kind, same, request.meta, endpoint, seat, relay=request.relay, held=held
+        )
+        self.holders[(model, league.pk, seat)] = same
+        return registration
+
+    def register(self, request: RegistrationRequest, seat: str) -> Registration:
+        """One registration of the batch (docs/protocol.md, "Registering"): E012 (raised) for a
+        referee without a valid key or a token that is not this league's; REJECTED when closed,
+        full, game type or endpoint refused."""
+        kind, model, relay, meta = request.kind, request.model, request.relay, request.meta
+        endpoint = meta["contact_endpoint"]
+        league = self.league(request, seat)
         if kind == "referee":
-            check_referee_key(league, referee_key)
+            check_referee_key(league, request.referee_key)
+        other_kind = "referee" if kind == "player" else "player"
 
         def rejected(reason: str, agent_id: str | None = None) -> Registration:
             return Registration(league.league_id, "REJECTED", reason, agent_id, league_pk=league.pk)
@@ -296,41 +495,39 @@ def _register(
         # whose reply it may have lost): its endpoint updated, its token rotated. Checked as a
         # new registration is: the game types, the endpoint's policy, and no other agent of the
         # league at that endpoint.
-        if presented_token:
-            same = _token_owner(presented_token, kind, league, sender_id)
+        if request.presented_token:
+            self.flush()  # the token may be one this batch issued
+            same = _token_owner(request.presented_token, kind, league, request.sender_id)
             game_types = meta.get("game_types")
             if game_types is not None and league.game_type not in game_types:
                 return rejected(GAME_TYPE_NOT_SUPPORTED)
             if relay:
-                if not relay_base:
+                if not request.relay_base:
                     return rejected(NO_RELAY_ADDRESS)
-                endpoint = relay_endpoint(relay_base, league.league_id, same.player_id)
+                endpoint = relay_endpoint(request.relay_base, league.league_id, same.player_id)
                 seat = seat_endpoint(endpoint)
             problem = None if relay else _direct_endpoint_problem(endpoint, league.allowed_networks)
             if problem:
                 return rejected(problem)
-            holder = endpoint_holder(model, league.pk, seat)
+            holder = self.holder(model, league.pk, seat)
             if holder is not None and holder.pk != same.pk:
                 return rejected(ENDPOINT_TAKEN)
-            if endpoint_holder(_other_model(model), league.pk, seat) is not None:
-                return rejected(ENDPOINT_OF_OTHER_KIND.format(kind="referee" if kind == "player" else "player"))
-            held = hash_token(presented_token)
-            return _reissue(league, kind, same, meta, endpoint, seat, relay=relay, held=held, record=record_events)
+            if self.holder(_other_model(model), league.pk, seat) is not None:
+                return rejected(ENDPOINT_OF_OTHER_KIND.format(kind=other_kind))
+            return self.reissue(league, request, same, endpoint, seat, held=hash_token(request.presented_token))
 
         # The same agent again without a token (its reply lost, a restart): the endpoint's agent,
         # in any league state, once the request shows it comes from the endpoint's own machine.
         if not relay:
-            holder = endpoint_holder(model, league.pk, seat)
+            holder = self.holder(model, league.pk, seat)
             if holder is not None:
                 holder_id = holder.player_id if kind == "player" else holder.referee_id
-                if not same_host(client_host, seat):
+                if not same_host(request.client_host, seat):
                     return rejected(ENDPOINT_TAKEN_ADVICE.format(kind=kind, agent_id=holder_id), holder_id)
                 problem = _direct_endpoint_problem(endpoint, league.allowed_networks)
                 if problem:  # the spelling it gives now is the one it will be called at
                     return rejected(problem)
-                return _reissue(
-                    league, kind, holder, meta, endpoint, seat, relay=False, held=None, record=record_events
-                )
+                return self.reissue(league, request, holder, endpoint, seat, held=None)
 
         if kind == "player":
             if not league.registration_open():
@@ -341,26 +538,28 @@ def _register(
             meta = {**meta, "game_types": [league.game_type]}
         if league.game_type not in meta["game_types"]:
             return rejected(GAME_TYPE_NOT_SUPPORTED)
-        count, top = _agents_summary(model, league.pk)
+        count, top = self.summary(model, league.pk)
         limit = league.max_players if kind == "player" else league.max_referees
         if count >= limit:
             return rejected(LEAGUE_FULL)
-        if relay and not relay_base:
+        if relay and not request.relay_base:
             return rejected(NO_RELAY_ADDRESS)
         problem = None if relay else _direct_endpoint_problem(endpoint, league.allowed_networks)
         if problem:
             return rejected(problem)
-        if not relay and endpoint_holder(_other_model(model), league.pk, seat) is not None:
-            return rejected(ENDPOINT_OF_OTHER_KIND.format(kind="referee" if kind == "player" else "player"))
-        if relay and _relay_name_taken(league, meta.get("display_name")):
+        if not relay and self.holder(_other_model(model), league.pk, seat) is not None:
+            return rejected(ENDPOINT_OF_OTHER_KIND.format(kind=other_kind))
+        if relay and self.relay_name_taken(league, meta.get("display_name")):
             return rejected(RELAY_NAME_TAKEN)
-        network = network_of(client_host)
-        if league.max_seats_per_network and network and _seats_of(league, network) >= league.max_seats_per_network:
-            return rejected(NETWORK_FULL.format(limit=league.max_seats_per_network, network=network))
+        network = network_of(request.client_host)
+        limit = league.max_seats_per_network
+        if limit and network and self.seats_of(league, network) >= limit:
+            return rejected(NETWORK_FULL.format(limit=limit, network=network))
 
-        agent_id = _new_id(model, league, kind, top, sender_id)
+        agent_id = self.new_id(model, league, kind, top, request.sender_id)
         if relay:
-            endpoint = relay_endpoint(relay_base, league.league_id, agent_id)
+            assert request.relay_base is not None
+            endpoint = relay_endpoint(request.relay_base, league.league_id, agent_id)
             seat = seat_endpoint(endpoint)
         token, token_hash = new_token()
         now = timezone.now()
@@ -375,7 +574,7 @@ def _register(
             "token_hash": token_hash,
             "registered_at": now,
             "last_seen_at": now,
-            "self_named": _self_named(kind, sender_id, agent_id),
+            "self_named": _self_named(kind, request.sender_id, agent_id),
         }
         if kind == "player":
             fields["player_id"] = agent_id
@@ -384,17 +583,17 @@ def _register(
         else:
             fields["referee_id"] = agent_id
             fields["max_concurrent_matches"] = meta.get("max_concurrent_matches") or 2
-        model.objects.create(**fields)
+        self.added(model, league, model(**fields), agent_id, network)
         payload: dict[str, Any] = {"display_name": fields["display_name"], "endpoint": endpoint}
         if fields["self_named"]:
             payload["asked_for"] = fields["self_named"]
         row = event_values(league, "STATE", f"{kind}_registered", agent=agent_id, payload=payload)
-        if record_events:
-            append_events([row])
-        broadcast(
-            league.league_id,
-            f"{kind}_registered",
-            {f"{kind}_id": agent_id, "display_name": fields["display_name"], "endpoint": endpoint},
+        self.broadcasts.append(
+            (
+                league.league_id,
+                f"{kind}_registered",
+                {f"{kind}_id": agent_id, "display_name": fields["display_name"], "endpoint": endpoint},
+            )
         )
         return Registration(
             league.league_id,
@@ -442,7 +641,6 @@ def _reissue(
     *,
     relay: bool,
     held: str | None,
-    record: bool = True,
 ) -> Registration:
     """A registered agent back: its endpoint and details updated, a new token issued, and back
     in play if the conductor had marked it unreachable. ``held``: the hash of the token it
@@ -493,8 +691,6 @@ def _reissue(
         agent=agent_id,
         payload={"endpoint": endpoint, "token_rotated": True, "proof": "token" if held else "same machine"},
     )
-    if record:
-        append_events([row])
     return Registration(
         league.league_id,
         "ACCEPTED",
@@ -518,29 +714,19 @@ def register_player(
     relay_base: str | None = None,
     sender_id: str | None = None,
     client_host: str | None = None,
-    *,
-    record_events: bool = True,
 ) -> Registration:
-    """E018 when protocol_version is given and below 2.0.0 (absent is fine: recorded as unknown);
-    E012 for a token that is not this league's live player token, or one sent under another
-    player's id; REJECTED when closed, full, game type or endpoint refused (docs/protocol.md,
-    "Registering"). ``relay_base``: the LM's address for the endpoint of a player registering
-    with "connect". ``sender_id``: what the sender calls itself (an id asked for, ``P07``);
-    ``client_host``: the address the request came from (the proof of a registration again
-    without a token, and the network whose seats are counted). ``record_events=False``: the caller
-    appends ``Registration.events`` itself, in the same transaction (the ``/mcp`` tool inserts them
-    with the call's own Event rows, in one insert)."""
-    check_agent_protocol_version(player_meta.get("protocol_version"))
-    return _register(
-        kind="player",
-        league_id=league_id,
-        meta=player_meta,
-        presented_token=presented_token,
-        relay_base=relay_base,
-        sender_id=sender_id,
-        client_host=client_host,
-        record_events=record_events,
+    """One player's registration (``register_all`` of one): E018 when protocol_version is given
+    and below 2.0.0 (absent is fine: recorded as unknown); E012 for a token that is not this
+    league's live player token, or one sent under another player's id; REJECTED when closed,
+    full, game type or endpoint refused (docs/protocol.md, "Registering"). ``relay_base``: the
+    LM's address for the endpoint of a player registering with "connect". ``sender_id``: what the
+    sender calls itself (an id asked for, ``P07``); ``client_host``: the address the request came
+    from (the proof of a registration again without a token, and the network whose seats are
+    counted)."""
+    request = RegistrationRequest(
+        "player", league_id, player_meta, presented_token, sender_id, relay_base=relay_base, client_host=client_host
     )
+    return _register_one(request)
 
 
 def register_referee(
@@ -551,19 +737,17 @@ def register_referee(
     referee_key: Any,
     sender_id: str | None = None,
     client_host: str | None = None,
-    record_events: bool = True,
 ) -> Registration:
     """As ``register_player``, and first of all E012 without a valid ``referee_key``
     (``check_referee_key``)."""
-    if referee_meta.get("protocol_version") is not None:
-        check_agent_protocol_version(referee_meta["protocol_version"])
-    return _register(
-        kind="referee",
-        league_id=league_id,
-        meta=referee_meta,
-        presented_token=presented_token,
-        sender_id=sender_id,
-        referee_key=referee_key,
-        client_host=client_host,
-        record_events=record_events,
+    request = RegistrationRequest(
+        "referee", league_id, referee_meta, presented_token, sender_id, referee_key, client_host=client_host
     )
+    return _register_one(request)
+
+
+def _register_one(request: RegistrationRequest) -> Registration:
+    (outcome,) = register_all([request])
+    if isinstance(outcome, LeagueError):
+        raise outcome
+    return outcome

@@ -107,7 +107,8 @@ def mark_silent(silent: dict[League, dict[str, str]], now: datetime) -> list[Eve
 
 def mark_round_played(round_pk: int) -> bool:
     """PLAYED when no match of the round is left unfinished (one conditional UPDATE): whether it
-    changed. Only a PENDING or ANNOUNCED round changes, so it happens once per round."""
+    changed. Only a PENDING or ANNOUNCED round changes, so it happens once per round. The caller
+    moves the league's version on (``record_results``, with the results that played it out)."""
     if transaction.get_connection().features.has_select_for_update:
         # PostgreSQL, READ COMMITTED: two transactions finishing a round's last two matches
         # would each see the other's match unfinished and neither mark the round. Taking the
@@ -329,6 +330,8 @@ def record_results(reports: list[Report]) -> tuple[list[Recorded | LeagueError],
         if mark_round_played(round_pk):
             played.append((index, number))
             news["round_played"] = True
+    # The results and the rounds they played out, in one move of each league's version.
+    League.objects.filter(pk__in={result.league_id for result in results}).changed()
     broadcast_all(broadcasts)  # after the commit, in order, with round_played filled in
     for index, number in sorted(played, reverse=True):
         league_pk = rows[index][0]

@@ -243,6 +243,7 @@ def withdraw_silent_players(league_pk: int) -> list[str]:
             )
             withdrawn.append(player.player_id)
         if withdrawn:
+            League.objects.filter(pk=league.pk).changed()
             log.warning("league %s: withdrawn before the schedule, never answered: %s", league.league_id, withdrawn)
             broadcast(league.league_id, "players_withdrawn", {"player_ids": withdrawn, "reason": WITHDRAWN})
     return withdrawn

@@ -154,6 +154,7 @@ def _draw_round(league: League) -> Round | None:
     for player_id, seed in drawn.seeds.items():
         players[player_id].seed = seed
     Player.objects.bulk_update([players[player_id] for player_id in drawn.seeds], ["seed"])
+    League.objects.filter(pk=league.pk).changed()  # its byes and a knockout's seeds
     record_event(
         league,
         "STATE",
@@ -247,6 +248,8 @@ def mark_round_completed(
         rnd.notices_owed = notices_owed
         rnd.save(update_fields=["status", "completed_at", "notices_owed"])
         league = rnd.league
+        if league.draws_rounds:  # a Swiss or knockout table moves on with it (byes, stages)
+            League.objects.filter(pk=league.pk).changed()
         nxt = next_round_after(league.pk, rnd.number)
         if nxt is not None:
             League.objects.filter(pk=league.pk).update(current_round=nxt.number)

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
 from pydantic import BaseModel
 
-from league import actions, queries
-from league.auth import Identity, authenticate, presented_token
-from league.events import append_events
+from league import queries
+from league.auth import Identity, authenticate
 from league.mcp.database import database_job
-from league.mcp.exchange import exchange_rows, log_exchange
+from league.mcp.exchange import log_exchange
 from league.mcp.messages import (
     GetStandings,
     LeagueQuery,
@@ -27,12 +25,13 @@ from league.mcp.messages import (
     RegisterRefereeRequest,
     StandingsReply,
 )
+from league.mcp.registrations import PendingRegistration, RegistrationQueue
 from league.mcp.reports import REPORT_ROLE, PendingReport, ReportQueue
 from league.mcp.toolset import ToolCall, toolset
 from league.models import League
 from league.relayaddress import lm_base_url
 from leagueproto.errors import MISSING, ErrorCode, LeagueError, refusal, see
-from leagueproto.messages import LeagueList, LeagueMessage
+from leagueproto.messages import LeagueList
 from leagueproto.tools import Tool
 
 
@@ -46,11 +45,13 @@ from leagueproto.tools import Tool
     see=see("registering"),
 )
 async def register_player(msg: RegisterPlayerRequest, call: ToolCall) -> dict[str, Any]:
+    """Judged and logged with the registrations that arrive beside it, in one batch
+    (league/mcp/registrations.py)."""
+    assert call.tool is not None
     # The LM's own address, for a player that answers over the relay (contact_endpoint "connect").
     relay_base = lm_base_url(call.headers, call.local_port)
-    return await database_job(
-        register_logged, call.tool, call.arguments, msg, call.bearer_token, relay_base, call.client_host
-    )
+    pending = PendingRegistration(call.tool, call.arguments, msg, call.bearer_token, relay_base, call.client_host)
+    return await RegistrationQueue.current().submit(pending)
 
 
 @toolset.tool(
@@ -62,108 +63,9 @@ async def register_player(msg: RegisterPlayerRequest, call: ToolCall) -> dict[st
     see=see("registering"),
 )
 async def register_referee(msg: RegisterRefereeRequest, call: ToolCall) -> dict[str, Any]:
-    return await database_job(
-        register_logged, call.tool, call.arguments, msg, call.bearer_token, None, call.client_host
-    )
-
-
-def register_logged(
-    tool: Tool,
-    arguments: dict[str, Any],
-    msg: BaseModel,
-    bearer: str | None,
-    relay_base: str | None = None,
-    client_host: str | None = None,
-) -> dict[str, Any]:
-    """A registration and the IN/OUT Event rows of its call, in one transaction, the
-    registration's own Event row inserted with them. A refusal writes nothing of the
-    registration: only its exchange is logged."""
-    try:
-        with transaction.atomic():
-            reply, reg = registration(tool.name, msg, bearer, relay_base, client_host)
-            append_events([*reg.events, *exchange_rows(tool, arguments, reply, None, reg.league_pk)])
-        return reply
-    except LeagueError as err:
-        reply = toolset.error_reply(err, arguments, tool)
-        log_exchange(tool, arguments, reply, None)
-        return reply
-
-
-def registration(
-    tool_name: str,
-    msg: RegisterPlayerRequest | RegisterRefereeRequest,
-    bearer: str | None,
-    relay_base: str | None = None,
-    client_host: str | None = None,
-) -> tuple[dict[str, Any], actions.Registration]:
-    """Run a registration (sync, in the caller's transaction): the reply and the registration,
-    whose Event rows (``Registration.events``) the caller appends.
-    ``relay_base``: the LM's address, for a player that registers with contact_endpoint "connect";
-    ``client_host``: the address the request came from.
-
-    The message must be a registration (E002 otherwise: a CHOOSE_PARITY_CALL sent to
-    register_player creates no player), and only a player registers as a player and only a
-    referee as a referee (E012 otherwise): the sender's kind is the first thing it claims.
-    """
-    wanted = "player" if tool_name == "register_player" else "referee"
-    expected = REGISTRATION_TYPES[tool_name]
-    if msg.message_type.strip().upper() not in (expected, tool_name.upper()):
-        raise refusal(
-            ErrorCode.INVALID_MESSAGE_FORMAT,
-            "message_type",
-            f"'{expected}' ({tool_name} registers a {wanted})",
-            msg.message_type,
-            see("registering"),
-        )
-    token = presented_token(msg.model_dump(), bearer)
-    kind, _, sender_id = msg.sender.partition(":")
-    if kind != wanted:
-        raise refusal(
-            ErrorCode.AUTH_TOKEN_INVALID,
-            "sender",
-            f"'{wanted}:<name>': only a {wanted} can register as a {wanted}",
-            msg.sender,
-            see("registering"),
-        )
-    if isinstance(msg, RegisterPlayerRequest):
-        reg = actions.register_player(
-            msg.league_id,
-            msg.player_meta.model_dump(),
-            token,
-            relay_base,
-            sender_id=sender_id,
-            client_host=client_host,
-            record_events=False,
-        )
-        return _registration_reply(msg, "LEAGUE_REGISTER_RESPONSE", "player_id", reg), reg
-    reg = actions.register_referee(
-        msg.league_id,
-        msg.referee_meta.model_dump(),
-        token,
-        referee_key=msg.referee_key,
-        sender_id=sender_id,
-        client_host=client_host,
-        record_events=False,
-    )
-    return _registration_reply(msg, "REFEREE_REGISTER_RESPONSE", "referee_id", reg), reg
-
-
-# The message type each registration tool takes (its own name, as some agents write it, too).
-REGISTRATION_TYPES = {"register_player": "LEAGUE_REGISTER_REQUEST", "register_referee": "REFEREE_REGISTER_REQUEST"}
-
-
-def _registration_reply(msg: LeagueMessage, message_type: str, id_field: str, reg: actions.Registration) -> dict:
-    reply = toolset.reply(
-        msg,
-        message_type,
-        league_id=reg.league_id,
-        **{id_field: reg.agent_id},
-        status=reg.status,
-        reason=reg.reason,
-    )
-    reply["auth_token"] = reg.auth_token
-    reply["league_manager_token"] = reg.league_manager_token
-    return reply
+    assert call.tool is not None
+    pending = PendingRegistration(call.tool, call.arguments, msg, call.bearer_token, None, call.client_host)
+    return await RegistrationQueue.current().submit(pending)
 
 
 # -- reports ------------------------------------------------------------------------------------

@@ -194,6 +194,7 @@ def play(
         match.finished_at = now
         match.referee = result.referee
         match.save(update_fields=["status", "finished_at", "referee"])
+        League.objects.filter(pk=match.league_id).changed()  # as recording a result does
         rnd = match.round
         if not rnd.matches.exclude(status=Match.Status.FINISHED).exists():
             rnd.status = Round.Status.COMPLETED
@@ -250,6 +251,7 @@ def play_bo5(match: Match, moves: list[tuple[int, int]], notify: Notify = broadc
         match.finished_at = timezone.now()
         match.referee = result.referee
         match.save(update_fields=["status", "finished_at", "referee"])
+        League.objects.filter(pk=match.league_id).changed()  # as recording a result does
         notify(match.league.league_id, "match_finished", {"match_id": match.match_id})
     return result
 

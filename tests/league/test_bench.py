@@ -16,8 +16,9 @@ from django.db import connection
 from league import actions
 from league.bench.ceiling import median_ceiling
 from league.mcp import toolset
+from league.mcp.registrations import register_logged
 from league.mcp.reports import PendingReport, record_reports
-from league.mcp.tools import read, register_logged
+from league.mcp.tools import read
 from league.models import Event, League, MatchResult, Player, Referee
 from tests.league.lm_support import (
     assigned_match,
@@ -150,8 +151,8 @@ def test_recording_a_result_takes_a_fixed_number_of_queries(django_assert_num_qu
     referee = Referee.objects.select_related("league").get(pk=referee.pk)
     result, log = _win(log_entries)
     # Lock and read the match with any result already there, insert the result, finish the match,
-    # mark the round played if it was the last (one conditional update), the events (one insert),
-    # and the transaction itself: never per log entry.
+    # mark the round played if it was the last (one conditional update), the league's version, the
+    # events (one insert), and the transaction itself: never per log entry.
     with django_assert_num_queries(REPORT_QUERIES):
         recorded = actions.record_result(referee, "R1M1", result, log)
     assert recorded.status == "RECORDED"
@@ -196,7 +197,8 @@ def test_a_batch_of_reports_takes_a_fixed_number_of_queries(django_assert_num_qu
     )
     batch = [_pending_report(league, referee, f"R1M{n}", 17) for n in range(1, reports + 1)]
     # The transaction, the referees' tokens, the matches, the results (one insert), the matches
-    # finished, the round played (one conditional update per round), the events (one insert):
+    # finished, the round played (one conditional update per round), the leagues' version, the
+    # events (one insert):
     # the same for one report as for twenty, about one query per report fewer than one at a time.
     with django_assert_num_queries(BATCH_QUERIES):
         answers = record_reports(batch)
@@ -261,22 +263,21 @@ def test_a_registration_through_mcp_takes_a_fixed_number_of_queries_with_its_eve
 # Where the database has row locks (PostgreSQL), the round's row is locked before the
 # round-played check (actions.mark_round_played): one query more, once per round touched.
 ROUND_LOCK = 1 if connection.features.has_select_for_update else 0
-REPORT_QUERIES = 7 + ROUND_LOCK
+REPORT_QUERIES = 8 + ROUND_LOCK
 DUPLICATE_QUERIES = 3
-BATCH_QUERIES = 8 + ROUND_LOCK  # a whole batch of reports through /mcp: authentication and Event log included
-# savepoint, the league twice (found, then locked), the league's agents (counted, then the highest
-# id), the endpoints of players and of referees (any spelling of a URL is one endpoint), the
-# insert, its event, release.
-REGISTRATION_QUERIES = 9
-# The same through /mcp's job (league.mcp.tools.register_logged): its own transaction's savepoint
-# and release around them, and the registration's Event row goes into the call's one insert of its
-# request and reply (9 + 2, one insert fewer).
-MCP_REGISTRATION_QUERIES = 11
+BATCH_QUERIES = 9 + ROUND_LOCK  # a whole batch of reports through /mcp: authentication and Event log included
+# The league locked, the agents at its seat (players, referees: any spelling of a URL is one
+# endpoint), the league's agents (counted, then the highest id), the insert, the league's version
+# moved on, its event (actions.register_all, a batch of one, in the caller's transaction).
+REGISTRATION_QUERIES = 8
+# The same through /mcp's job (league.mcp.registrations.register_logged): its own transaction's
+# savepoint and release around them, and the registration's Event row goes into the call's one
+# insert of its request and reply (8 + 2).
+MCP_REGISTRATION_QUERIES = 10
 # A read through /mcp (league.mcp.tools.read): the caller's token, the answer, the Event log's
 # insert in its transaction (an agent's query; an anonymous get_standings writes nothing). The
-# standings are cached while their key (one aggregate of the results, one of the players) says
-# nothing changed.
-READ_QUERIES = {"GET_STANDINGS": 6, "GET_NEXT_MATCH": 5, "GET_PLAYER_STATS": 7, "get_standings": 3}
+# standings are cached while the league's version (one query by key) stays the same.
+READ_QUERIES = {"GET_STANDINGS": 5, "GET_NEXT_MATCH": 5, "GET_PLAYER_STATS": 6, "get_standings": 2}
 
 
 def test_bench_soak_keeps_the_lm_and_conductor_up_across_leagues_and_checks_each(tmp_path, agent_env, manage_py):

@@ -10,7 +10,7 @@ import pytest
 from league import actions
 from league.auth import authenticate
 from league.mcp.messages import RegisterPlayerRequest, RegisterRefereeRequest
-from league.mcp.tools import registration
+from league.mcp.registrations import registration_request
 from league.models import Event, League, Player, Referee, hash_token
 from leagueproto.errors import LeagueError
 from tests.league.lm_support import make_league, message, player_meta, referee_meta
@@ -132,6 +132,6 @@ def test_a_registration_tool_takes_only_its_own_message_type(tool, meta_key, mes
     model = RegisterPlayerRequest if kind == "player" else RegisterRefereeRequest
     msg = model.model_validate(message(message_type, f"{kind}:x", **fields))
     with pytest.raises(LeagueError) as caught:
-        registration(tool, msg, None)
+        registration_request(tool, msg, None)
     assert caught.value.code.value == "E002" and caught.value.context["field"] == "message_type"
     assert not Player.objects.exists() and not Referee.objects.exists()

@@ -46,6 +46,12 @@ def match(league: League, match_id: str) -> Match:
     return Match.objects.get(league=league, match_id=match_id)
 
 
+def changed(league: League) -> None:
+    """What every write path does after changing what the standings read (these tests write rows
+    by hand): the league's version moves on."""
+    League.objects.filter(pk=league.pk).changed()
+
+
 def both_lose(m: Match) -> None:
     MatchResult.objects.create(
         match=m,
@@ -57,6 +63,7 @@ def both_lose(m: Match) -> None:
         technical_loss_b=True,
         report_digest=f"digest-{m.match_id}",
     )
+    changed(m.league)
 
 
 WIRE_FIELDS = ("rank", "player_id", "display_name", "played", "wins", "draws", "losses", "technical_losses", "points")
@@ -113,8 +120,10 @@ def test_the_cached_table_follows_new_results_removals_and_returns():
     play_round(league, 1)
     assert sum(row["played"] for row in standings.standings(league)) == 4
     Player.objects.create(league=league, player_id="P05", display_name="Late", endpoint="http://127.0.0.1:9/mcp")
+    changed(league)
     assert len(standings.standings(league)) == 5
     Player.objects.filter(league=league, player_id="P05").update(status=AgentStatus.REMOVED)
+    changed(league)
     assert len(standings.standings(league)) == 4
     mine = standings.standings(league)
     mine[0]["points"] = 99  # a caller's copy: the cache is not changed through it
@@ -148,6 +157,7 @@ def test_new_results_are_added_to_the_cached_table_and_anything_else_reads_every
     play(match(league, "R1M3"), "even", "odd", 5)  # a result of P06: now it is listed
     assert "P06" in step(full=True)
     Player.objects.filter(league=league, player_id="P04").update(status=AgentStatus.REMOVED)
+    changed(league)
     assert "P04" in step(full=True)  # the players changed; P04 has a result
     both_lose(match(league, "R2M3"))  # P04 and P03
     assert "P04" in step(full=False)
@@ -178,14 +188,33 @@ def test_a_deleted_result_reads_every_result_again(full_reads):
     assert sum(row["played"] for row in rows) == 4
 
 
-def test_adding_results_costs_the_key_and_one_query(django_assert_num_queries):
+def test_adding_results_costs_the_version_the_key_and_one_query(django_assert_num_queries):
     league = make_league("one_query", players=4)
     standings.standings(league)
     play_round(league, 1)
-    with django_assert_num_queries(3):  # the two aggregates of the key, the new results
+    with django_assert_num_queries(4):  # the version, the two aggregates of the key, the new results
         rows = standings.standings(league)
     assert rows == standings.compute(league)
     assert sum(row["played"] for row in rows) == 4
+
+
+def test_a_read_while_nothing_changed_costs_the_version_only(django_assert_num_queries):
+    league = make_league("unchanged", players=4)
+    play_round(league, 1)
+    first = standings.standings(league)
+    for _ in range(3):
+        with django_assert_num_queries(1):
+            assert standings.standings(league) == first
+
+
+def test_a_hand_edit_that_moves_no_version_shows_after_the_ttl(settings):
+    settings.STANDINGS_CACHE_TTL = 3600
+    league = make_league("hand_edit", players=4)
+    standings.standings(league)
+    Player.objects.filter(league=league, player_id="P01").update(display_name="Renamed")
+    assert "Renamed" not in {row["display_name"] for row in standings.standings(league)}
+    settings.STANDINGS_CACHE_TTL = 0
+    assert "Renamed" in {row["display_name"] for row in standings.standings(league)}
 
 
 def test_a_result_the_full_read_saw_before_its_key_did_is_not_counted_twice(monkeypatch, full_reads):
