@@ -41,8 +41,11 @@ def test_a_run_of_ports_does_not_overlap_a_port_already_handed_out(unlucky):
 
 def test_a_port_in_use_is_not_handed_out(unlucky):
     with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 21001))
-        busy.listen()
+        try:
+            busy.bind(("127.0.0.1", 21001))
+            busy.listen()
+        except OSError:
+            pass  # another process of the machine holds it: in use all the same
         with pytest.raises(CommandError, match="no run of 3 free ports"):
             unlucky.free_port_run(3)  # 21000-21002 holds a port in use
 
