@@ -86,11 +86,15 @@ class Victim:
                 self.ready_at = now
 
     def settled(self, now: float, settle: float) -> bool:
-        """Up, serving and left alone for ``settle`` seconds since. A Django process takes
-        seconds to start on a loaded machine: one killed again before it serves would never
-        serve at all, which tests nothing."""
+        """Up, serving and left alone since for ``settle`` seconds, or for as long as it took to
+        start if that was longer. A Django process takes seconds to start on a loaded machine: one
+        killed again before it serves would never serve at all, which tests nothing, and one killed
+        as soon as it serves would leave its league too little time with every process up (the
+        bound measures the league, not the machine's start-up time)."""
         alive = not self.down and self.child.proc.poll() is None
-        return alive and self.ready_at is not None and now - self.ready_at >= settle
+        if not alive or self.ready_at is None:
+            return False
+        return now - self.ready_at >= max(settle, self.ready_at - self.started_at)
 
 
 @dataclass
