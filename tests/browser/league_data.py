@@ -28,6 +28,21 @@ NAMES = [
 ]  # fmt: skip
 
 
+def seat_players(league: League, count: int) -> None:
+    """``count`` registered players P01… with the names, endpoints and tokens every page test
+    knows them by."""
+    for i in range(count):
+        Player.objects.create(
+            league=league,
+            player_id=f"P{i + 1:02d}",
+            display_name=NAMES[i % len(NAMES)],
+            endpoint=f"http://127.0.0.1:{8101 + i}/mcp",
+            token_hash=hash_token(f"player-secret-{i}"),
+            game_types=[league.game_type],
+            version="1.0.0",
+        )
+
+
 def make_league(
     league_id: str = "spring_cup",
     players: int = 4,
@@ -45,16 +60,7 @@ def make_league(
         registration_closes_at=timezone.now() + timedelta(minutes=5),
         started_at=timezone.now() if scheduled else None,
     )
-    for i in range(players):
-        Player.objects.create(
-            league=league,
-            player_id=f"P{i + 1:02d}",
-            display_name=NAMES[i % len(NAMES)],
-            endpoint=f"http://127.0.0.1:{8101 + i}/mcp",
-            token_hash=hash_token(f"player-secret-{i}"),
-            game_types=[game_type],
-            version="1.0.0",
-        )
+    seat_players(league, players)
     for i in range(referees):
         Referee.objects.create(
             league=league,
@@ -92,16 +98,7 @@ def make_knockout(league_id: str, players: int, ratings: dict[str, float]) -> Le
         name=league_id.replace("_", " ").title(), league_id=league_id, schedule_format="knockout"
     )
     league = actions.open_registration(league, 600)
-    for i in range(players):
-        Player.objects.create(
-            league=league,
-            player_id=f"P{i + 1:02d}",
-            display_name=NAMES[i % len(NAMES)],
-            endpoint=f"http://127.0.0.1:{8101 + i}/mcp",
-            token_hash=hash_token(f"player-secret-{i}"),
-            game_types=[league.game_type],
-            version="1.0.0",
-        )
+    seat_players(league, players)
     Referee.objects.create(
         league=league,
         referee_id="REF01",
