@@ -3,7 +3,8 @@
 The LM site and the conductor run for the whole bench; each league gets its own referees and
 player hosts (with ``--state-dir``, so a restarted agent keeps its identity and its unsent
 reports). While a league plays, every few seconds one process chosen at random (the LM, the
-conductor, a referee, a player host) is killed with SIGKILL and started again a moment later, and
+conductor, a referee, a player host) is killed with SIGKILL and started again a moment later
+(the next kill waits until it serves again: ``killable``), and
 now and then the database is cut for a few seconds (see league/bench/outage.py). A process that
 exits on its own (not killed by the bench) is a violation: it is started again, and reported.
 
@@ -95,6 +96,21 @@ class Victim:
         if not alive or self.ready_at is None:
             return False
         return now - self.ready_at >= max(settle, self.ready_at - self.started_at)
+
+
+def killable(victims: list[Victim], now: float, settle: float) -> list[Victim]:
+    """The processes the bench may kill now: none while one is down or not yet settled (killed
+    and not serving again, or serving for less time than it took to start), else every one.
+    One crash at a time, each recovered from before the next: on a loaded machine a restart takes
+    seconds, and crashes piling up would leave a league no time with its processes up (the bound
+    measures the league, not the machine). Processes killed together are the recovery tests'
+    (tests/integration/test_recovery_referee.py: the conductor and a referee). A player host
+    that ended with its league (exited, not killed) counts as neither."""
+    for victim in victims:
+        alive = victim.child.proc.poll() is None
+        if victim.down or (alive and not victim.settled(now, settle)):
+            return []
+    return [v for v in victims if v.settled(now, settle)]
 
 
 @dataclass
@@ -299,8 +315,7 @@ class ChaosBench:
         """Restart what is due, kill the next victim and cut or restore the database when
         their times have come."""
         self._supervise(now)
-        if now >= self.next_kill:
-            self._kill_one(now)
+        if now >= self.next_kill and self._kill_one(now):
             self.next_kill = now + self.rng.uniform(*self.kill_every)
         if self.outage_ends is None and now >= self.next_outage:
             length = self.rng.uniform(*self.outage_for)
@@ -319,19 +334,21 @@ class ChaosBench:
     def _victims(self) -> list[Victim]:
         return [*self.core, *self.agents]
 
-    def _kill_one(self, now: float) -> None:
-        """SIGKILL one settled process: a kind first (each kind that has one alike), then one of
-        that kind, so that the one LM is as likely a victim as any of the player hosts."""
-        settled = [v for v in self._victims() if v.settled(now, self.settle)]
+    def _kill_one(self, now: float) -> bool:
+        """SIGKILL one process (``killable``): a kind first (each kind that has one alike), then
+        one of that kind, so that the one LM is as likely a victim as any of the player hosts.
+        False when none may be killed now."""
+        settled = killable(self._victims(), now, self.settle)
         kinds = [role for role in ROLES if any(v.child.role == role for v in settled)]
         if not kinds:
-            return
+            return False
         role = self.rng.choice(kinds)
         victim = self.rng.choice([v for v in settled if v.child.role == role])
         victim.child.proc.send_signal(signal.SIGKILL)
         victim.child.proc.wait(10)
         victim.restart_at = now + self.rng.uniform(*self.down_for)
         self.kills[role] += 1
+        return True
 
     def _supervise(self, now: float) -> None:
         """Start again what the bench killed once its time is up, and what exited on its own."""

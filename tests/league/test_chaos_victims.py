@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from league.bench.chaos import Victim
+from league.bench.chaos import Victim, killable
 from league.bench.processes import Child
 
 
@@ -41,3 +41,29 @@ def test_a_process_not_serving_yet_or_down_is_never_settled(victim):
     victim.ready_at = 101.0
     victim.restart_at = 2_000.0  # killed on purpose, its restart planned
     assert not victim.settled(1_000.0, settle=3.0)
+
+
+def _child(role: str) -> Child:
+    return Child(role, role, subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]))
+
+
+def test_no_process_is_killed_while_another_is_down_or_still_starting(tmp_path):
+    lm, referee, host = (Victim(_child(role), tmp_path, started_at=100.0) for role in ("lm", "referee", "players"))
+    try:
+        for victim in (lm, referee, host):
+            victim.ready_at = 101.0
+        assert killable([lm, referee, host], 110.0, settle=3.0) == [lm, referee, host]
+        referee.restart_at = 111.0  # killed, its restart planned
+        assert killable([lm, referee, host], 110.5, settle=3.0) == []
+        referee.restart_at, referee.started_at, referee.ready_at = None, 111.0, None  # started again
+        assert killable([lm, referee, host], 115.0, settle=3.0) == []  # not serving yet
+        referee.ready_at = 119.0  # served after 8 s: left alone 8 s more
+        assert killable([lm, referee, host], 126.9, settle=3.0) == []
+        assert killable([lm, referee, host], 127.0, settle=3.0) == [lm, referee, host]
+        host.child.proc.kill()
+        host.child.proc.wait()  # a host that ended with its league holds nothing up
+        assert killable([lm, referee, host], 127.0, settle=3.0) == [lm, referee]
+    finally:
+        for victim in (lm, referee, host):
+            victim.child.proc.kill()
+            victim.child.proc.wait()
