@@ -164,6 +164,14 @@ _cache: dict[int, _Entry] = {}
 _cache_lock = threading.Lock()
 
 
+def clear_cache() -> None:
+    """Forget the standings cached in this process: the next read of each league reads every
+    result. The test suite calls it so that each test starts from no cache; the LM does not
+    need it (the league's version and STANDINGS_CACHE_TTL keep the cache right)."""
+    with _cache_lock:
+        _cache.clear()
+
+
 def _only_results_added(old: StandingsKey, new: StandingsKey) -> bool:
     return (
         old.rest == new.rest

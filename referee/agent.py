@@ -56,9 +56,6 @@ ANSWER_TYPES = ("CHOOSE_PARITY_RESPONSE", "MOVE_RESPONSE", "GAME_JOIN_ACK")
 # A player's answers sent as calls of their own, noted in its match's log at most this many times.
 STRAY_NOTES_KEPT = 10
 FINISHED_KEPT = 1000  # finished matches kept in memory for get_match_state and idempotency
-# The LM's acknowledgements kept for get_match_state's report_status: those of the matches still
-# kept, with room for reports re-sent after a restart (their matches are not in memory).
-REPORTS_KEPT = 2 * FINISHED_KEPT
 # Reports waiting together go to the LM in one JSON-RPC batch of at most this many, and of at
 # most this many bytes of messages: the LM answers a body over 1 MiB with 413 (docs/protocol.md),
 # and the JSON-RPC framing of each item needs room too. A larger report goes alone, as before.
@@ -122,6 +119,9 @@ class RefereeConfig:
     # in the same batch: a 100-player league's reports then reach the LM in about half as many POSTs.
     report_linger: float = 0.02
     report_batch_bytes: int = REPORT_BATCH_BYTES  # the most bytes of reports one POST carries
+    # The LM's acknowledgements kept for get_match_state's report_status: those of the matches still
+    # kept, with room for reports re-sent after a restart (their matches are not in memory).
+    reports_kept: int = 2 * FINISHED_KEPT
 
     @property
     def contact_endpoint(self) -> str:
@@ -299,6 +299,11 @@ class Referee:
     @property
     def active_matches(self) -> int:
         return len(self._running)
+
+    @property
+    def undelivered_reports(self) -> int:
+        """Reports of this referee the LM has not acknowledged yet (each has its delivery task)."""
+        return len(self._report_tasks)
 
     @property
     def local(self) -> bool:
@@ -937,9 +942,10 @@ class Referee:
             del self._report_tasks[key]
 
     def _acknowledged(self, key: str, reply: dict[str, Any]) -> None:
-        """The LM's last word on a report: kept for get_match_state, the oldest dropped past REPORTS_KEPT."""
+        """The LM's last word on a report: kept for get_match_state, the oldest dropped past
+        ``config.reports_kept``."""
         self.reports[key] = reply
-        while len(self.reports) > REPORTS_KEPT:
+        while len(self.reports) > self.config.reports_kept:
             self.reports.popitem(last=False)
         self.store.remove_report(key)
 

@@ -10,6 +10,7 @@ would be on its own. Referees also need the operator's key."""
 
 from __future__ import annotations
 
+import functools
 import hmac
 import logging
 import re
@@ -47,7 +48,13 @@ HOW_TO_SET_THE_KEY = (
     "the admin (Leagues > Generate a referee key), then start referees with --key or REFEREE_KEY "
     '(docs/operations.md, "Referee keys")'
 )
-_key_advice_logged = False  # the LM logs how to set the key once per process, not per refusal
+
+
+@functools.cache
+def log_key_advice() -> None:
+    """Tell the operator how to let referees in: ``check_referee_key`` calls it on each refusal,
+    and the cache makes that once per process (its ``cache_clear()`` lets it log again)."""
+    log.warning("register_referee refused: no valid referee key; to let referees in, %s", HOW_TO_SET_THE_KEY)
 
 
 def generate_referee_key(league: League) -> str:
@@ -75,7 +82,6 @@ def revoke_referee_key(league: League) -> None:
 def check_referee_key(league: League, key: Any) -> None:
     """E012 unless ``key`` is the site's REFEREE_KEY or ``league``'s own key. Referees decide
     results, so they are the operator's: with neither key configured every referee is refused."""
-    global _key_advice_logged
     site_key: str = settings.REFEREE_KEY
     if isinstance(key, str) and key:
         # Compared as hashes: constant time, and any text (compare_digest refuses non-ASCII str).
@@ -85,9 +91,7 @@ def check_referee_key(league: League, key: Any) -> None:
         if league.referee_key_hash and hmac.compare_digest(digest, league.referee_key_hash):
             return
     configured = bool(site_key or league.referee_key_hash)
-    if not _key_advice_logged:
-        _key_advice_logged = True
-        log.warning("register_referee refused: no valid referee key; to let referees in, %s", HOW_TO_SET_THE_KEY)
+    log_key_advice()
     raise refusal(
         ErrorCode.AUTH_TOKEN_INVALID,
         "referee_key",

@@ -1,11 +1,14 @@
 """The relay sockets held by this process: which channel serves which player, and its consumer.
 The database knows the sockets of every process (``state.py``); this knows its own without a
 query, which is every socket when the channel layer is the in-memory one (one LM process), and
-lets a call reach a consumer of this process without going through the channel layer."""
+lets a call reach a consumer of this process without going through the channel layer (unless
+``RELAY_LOCAL_SHORTCUT`` is off)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from django.conf import settings
 
 _channels: dict[tuple[str, str], str] = {}
 _consumers: dict[str, Any] = {}  # channel → its RelayConsumer
@@ -50,5 +53,6 @@ def local_channel(league_id: str, player_id: str) -> str | None:
 
 
 def local_consumer(channel: str) -> Any | None:
-    """The consumer of ``channel`` when this process holds it."""
-    return _consumers.get(channel)
+    """The consumer of ``channel`` when this process holds it and ``RELAY_LOCAL_SHORTCUT`` is on;
+    None sends what is meant for it through the channel layer."""
+    return _consumers.get(channel) if settings.RELAY_LOCAL_SHORTCUT else None

@@ -323,6 +323,10 @@ STANDINGS_CACHE_TTL = 5.0
 # Seconds a league's rate_limit_per_minute is kept in memory (league/ratelimit.py) before it is
 # read again: an admin's change applies within this.
 LEAGUE_RATE_LIMIT_CACHE_TTL = 5.0
+# A relayed call to a socket this process holds goes straight to its consumer (league/relay/hub.py).
+# False sends every call through the channel layer, the path calls from other LM processes take:
+# use it to check a Redis layer on one process.
+RELAY_LOCAL_SHORTCUT = True
 # Seconds a referee started by `runreferee` holds a finished match's report for those of matches
 # still in play, to send them in one batch (referee/agent.py, RefereeConfig.report_linger).
 REFEREE_REPORT_LINGER = 0.02

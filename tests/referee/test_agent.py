@@ -309,24 +309,38 @@ async def test_active_matches_counts_the_match_tasks_not_yet_done():
     assert set(referee._match_tasks) == {"league_test:R1M1", "league_test:R1M2"}  # kept for idempotency
 
 
-async def test_it_keeps_only_undelivered_report_tasks_and_the_latest_acknowledgements(monkeypatch):
-    monkeypatch.setattr(agent, "REPORTS_KEPT", 3)
-    referee = Referee(RefereeConfig(register=False))
-    gate = asyncio.Event()
+def _report_status(referee_url: str, match_id: str) -> str | None:
+    query = {"match_id": match_id, "league_id": "league_test", "auth_token": ScriptedLM.LM_TOKEN}
+    return rpc(referee_url, "get_match_state", query)["report_status"]
 
-    async def deliver(key: str, pending: dict) -> None:
-        await gate.wait()
-        referee._acknowledged(key, {"status": "RECORDED", "match_id": key})
 
-    monkeypatch.setattr(referee, "_deliver_report", deliver)
-    for n in range(1, 6):
-        referee._start_report(f"league_test:R1M{n}", {})
-    assert len(referee._report_tasks) == 5
-    tasks = list(referee._report_tasks.values())
-    gate.set()
-    await asyncio.gather(*tasks)
-    assert referee._report_tasks == {}
-    assert list(referee.reports) == ["league_test:R1M3", "league_test:R1M4", "league_test:R1M5"]
+def _wait_recorded(referee_url: str, match_id: str) -> None:
+    """Until the referee has the LM's acknowledgement of the match's report."""
+    wait_until(lambda: _report_status(referee_url, match_id) == "RECORDED", what=f"{match_id}'s report recorded")
+
+
+def test_it_keeps_only_undelivered_report_tasks_and_the_latest_acknowledgements(lm, players):
+    scripted_lm, lm_url = lm
+    _, url_a = players(ScriptedPlayer("P01"))
+    _, url_b = players(ScriptedPlayer("P02"))
+    held = scripted_lm.report_gate = threading.Event()  # the first report waits for its answer
+    patient = {**FAST_TIMEOUTS, "report": 30.0}  # and is not sent again meanwhile
+    match_ids = [f"R1M{n}" for n in range(1, 6)]
+    with run_referee(league_url=lm_url, reports_kept=3) as running:
+        running.wait_registered()
+        for match_id in match_ids:  # one after another: acknowledged in this order
+            message = start_match_message(url_a, url_b, match_id=match_id, timeouts=patient)
+            assert rpc(running.url, "start_match", message)["status"] == "ACCEPTED"
+            if not held.is_set():
+                scripted_lm.received.wait_for("report_match_result")
+                assert running.referee.undelivered_reports == 1
+                held.set()
+            _wait_recorded(running.url, match_id)
+        assert len(scripted_lm.received.of("acknowledged")) == 5
+        # The matches are all still kept: the two oldest acknowledgements are not.
+        statuses = [_report_status(running.url, match_id) for match_id in match_ids]
+        assert statuses == ["PENDING", "PENDING", "RECORDED", "RECORDED", "RECORDED"]
+        assert running.referee.undelivered_reports == 0
 
 
 def test_a_report_the_lm_could_not_take_is_sent_again_after_the_wait_it_asked_for(referee, lm, players, caplog):

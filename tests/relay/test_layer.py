@@ -1,9 +1,10 @@
 """Calls that cross LM processes through the channel layer: a failed send or read of the layer
 fails at most the one call it carried, never the consumer and the agent's socket.
 
-The LM runs in this process (lm_server); ``hub.local_consumer`` is patched to find no consumer
-here, so every call goes through the layer as from another process: the in-memory layer, and
-Redis's (as several LM processes use it) when a Redis server is up."""
+The LM runs in this process (lm_server) with ``RELAY_LOCAL_SHORTCUT`` off, so every call goes
+through the layer as from another process: the in-memory layer, and Redis's (as several LM
+processes use it) when a Redis server is up; each a test layer (tests/support/layers.py) that
+fails a call when told."""
 
 from __future__ import annotations
 
@@ -23,32 +24,33 @@ from redis.exceptions import TimeoutError as RedisTimeout
 from websockets.sync.client import ClientConnection, connect
 
 from league.models import Player as PlayerRow
-from league.relay import hub
 from leaguesite.settings.base import redis_channel_layer
 from players.connect import connect_url
 from tests.league.lm_support import make_league, player_meta, register_player
 from tests.relay.support import lm_headers
+from tests.support.layers import IN_MEMORY, REDIS, FaultInjection
 from tests.support.servers import REDIS_URL, redis_up
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(params=["in-memory", "redis"])
-def layer(request: pytest.FixtureRequest, settings: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+def layer(request: pytest.FixtureRequest, settings: Any) -> FaultInjection:
     """The channel layer the LM uses, every call to a relay socket crossing it."""
     if request.param == "redis":
         if not redis_up():
             pytest.skip("no Redis at 127.0.0.1:6379")
-        settings.CHANNEL_LAYERS = {
-            "default": redis_channel_layer(
-                REDIS_URL,
-                f"rr-test:{time.time_ns()}:asgi",
-                settings.RELAY_AGENTS_PER_PROCESS,
-                settings.RELAY_MAX_IN_FLIGHT,
-            )
-        }
-    monkeypatch.setattr(hub, "local_consumer", lambda channel: None)
-    return get_channel_layer()
+        config = redis_channel_layer(
+            REDIS_URL, f"rr-test:{time.time_ns()}:asgi", settings.RELAY_AGENTS_PER_PROCESS, settings.RELAY_MAX_IN_FLIGHT
+        )
+        settings.CHANNEL_LAYERS = {"default": {**config, "BACKEND": REDIS}}
+    else:
+        settings.CHANNEL_LAYERS = {"default": {"BACKEND": IN_MEMORY}}
+    settings.RELAY_LOCAL_SHORTCUT = False
+    # Channels makes its layer anew when CHANNEL_LAYERS changes: the LM's thread gets this one too.
+    layer = get_channel_layer()
+    assert isinstance(layer, FaultInjection)
+    return layer
 
 
 @pytest.fixture
@@ -88,20 +90,9 @@ def _answer(agent: ClientConnection, result: Any = None) -> None:
     agent.send(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result or {}}))
 
 
-def test_a_reply_the_layer_refuses_fails_that_call_and_the_socket_stays(
-    endpoint_and_socket, layer, monkeypatch, caplog
-):
+def test_a_reply_the_layer_refuses_fails_that_call_and_the_socket_stays(endpoint_and_socket, layer, caplog):
     endpoint, agent = endpoint_and_socket
-    send = layer.send
-    refused: list[str] = []
-
-    async def full_once(channel: str, message: dict[str, Any]) -> None:
-        if message["type"] == "relay.reply" and not refused:
-            refused.append(channel)
-            raise ChannelFull()
-        await send(channel, message)
-
-    monkeypatch.setattr(layer, "send", full_once)
+    refused = layer.fail_once("send", ChannelFull(), when=lambda channel, message: message["type"] == "relay.reply")
     with ThreadPoolExecutor(1) as pool, caplog.at_level(logging.WARNING, "league.relay"):
         lost = pool.submit(_call, endpoint, "lost", 1)
         _answer(agent)
@@ -109,23 +100,15 @@ def test_a_reply_the_layer_refuses_fails_that_call_and_the_socket_stays(
         answered = pool.submit(_call, endpoint, "next")
         _answer(agent, {"pong": True})
         assert answered.result(10).json() == {"jsonrpc": "2.0", "id": "next", "result": {"pong": True}}
-    assert len(refused) == 1
+    ((channel, _),) = refused
     assert [r.getMessage() for r in caplog.records if "could not be sent" in r.getMessage()] == [
-        f"relay: the reply (200) to {refused[0]} could not be sent (ChannelFull())"
+        f"relay: the reply (200) to {channel} could not be sent (ChannelFull())"
     ]
 
 
-def test_a_failed_read_of_the_sockets_channel_is_tried_again(lm_server, layer, player, monkeypatch):
-    receive = layer.receive
-    failed: list[str] = []
-
-    async def timing_out_once(channel: str) -> dict[str, Any]:
-        if not failed:  # the first read: the consumer's, as it starts
-            failed.append(channel)
-            raise RedisTimeout("Timeout reading from 127.0.0.1:6379")
-        return await receive(channel)
-
-    monkeypatch.setattr(layer, "receive", timing_out_once)
+def test_a_failed_read_of_the_sockets_channel_is_tried_again(lm_server, layer, player):
+    # The first read: the consumer's, as it starts.
+    failed = layer.fail_once("receive", RedisTimeout("Timeout reading from 127.0.0.1:6379"))
     endpoint, token = player
     with _welcomed(lm_server, token) as agent, ThreadPoolExecutor(1) as pool:
         assert failed

@@ -3,15 +3,19 @@ league that can be exported and its standings recomputed from the results alone.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import DatabaseError, connections
-from django.db.backends.utils import CursorWrapper
+from django.db import DatabaseError, connection, connections
 
 from league import actions
+from league.mcp.database import database_job
 from league.models import Event, League, Match, MatchResult, Player, Referee
 from tests.league.lm_support import (
     assigned_match,
@@ -58,20 +62,28 @@ def test_an_acknowledged_result_is_already_committed(lm_server):
     assert _committed_results("R1M1") == 1
 
 
-def test_a_result_that_cannot_be_committed_is_not_acknowledged(lm_server, monkeypatch):
+@contextmanager
+def _on_the_lms_database_thread(wrapper: Callable[..., Any]) -> Iterator[None]:
+    """``wrapper`` (``connection.execute_wrapper``'s) around every query of /mcp's work: the LM runs
+    it on its database thread (league/mcp/database.py), on that thread's connection."""
+    wrapped = ExitStack()
+    asyncio.run(database_job(lambda: wrapped.enter_context(connection.execute_wrapper(wrapper))))
+    try:
+        yield
+    finally:
+        asyncio.run(database_job(wrapped.close))
+
+
+def _disk_full(execute: Callable, sql: str, params: Any, many: bool, context: dict) -> Any:
+    """The database refuses to store a result, however it is written (one row or many)."""
+    if sql.lstrip().upper().startswith("INSERT") and MatchResult._meta.db_table in sql:
+        raise DatabaseError("disk full")
+    return execute(sql, params, many, context)
+
+
+def test_a_result_that_cannot_be_committed_is_not_acknowledged(lm_server):
     ref = _league_with_assigned_match(lm_server)
-
-    def disk_full(run):  # the database refuses to store a result, however it is written
-        def refuse(self, sql, *args, **kwargs):
-            if sql.lstrip().upper().startswith("INSERT") and MatchResult._meta.db_table in sql:
-                raise DatabaseError("disk full")
-            return run(self, sql, *args, **kwargs)
-
-        return refuse
-
-    with monkeypatch.context() as patch:
-        for name in ("execute", "executemany"):
-            patch.setattr(CursorWrapper, name, disk_full(getattr(CursorWrapper, name)))
+    with _on_the_lms_database_thread(_disk_full):
         body = rpc(lm_server, "report_match_result", win_report(ref))
     assert "result" not in body and body["error"]["code"] == -32603  # no ack of any kind
     assert _committed_results("R1M1") == 0

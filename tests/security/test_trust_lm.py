@@ -41,9 +41,9 @@ def _refused_for(reply: dict, field: str) -> bool:
 
 
 # -- the referee key ------------------------------------------------------------------------------
-def test_a_referee_without_the_key_or_with_a_wrong_one_is_refused_and_nothing_is_stored(lm_server, caplog, monkeypatch):
+def test_a_referee_without_the_key_or_with_a_wrong_one_is_refused_and_nothing_is_stored(lm_server, caplog):
     make_league()
-    monkeypatch.setattr(actions.registration, "_key_advice_logged", False)
+    actions.registration.log_key_advice.cache_clear()  # as in a process that refused no referee yet
     with caplog.at_level(logging.WARNING, logger="league.actions"):
         # The rogue referee of the finding: no key at all, and a large capacity to be picked first.
         rogue = referee_meta(display_name="rogue", max_concurrent_matches=50)
