@@ -4,7 +4,7 @@ The LM site and the conductor run for the whole bench; each league gets its own 
 player hosts (with ``--state-dir``, so a restarted agent keeps its identity and its unsent
 reports). While a league plays, every few seconds one process chosen at random (the LM, the
 conductor, a referee, a player host) is killed with SIGKILL and started again a moment later
-(the next kill waits until it serves again: ``killable``), and
+(never the LM and the conductor both at once: ``killable``), and
 now and then the database is cut for a few seconds (see league/bench/outage.py). A process that
 exits on its own (not killed by the bench) is a violation: it is started again, and reported.
 
@@ -40,8 +40,9 @@ from league.bench.told import recorded_outcomes, told_in_states, told_problems
 from league.models import AgentStatus, Event, League, Match, MatchResult
 from players.management.commands.runplayer import EXIT_REFUSED
 
-# What the bench kills (every kind alike).
+# What the bench kills (every kind alike, in turn).
 ROLES = ("lm", "conductor", "referee", "players")
+CORE = ("lm", "conductor")  # without either, no league moves
 READY_LINE = b"conductor started"  # the conductor's first log line (league/conductor/worker.py)
 
 
@@ -55,6 +56,7 @@ class Victim:
     started_at: float = field(default_factory=time.monotonic)
     ready_at: float | None = None  # when it was first seen serving since its last start
     log_offset: int = 0  # where its log was at its last start
+    restarted: bool = False  # started again by the bench (killed, or exited by itself)
 
     @property
     def down(self) -> bool:
@@ -99,18 +101,20 @@ class Victim:
 
 
 def killable(victims: list[Victim], now: float, settle: float) -> list[Victim]:
-    """The processes the bench may kill now: none while one is down or not yet settled (killed
-    and not serving again, or serving for less time than it took to start), else every one.
-    One crash at a time, each recovered from before the next: on a loaded machine a restart takes
-    seconds, and crashes piling up would leave a league no time with its processes up (the bound
-    measures the league, not the machine). Processes killed together are the recovery tests'
-    (tests/integration/test_recovery_referee.py: the conductor and a referee). A player host
-    that ended with its league (exited, not killed) counts as neither."""
-    for victim in victims:
-        alive = victim.child.proc.poll() is None
-        if victim.down or (alive and not victim.settled(now, settle)):
-            return []
-    return [v for v in victims if v.settled(now, settle)]
+    """The processes the bench may kill now: the settled ones (serving, and for at least as long
+    as they took to start), but neither the LM nor the conductor while the other is away (killed
+    and not settled again). No league moves while one of those two is away, and on a loaded
+    machine a restart takes seconds: their crashes piling up would leave a league no time with
+    them both up, and the bound would measure the machine, not the league. An agent away holds
+    up only its own matches. Both killed together is the recovery tests' concern
+    (tests/integration/test_recovery_referee.py kills the conductor and a referee together)."""
+    core_away = any(
+        v.child.role in CORE
+        and v.restarted
+        and (v.down or (v.child.proc.poll() is None and not v.settled(now, settle)))
+        for v in victims
+    )
+    return [v for v in victims if v.settled(now, settle) and not (core_away and v.child.role in CORE)]
 
 
 @dataclass
@@ -155,9 +159,11 @@ class ChaosBench:
     outcomes: list[LeagueOutcome] = field(default_factory=list)
     told_checked: int = 0  # (player, match) outcomes told and compared with the record
     league: League | None = field(init=False, default=None)  # the league being played
+    _deck: list[str] = field(init=False)  # the kinds still to kill in this turn (_kill_one)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
+        self._deck = self.rng.sample(ROLES, len(ROLES))
 
     # -- the run ------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -342,11 +348,20 @@ class ChaosBench:
         kinds = [role for role in ROLES if any(v.child.role == role for v in settled)]
         if not kinds:
             return False
-        role = self.rng.choice(kinds)
+        # Each kind in turn, in a shuffled order, so that every kind is killed alike however few
+        # kills a run has room for; a kind with none to kill now (a short league's agents, not
+        # settled yet) does not hold the others up.
+        turn = [role for role in self._deck if role in kinds]
+        role = turn[0] if turn else self.rng.choice(kinds)
+        if turn:
+            self._deck.remove(role)
+            if not self._deck:
+                self._deck = self.rng.sample(ROLES, len(ROLES))
         victim = self.rng.choice([v for v in settled if v.child.role == role])
         victim.child.proc.send_signal(signal.SIGKILL)
         victim.child.proc.wait(10)
         victim.restart_at = now + self.rng.uniform(*self.down_for)
+        victim.restarted = True
         self.kills[role] += 1
         return True
 
@@ -379,7 +394,7 @@ class ChaosBench:
     def _restart(self, victim: Victim) -> None:
         """The same command again, its output appended to the same log."""
         child = victim.child
-        victim.started_at, victim.ready_at = time.monotonic(), None
+        victim.started_at, victim.ready_at, victim.restarted = time.monotonic(), None, True
         with open(victim.log_dir / f"{child.name}.log", "a") as log:
             victim.log_offset = log.tell()
             log.write(f"--- started again at {time.strftime('%H:%M:%S')}\n")

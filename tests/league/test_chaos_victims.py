@@ -47,23 +47,30 @@ def _child(role: str) -> Child:
     return Child(role, role, subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]))
 
 
-def test_no_process_is_killed_while_another_is_down_or_still_starting(tmp_path):
-    lm, referee, host = (Victim(_child(role), tmp_path, started_at=100.0) for role in ("lm", "referee", "players"))
+def test_neither_the_lm_nor_the_conductor_is_killed_while_the_other_is_away(tmp_path):
+    lm, conductor, referee, host = (
+        Victim(_child(role), tmp_path, started_at=100.0) for role in ("lm", "conductor", "referee", "players")
+    )
+    everyone = [lm, conductor, referee, host]
     try:
-        for victim in (lm, referee, host):
-            victim.ready_at = 101.0
-        assert killable([lm, referee, host], 110.0, settle=3.0) == [lm, referee, host]
-        referee.restart_at = 111.0  # killed, its restart planned
-        assert killable([lm, referee, host], 110.5, settle=3.0) == []
-        referee.restart_at, referee.started_at, referee.ready_at = None, 111.0, None  # started again
-        assert killable([lm, referee, host], 115.0, settle=3.0) == []  # not serving yet
-        referee.ready_at = 119.0  # served after 8 s: left alone 8 s more
-        assert killable([lm, referee, host], 126.9, settle=3.0) == []
-        assert killable([lm, referee, host], 127.0, settle=3.0) == [lm, referee, host]
+        lm.ready_at, conductor.ready_at, referee.ready_at = 101.0, 101.0, 101.0
+        # A league's host starting for the first time is not killed before it has settled.
+        assert killable(everyone, 110.0, settle=3.0) == [lm, conductor, referee]
+        host.ready_at = 101.0
+        assert killable(everyone, 110.0, settle=3.0) == everyone
+        referee.restart_at, referee.restarted = 111.0, True  # a referee away holds nothing up
+        assert killable(everyone, 110.5, settle=3.0) == [lm, conductor, host]
+        lm.restart_at, lm.restarted = 111.0, True  # the LM killed, its restart planned
+        assert killable(everyone, 110.5, settle=3.0) == [host]
+        lm.restart_at, lm.started_at, lm.ready_at = None, 111.0, None  # started again
+        assert killable(everyone, 115.0, settle=3.0) == [host]  # not serving yet
+        lm.ready_at = 119.0  # served after 8 s: left alone 8 s more
+        assert killable(everyone, 126.9, settle=3.0) == [host]
+        assert killable(everyone, 127.0, settle=3.0) == [lm, conductor, host]
         host.child.proc.kill()
-        host.child.proc.wait()  # a host that ended with its league holds nothing up
-        assert killable([lm, referee, host], 127.0, settle=3.0) == [lm, referee]
+        host.child.proc.wait()  # a host that ended with its league is killed no more
+        assert killable(everyone, 127.0, settle=3.0) == [lm, conductor]
     finally:
-        for victim in (lm, referee, host):
+        for victim in everyone:
             victim.child.proc.kill()
             victim.child.proc.wait()
