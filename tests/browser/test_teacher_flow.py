@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from playwright.sync_api import expect
 
 from league.models import League, MatchResult, Player
 from tests.conftest import ROOT
@@ -68,6 +69,9 @@ def success(page) -> str:
 def create_league(page, league_id: str, name: str, **fields: str) -> League:
     page.click("#site-name a")  # the admin's home, from any of its pages
     page.click("tr.model-league a.addlink")
+    # The admin focuses the form's first field once the page has rendered; on a loaded machine
+    # that can come after the first fills and send the next one's keys to it: wait for it first.
+    expect(page.locator("#id_league_id")).to_be_focused()
     page.fill("#id_league_id", league_id)
     page.fill("#id_name", name)
     for field, value in fields.items():
