@@ -67,6 +67,7 @@ class CallFailed(Exception):
         latency_ms: float = 0.0,
         http_status: int | None = None,
         rpc_error: dict | None = None,
+        maybe_delivered: bool = True,
     ) -> None:
         super().__init__(f"{code.value} {detail}")
         self.code = code
@@ -75,6 +76,11 @@ class CallFailed(Exception):
         self.latency_ms = latency_ms
         self.http_status = http_status
         self.rpc_error = rpc_error
+        # Whether the agent may have received the request (in any of the call's attempts): False
+        # only when no attempt got as far as a connection (refused, no such host, a bad URL, an
+        # address refused before connecting). A timeout or a connection lost after connecting may
+        # have delivered it: the agent may be acting on it.
+        self.maybe_delivered = maybe_delivered
 
 
 def _final(exc: CallFailed, attempts: int, started: float, policy: RetryPolicy) -> bool:
@@ -287,6 +293,7 @@ class AgentClient:
         """Call ``method`` on an agent; retries E001/E009 per ``policy``; raises CallFailed."""
         started = time.perf_counter()
         attempts = 0
+        delivered = False  # whether an earlier attempt may have reached the agent
         while True:
             attempts += 1
             try:
@@ -294,6 +301,7 @@ class AgentClient:
                 latency = (time.perf_counter() - started) * 1000
                 return CallResult(reply, is_error, latency, attempts, dialect)
             except CallFailed as exc:
+                delivered = exc.maybe_delivered = delivered or exc.maybe_delivered
                 if _final(exc, attempts, started, policy):
                     raise
             await asyncio.sleep(policy.delay)
@@ -446,20 +454,26 @@ class AgentClient:
             raise CallFailed(ErrorCode.TIMEOUT_ERROR, f"no reply within {timeout:g} s") from exc
         except aiohttp.ClientConnectorDNSError as exc:
             if isinstance(exc.os_error, AddressRefused):
-                raise CallFailed(ErrorCode.CONNECTION_ERROR, f"not connecting: {exc.os_error}") from exc
-            raise CallFailed(ErrorCode.CONNECTION_ERROR, f"DNS: host {exc.host!r} does not resolve") from exc
+                raise CallFailed(
+                    ErrorCode.CONNECTION_ERROR, f"not connecting: {exc.os_error}", maybe_delivered=False
+                ) from exc
+            raise CallFailed(
+                ErrorCode.CONNECTION_ERROR, f"DNS: host {exc.host!r} does not resolve", maybe_delivered=False
+            ) from exc
         except aiohttp.ClientConnectorError as exc:
             if isinstance(exc.os_error, ConnectionRefusedError):
                 detail = f"connection refused by {exc.host}:{exc.port} (nothing listens there)"
             else:
                 detail = f"cannot connect to {exc.host}:{exc.port}: {exc.os_error}"
-            raise CallFailed(ErrorCode.CONNECTION_ERROR, detail) from exc
+            raise CallFailed(ErrorCode.CONNECTION_ERROR, detail, maybe_delivered=False) from exc
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError) as exc:
             raise CallFailed(ErrorCode.CONNECTION_ERROR, f"connection failed: {exc.__class__.__name__}: {exc}") from exc
         except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError) as exc:
             # (aiohttp raises the second for a URL without http:// or https://, e.g. "127.0.0.1:8000/mcp")
             raise CallFailed(
-                ErrorCode.CONNECTION_ERROR, f"invalid endpoint URL {endpoint!r}: expected http://host:port/mcp"
+                ErrorCode.CONNECTION_ERROR,
+                f"invalid endpoint URL {endpoint!r}: expected http://host:port/mcp",
+                maybe_delivered=False,
             ) from exc
         except aiohttp.ClientResponseError as exc:
             raise CallFailed(ErrorCode.INVALID_MESSAGE_FORMAT, f"bad HTTP reply: {exc}") from exc
@@ -474,7 +488,7 @@ class AgentClient:
             return
         problem = await self.address_check(url.host or "", url.port or 0, url.host or "")
         if problem:
-            raise CallFailed(ErrorCode.CONNECTION_ERROR, f"not connecting: {problem}")
+            raise CallFailed(ErrorCode.CONNECTION_ERROR, f"not connecting: {problem}", maybe_delivered=False)
 
     async def _read_capped(self, resp: aiohttp.ClientResponse) -> bytes:
         """A body of unknown length (chunked, or until close), refused once past the limit."""

@@ -308,14 +308,21 @@ def claim_matches(
     return claimed
 
 
-def stale_assignments(league_pk: int, older_than: float, skip: Iterable[int] = ()) -> list[Dispatch]:
+def stale_assignments(
+    league_pk: int, older_than: float, skip: Iterable[int] = (), skip_referees: Iterable[int] = ()
+) -> list[Dispatch]:
     """ASSIGNED matches whose start_match nobody is sending any more (a conductor died
-    between claiming and hearing back): resend to the same referee (start_match is idempotent)."""
+    between claiming and hearing back; a call that may have got through, kept with its referee):
+    resend to the same referee (start_match is idempotent), unless it is suspended (the prober
+    lets it back once it answers) or in ``skip_referees`` (cooling down after a failure)."""
     league = League.objects.get(pk=league_pk)
     cutoff = timezone.now() - timedelta(seconds=older_than)
     matches = (
-        Match.objects.filter(league_id=league_pk, status=Match.Status.ASSIGNED, assigned_at__lt=cutoff)
+        Match.objects.filter(
+            league_id=league_pk, status=Match.Status.ASSIGNED, assigned_at__lt=cutoff, referee__status__in=LIVE
+        )
         .exclude(pk__in=set(skip))
+        .exclude(referee_id__in=set(skip_referees))
         .select_related("round", "player_a", "player_b", "referee__league")
     )
     return [
@@ -415,15 +422,16 @@ def referee_cooldown(league: League, failures: int, base: float = 1.0) -> float:
 
 
 def referee_failed(referee_pk: int, reason: str, *, silent: bool = False) -> tuple[bool, int]:
-    """Count a failure; SUSPEND after ``SUSPEND_AFTER`` in a row (and free its matches). Returns
-    (suspended now, failures in a row). A referee suspended here is marked unreachable: the
-    conductor probes it and lets it back in once it answers (``restore_agent``).
+    """Count a failure; SUSPEND after ``SUSPEND_AFTER`` in a row. Returns (suspended now,
+    failures in a row). A referee suspended here is marked unreachable: the conductor probes it
+    and lets it back in once it answers (``restore_agent``). The matches it holds are left to
+    their deadline either way: it may have told their players an outcome already (a referee
+    writes an outcome down before GAME_OVER and reports it once it is back).
 
     ``silent``: it took a start_match and gave no reply in time (stopped or cut off), or did
     not answer a ping while it held matches. It is suspended at once and gets no new match
     until it answers a ping again; else it would be given a match in most rounds, each waiting
-    a call budget before going elsewhere. The matches it holds are left to their deadline (it
-    may have told their players an outcome already)."""
+    a call budget before going elsewhere."""
     with transaction.atomic():
         referee = Referee.objects.select_for_update().select_related("league").get(pk=referee_pk)
         referee.failures += 1
@@ -446,8 +454,6 @@ def referee_failed(referee_pk: int, reason: str, *, silent: bool = False) -> tup
             log.warning("referee %s suspended until it answers a ping: %s", referee.referee_id, reason)
         elif suspend:
             log.warning("referee %s suspended after %d failures: %s", referee.referee_id, referee.failures, reason)
-            for match in Match.objects.filter(referee=referee, status__in=IN_PLAY):
-                release_match(match.pk, referee.pk, match.attempt, f"referee {referee.referee_id} suspended")
     return suspend, referee.failures
 
 

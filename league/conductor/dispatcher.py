@@ -35,6 +35,7 @@ from leagueproto.errors import ErrorCode
 
 log = logging.getLogger("league.conductor")
 SETTLE_TRIES = 3  # tries of the transaction that records a batch of start_match calls
+IN_DOUBT_KEPT = 10_000  # matches whose start_match may have got through, remembered at most
 
 
 @dataclass
@@ -50,6 +51,9 @@ class Dispatcher:
     _starting: dict[int, set[asyncio.Task]] = field(default_factory=dict, init=False, repr=False)
     # referee pk → monotonic time until which it gets no match
     _cooldown: dict[int, float] = field(default_factory=dict, init=False, repr=False)
+    # match pk → the attempt whose start_match may have reached its referee without an answer
+    # (``_start_matches``): kept with that referee until it answers or the match deadline passes
+    _in_doubt: dict[int, int] = field(default_factory=dict, init=False, repr=False)
 
     # -- what is under way -------------------------------------------------------------------
     def in_flight(self, match_pk: int) -> bool:
@@ -128,7 +132,7 @@ class Dispatcher:
                     d.endpoint, d.method, d.message, timeout=league.default_timeout, policy=policy
                 )
             except CallFailed as exc:
-                return item, exc.code.value, {"detail": str(exc)}
+                return item, exc.code.value, {"detail": str(exc), "maybe_delivered": exc.maybe_delivered}
             return item, "error" if result.is_error else "ok", result.reply
 
         outcomes = await asyncio.gather(*(one(item) for item in items))
@@ -147,39 +151,54 @@ class Dispatcher:
                     return
                 await asyncio.sleep(0.05 * (attempt + 1))
         troubles = []
+        kept: list[tuple[Dispatch, str]] = []
         silent = False
         for item, outcome, reply in outcomes:
             if is_accepted(outcome, reply):
+                self._in_doubt.pop(item.match_pk, None)
                 continue
             if outcome not in ("ok", "error"):
                 # No reply in time: the referee is there (it took the connection) but stopped or
                 # cut off. A refused connection is a referee restarting: it cools down instead.
                 silent = silent or outcome == ErrorCode.TIMEOUT_ERROR.value
                 reason = f"start_match failed: {(reply or {}).get('detail', outcome)}"
+                if (reply or {}).get("maybe_delivered") or self._in_doubt.get(item.match_pk) == item.attempt:
+                    # The referee may have it (a try got through and no answer came back), and
+                    # may have told its players an outcome: given to another referee, they could
+                    # be told a second one. It stays with this referee, sent again until it
+                    # answers (``stale_assignments``) or released at the match deadline.
+                    self._in_doubt[item.match_pk] = item.attempt
+                    while len(self._in_doubt) > IN_DOUBT_KEPT:  # (the oldest: long decided)
+                        del self._in_doubt[next(iter(self._in_doubt))]
+                    kept.append((item, reason))
+                    continue
             else:
                 reply = reply or {}
                 why = reply.get("reason") or reply.get("error_description") or reply.get("status") or "rejected"
                 reason = f"start_match not accepted: {why}"
+            self._in_doubt.pop(item.match_pk, None)
             troubles.append((item, reason))
-        if troubles:
+        for item, reason in kept:
+            log.warning("match %s: referee %s: %s; it stays there", item.match_id, item.referee_id, reason)
+        if troubles or kept:
             try:
-                await self._referee_trouble(league, troubles, silent=silent)
+                last, reason = (troubles or kept)[-1]
+                await self._referee_trouble(league, last.referee_pk, troubles, reason, silent=silent)
             except DB_OUTAGE as exc:
                 log.debug("start_match troubles not recorded (database unavailable): %s", exc)
 
     async def _referee_trouble(
-        self, league: League, troubles: list[tuple[Dispatch, str]], *, silent: bool = False
+        self, league: League, referee_pk: int, troubles: list[tuple[Dispatch, str]], last: str, *, silent: bool = False
     ) -> None:
-        """A referee's batch of start_match calls went wrong: the matches go back to the pool and
-        the referee counts one failure (one, however many matches the batch held: one referee
-        down for a moment is not four failures) and cools down before it gets another match.
-        ``silent``: a call got no answer at all; the referee is suspended until it answers a
-        ping (``referee_failed``)."""
+        """A referee's batch of start_match calls went wrong: ``troubles`` go back to the pool and
+        ``referee_pk`` counts one failure (one, however many matches the batch held: one referee
+        down for a moment is not four failures; ``last``: its reason) and cools down before it
+        gets another match. ``silent``: a call got no answer at all; the referee is suspended
+        until it answers a ping (``referee_failed``)."""
         for item, reason in troubles:
             log.warning("match %s: referee %s: %s", item.match_id, item.referee_id, reason)
             await sync_to_async(release_match)(item.match_pk, item.referee_pk, item.attempt, reason)
-        item, reason = troubles[-1]
-        await self.count_failure(league, item.referee_pk, reason, silent=silent)
+        await self.count_failure(league, referee_pk, last, silent=silent)
 
     async def _dispatch_embedded(self, league: League, rnd: Round) -> None:
         """Claim what the built-in referee has room for and play each match in its own task."""

@@ -83,7 +83,9 @@ class Supervisor:
             and not self.dispatcher.in_flight(r.pk)
             for r in in_play
         ):
-            stale = await sync_to_async(stale_assignments)(league.pk, budget, self.dispatcher.matches_in_flight())
+            stale = await sync_to_async(stale_assignments)(
+                league.pk, budget, self.dispatcher.matches_in_flight(), self.dispatcher.cooling()
+            )
             self.dispatcher.send_starts(league, stale)
         interval = self.health_interval or max(1.0, league.default_timeout)
         held: dict[int, list[InPlay]] = {}

@@ -227,7 +227,8 @@ def test_it_suspends_a_referee_that_keeps_failing(lm_server, players, referees):
 def test_a_referee_that_takes_a_start_match_and_never_answers_is_suspended_at_once(lm_server, players, referees):
     """Finding 5: a referee stopped or cut off (it takes the connection, never answers) gets no
     new match until it answers a ping again, instead of one in each round until it had failed
-    ``SUSPEND_AFTER`` times, each waiting out the call's timeouts."""
+    ``SUSPEND_AFTER`` times, each waiting out the call's timeouts; the matches it took stay
+    with it until their deadline."""
     league = make_league("conductor_mute_referee", **FAST)
     group = players(6)
     group.register(lm_server, league.league_id)
@@ -251,9 +252,16 @@ def test_a_referee_that_takes_a_start_match_and_never_answers_is_suspended_at_on
     league.refresh_from_db()
     assert league.status == League.Status.COMPLETED
     row = Referee.objects.get(league=league, referee_id=stopped["referee_id"])
-    assert row.status == AgentStatus.SUSPENDED and row.failures < SUSPEND_AFTER and row.unreachable_since is not None
+    assert row.status == AgentStatus.SUSPENDED and row.unreachable_since is not None
+    first = Event.objects.filter(league=league, agent=row.referee_id, kind__in=("referee_failed", "referee_suspended"))
+    assert first.order_by("pk")[0].kind == "referee_suspended"  # at its first failure
+    assert first.order_by("pk")[0].payload["failures"] < SUSPEND_AFTER
     sent = Event.objects.filter(league=league, direction="OUT", kind="START_MATCH", agent=row.referee_id)
     assert len({e.payload["message"]["round_id"] for e in sent}) == 1  # one round's batch, never again
+    # It took the calls and may be playing them: they stayed with it until their deadline (given
+    # to the other referee at once, their players could be told two outcomes).
+    released = Event.objects.filter(league=league, kind="match_released", agent=row.referee_id)
+    assert released.exists() and all("by the match deadline" in e.payload["reason"] for e in released)
     assert MatchResult.objects.filter(league=league).count() == 15
 
 

@@ -76,6 +76,26 @@ async def test_a_timeout_is_E001_and_retried(scripted):
     await client.close()
     assert failed.value.code == ErrorCode.TIMEOUT_ERROR
     assert failed.value.attempts == 4  # the first try and 3 retries
+    assert failed.value.maybe_delivered  # the server got the request: it may act on it
+
+
+async def test_a_call_that_got_through_once_may_have_been_delivered_though_its_last_try_was_refused():
+    behaviour: dict = {"delay": 2.0}
+    server = ThreadedServer(scripted_app(behaviour), lifespan="off").start()
+    client = AgentClient()
+    try:
+        call = client.call(server.url, "choose_parity", msg(), timeout=0.3, policy=RetryPolicy(retries=1, delay=0.5))
+        task = asyncio.create_task(call)
+        while not behaviour.get("calls"):
+            await asyncio.sleep(0.01)
+        # The first try reached the server (no answer in time); the second finds nothing listening.
+        await asyncio.to_thread(server.stop)
+        with pytest.raises(CallFailed) as failed:
+            await task
+    finally:
+        await client.close()
+    assert failed.value.code == ErrorCode.CONNECTION_ERROR and failed.value.attempts == 2
+    assert failed.value.maybe_delivered
 
 
 async def test_a_refused_connection_is_E009_and_retried():
@@ -88,6 +108,7 @@ async def test_a_refused_connection_is_E009_and_retried():
     await client.close()
     assert failed.value.code == ErrorCode.CONNECTION_ERROR
     assert failed.value.attempts == 4
+    assert not failed.value.maybe_delivered  # no try got as far as a connection
 
 
 @pytest.mark.parametrize(
