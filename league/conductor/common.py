@@ -63,6 +63,9 @@ class Dispatch:
     referee_id: str
     attempt: int
     delivery: Delivery
+    # Sent again (``stale_assignments``): an earlier start_match of this assignment may have
+    # reached the referee, so a failure to reach it now does not give the match away.
+    sent_before: bool = False
 
 
 # The outcome of one call: the delivery, "ok" / "error" / the transport's error code, the reply.

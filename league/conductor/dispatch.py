@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -326,7 +326,7 @@ def stale_assignments(
         .select_related("round", "player_a", "player_b", "referee__league")
     )
     return [
-        dispatch_of(league, MatchToStart.of(m), m.referee, deadline=m.deadline_at)
+        replace(dispatch_of(league, MatchToStart.of(m), m.referee, deadline=m.deadline_at), sent_before=True)
         for m in matches
         if m.referee is not None
     ]

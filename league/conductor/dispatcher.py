@@ -35,7 +35,6 @@ from leagueproto.errors import ErrorCode
 
 log = logging.getLogger("league.conductor")
 SETTLE_TRIES = 3  # tries of the transaction that records a batch of start_match calls
-IN_DOUBT_KEPT = 10_000  # matches whose start_match may have got through, remembered at most
 
 
 @dataclass
@@ -51,9 +50,6 @@ class Dispatcher:
     _starting: dict[int, set[asyncio.Task]] = field(default_factory=dict, init=False, repr=False)
     # referee pk → monotonic time until which it gets no match
     _cooldown: dict[int, float] = field(default_factory=dict, init=False, repr=False)
-    # match pk → the attempt whose start_match may have reached its referee without an answer
-    # (``_start_matches``): kept with that referee until it answers or the match deadline passes
-    _in_doubt: dict[int, int] = field(default_factory=dict, init=False, repr=False)
 
     # -- what is under way -------------------------------------------------------------------
     def in_flight(self, match_pk: int) -> bool:
@@ -155,28 +151,23 @@ class Dispatcher:
         silent = False
         for item, outcome, reply in outcomes:
             if is_accepted(outcome, reply):
-                self._in_doubt.pop(item.match_pk, None)
                 continue
             if outcome not in ("ok", "error"):
                 # No reply in time: the referee is there (it took the connection) but stopped or
                 # cut off. A refused connection is a referee restarting: it cools down instead.
                 silent = silent or outcome == ErrorCode.TIMEOUT_ERROR.value
                 reason = f"start_match failed: {(reply or {}).get('detail', outcome)}"
-                if (reply or {}).get("maybe_delivered") or self._in_doubt.get(item.match_pk) == item.attempt:
-                    # The referee may have it (a try got through and no answer came back), and
-                    # may have told its players an outcome: given to another referee, they could
-                    # be told a second one. It stays with this referee, sent again until it
-                    # answers (``stale_assignments``) or released at the match deadline.
-                    self._in_doubt[item.match_pk] = item.attempt
-                    while len(self._in_doubt) > IN_DOUBT_KEPT:  # (the oldest: long decided)
-                        del self._in_doubt[next(iter(self._in_doubt))]
+                if (reply or {}).get("maybe_delivered") or item.sent_before:
+                    # The referee may have it (a try, now or before, got through and no answer
+                    # came back), and may have told its players an outcome: given to another
+                    # referee, they could be told a second one. It stays with this referee, sent
+                    # again until it answers (``stale_assignments``) or released at the deadline.
                     kept.append((item, reason))
                     continue
             else:
                 reply = reply or {}
                 why = reply.get("reason") or reply.get("error_description") or reply.get("status") or "rejected"
                 reason = f"start_match not accepted: {why}"
-            self._in_doubt.pop(item.match_pk, None)
             troubles.append((item, reason))
         for item, reason in kept:
             log.warning("match %s: referee %s: %s; it stays there", item.match_id, item.referee_id, reason)

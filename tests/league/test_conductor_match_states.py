@@ -4,14 +4,20 @@ report arrives late recorded as played (the first valid result wins), over real 
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
+from asgiref.sync import sync_to_async
+from django.db import connections
 from django.utils import timezone
 
 from league import actions
-from league.conductor.dispatch import claim_matches, release_match, start_call_budget
+from league.conductor.dispatch import claim_matches, release_match, stale_assignments, start_call_budget
+from league.conductor.dispatcher import Dispatcher
+from league.conductor.shared import Shared
 from league.conductor.transitions import extend_deadlines
-from league.models import Event, League, Match, MatchResult, Player
+from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee
+from leagueproto.client import AgentClient
 from leagueproto.envelope import parse_timestamp
 from tests.league.lm_support import call, make_league, register_player, register_referee, win_report
 
@@ -121,3 +127,40 @@ def test_a_player_the_report_says_was_silent_is_marked_unreachable(lm_server):
     assert silent.unreachable_since is not None and "R1M1" in silent.unreachable_reason
     assert Player.objects.get(league=league, player_id="P01").unreachable_since is None
     assert Event.objects.filter(league=league, kind="player_unreachable", agent="P02").count() == 1
+
+
+def _send(league, items) -> None:
+    """The conductor's dispatcher sends ``items`` (start_match) and settles what came back."""
+
+    async def send() -> None:
+        dispatcher = Dispatcher(Shared(client=AgentClient()))
+        try:
+            dispatcher.send_starts(league, items)
+            await dispatcher.starts_sent(league)
+            await dispatcher.shared.agents().close()
+        finally:
+            await sync_to_async(connections.close_all)()
+
+    asyncio.run(send())
+
+
+def test_a_start_match_that_may_have_reached_its_referee_is_never_given_to_another(lm_server):
+    """A referee killed mid-call may have played the match and told its players: a start_match
+    that got through on some try stays with it (sent again until it answers) until its deadline;
+    one that never got through (every try refused) goes back at once."""
+    league, _, match = _league_with_a_match(lm_server)  # the referees' endpoints: nothing listens
+    first = _claim(league, match)
+    _send(league, [first])  # refused on every try: never delivered
+    match.refresh_from_db()
+    assert match.status == Match.Status.SCHEDULED
+    assert Event.objects.filter(kind="match_released", match_id="R1M1").count() == 1
+
+    second = _claim(league, match)
+    Match.objects.filter(pk=match.pk).update(assigned_at=timezone.now() - timedelta(seconds=600))
+    Referee.objects.filter(pk=second.referee_pk).update(status=AgentStatus.ACTIVE, failures=0)
+    (again,) = stale_assignments(league.pk, start_call_budget(league))
+    assert again.sent_before and (again.match_pk, again.attempt) == (match.pk, second.attempt)
+    _send(league, [again])  # sent before: that try may have got through
+    match.refresh_from_db()
+    assert (match.status, match.referee_id, match.attempt) == (Match.Status.ASSIGNED, second.referee_pk, 2)
+    assert Event.objects.filter(kind="match_released", match_id="R1M1").count() == 1
