@@ -32,6 +32,8 @@ TOKEN_BYTES = 32  # 256 bits from the OS CSPRNG: no token can be guessed
 def new_token() -> tuple[str, str]:
     """A fresh agent token and its hash: ``(token, token_hash)``. Show the token once only."""
     token = secrets.token_urlsafe(TOKEN_BYTES)
+    while token.startswith("-"):  # one in 64: a command line would read it as an option (--key -x…)
+        token = secrets.token_urlsafe(TOKEN_BYTES)
     return token, hash_token(token)
 
 
