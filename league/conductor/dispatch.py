@@ -327,8 +327,7 @@ def stale_assignments(
     )
     return [
         replace(dispatch_of(league, MatchToStart.of(m), m.referee, deadline=m.deadline_at), sent_before=True)
-        for m in matches
-        if m.referee is not None
+        for m in matches  # (each has a referee: the filter on its status)
     ]
 
 
