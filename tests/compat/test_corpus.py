@@ -10,7 +10,6 @@ expected, what we got and the section of docs/protocol.md to read, in ``context`
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from pathlib import Path
@@ -34,8 +33,8 @@ def _anchor(heading: str) -> str:
 ANCHORS = frozenset(_anchor(line.lstrip("#")) for line in DOC.read_text().splitlines() if line.startswith("#"))
 
 
-@functools.cache
 def output_schemas(url: str) -> dict[str, dict[str, Any]]:
+    # Asked each time, not cached by URL: a later agent of the run may get the same port.
     tools = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).json()["result"]["tools"]
     return {tool["name"]: tool["outputSchema"] for tool in tools}
 

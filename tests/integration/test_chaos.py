@@ -16,10 +16,12 @@ pytestmark = pytest.mark.processes
 
 def test_leagues_complete_and_add_up_while_processes_die_and_the_database_goes_away(tmp_path, agent_env, manage_py):
     out = tmp_path / "chaos.json"
-    args = [*manage_py, "bench", "chaos", "--minutes", "1", "--players", "6", "--game", "even_odd_bo5"]
+    args = [*manage_py, "bench", "chaos", "--minutes", "1.5", "--players", "6", "--game", "even_odd_bo5"]
     # Kills and database cuts more often than the bench's defaults, and best-of-five matches
     # (longer leagues), so that a short run meets every kind of fault.
     args += ["--kill-every", "1.5", "3", "--outage-every", "4", "8", "--outage-for", "1", "3"]
+    # A short league's referees and hosts serve for a few seconds only: killable after 1 s of it.
+    args += ["--settle", "1"]
     done = subprocess.run([*args, "--json", str(out)], env=agent_env, capture_output=True, text=True, timeout=600)
     report = json.loads(out.read_text()) if out.exists() else {}
     assert done.returncode == 0, (report.get("violations"), done.stderr[-3000:])

@@ -134,6 +134,9 @@ class Command(BaseCommand):
         chaos.add_argument(
             "--bound", type=float, default=90.0, help="seconds each league must finish in (docs/operations.md)"
         )
+        chaos.add_argument(
+            "--settle", type=float, default=3.0, help="seconds a process serves before it may be killed again"
+        )
         chaos.add_argument("--max-leagues", type=int, default=1000)
         chaos.add_argument("--seed", type=int, default=None, help="for the choice of victims and times")
         chaos.add_argument("--json", dest="json_path")
@@ -257,6 +260,7 @@ class Command(BaseCommand):
                 outage_every=tuple(options["outage_every"]),
                 outage_for=tuple(options["outage_for"]),
                 bound=options["bound"],
+                settle=options["settle"],
                 max_leagues=options["max_leagues"],
                 seed=options["seed"],
                 out=self.stderr,
