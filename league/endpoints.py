@@ -40,6 +40,7 @@ from django.conf import settings
 
 from leagueproto.endpoint_policy import (
     DEFAULT_PORTS,
+    AddressPolicy,
     IPAddress,
     IPNetwork,
     address_problem,
@@ -177,6 +178,9 @@ class ConnectPolicy:
         self._allowed: list[IPNetwork] = []
         self._relay: set[tuple[str, int]] = set()
         self._loaded_at = float("-inf")
+        # Verdicts per (host, port, address), kept until a reload changes the rules: the
+        # conductor connects to the same agents thousands of times a league.
+        self._verdicts: dict[tuple[str, int, str, bool], str | None] = {}
 
     def _leagues(self):  # -> QuerySet[League]: the leagues whose agents may be called
         from django.db.models import Q
@@ -208,15 +212,29 @@ class ConnectPolicy:
 
     async def __call__(self, host: str, port: int, address: str) -> str | None:
         """Why ``address`` (what ``host`` resolved to) may not be connected to on ``port``, or None."""
-        parsed, problem = _port_and_address(port, address)
-        if parsed is None:
-            return problem
         if time.monotonic() - self._loaded_at > self.REFRESH:
             from asgiref.sync import sync_to_async
 
-            self._allowed = await sync_to_async(self._load)()
-            self._relay = await sync_to_async(self._relay_targets)()
+            allowed = await sync_to_async(self._load)()
+            relay = await sync_to_async(self._relay_targets)()
+            if allowed != self._allowed or relay != self._relay:
+                self._allowed, self._relay, self._verdicts = allowed, relay, {}
             self._loaded_at = time.monotonic()
+        key = (host, port, address, settings.ENDPOINT_ALLOW_SERVICE_PORTS)
+        try:
+            return self._verdicts[key]
+        except KeyError:
+            pass
+        verdict = self._judge(host, port, address)
+        if len(self._verdicts) >= AddressPolicy.KEPT:
+            self._verdicts.clear()
+        self._verdicts[key] = verdict
+        return verdict
+
+    def _judge(self, host: str, port: int, address: str) -> str | None:
+        parsed, problem = _port_and_address(port, address)
+        if parsed is None:
+            return problem
         if (host.lower(), port) in self._relay:
             # Outside the leagues' networks the LM's own relay address passes; a metadata or
             # link-local address never does, whatever named it.

@@ -845,12 +845,18 @@ class Referee:
         if self.local:
             return
         allowed = networks(msg.allowed_networks if msg.allowed_networks is not None else DEFAULT_ALLOWED_NETWORKS)
+        if self.networks.get(msg.league_id) == (allowed, msg.allow_service_ports):
+            return  # the league's policy as its last START_MATCH gave it
         self.networks[msg.league_id] = (allowed, msg.allow_service_ports)
         union: dict[IPNetwork, None] = {}
         for nets, _ in self.networks.values():
             union.update(dict.fromkeys(nets))
-        self.policy.allowed = list(union)
-        self.policy.allow_service_ports = any(ports for _, ports in self.networks.values())
+        # Set only when they change: setting them forgets the policy's verdicts on addresses.
+        allowed, service_ports = list(union), any(ports for _, ports in self.networks.values())
+        if allowed != self.policy.allowed:
+            self.policy.allowed = allowed
+        if service_ports != self.policy.allow_service_ports:
+            self.policy.allow_service_ports = service_ports
 
     def _spawn_match(self, key: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
         """Run a match as a task, counted in active_matches until it is done."""

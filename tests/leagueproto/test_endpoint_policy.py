@@ -73,3 +73,21 @@ def test_a_pass_skips_the_network_rule_but_never_the_metadata_rule():
     assert check(policy, "lm.example", 8000, "203.0.113.5") is None
     assert "outside" in check(policy, "lm.example", 8001, "203.0.113.5")
     assert "metadata" in check(policy, "lm.example", 8000, "169.254.169.254")
+
+
+def test_a_kept_verdict_follows_every_change_of_the_rules():
+    """The policy keeps its verdict per (host, port, address); changing any of its rules makes it
+    judge the same connection afresh."""
+    policy = AddressPolicy(networks("10.0.0.0/8"))
+    assert "outside" in check(policy, "p.lan", 8101, "192.168.1.1")
+    policy.allowed = networks("192.168.0.0/16")
+    assert check(policy, "p.lan", 8101, "192.168.1.1") is None
+    assert "Redis" in check(policy, "p.lan", 6379, "192.168.1.1")
+    policy.allow_service_ports = True
+    assert check(policy, "p.lan", 6379, "192.168.1.1") is None
+    policy.own_port = 8101
+    assert check(policy, "127.0.0.1", 8101, "127.0.0.1") is not None
+    policy.passes = {("lm.example", 8000)}
+    assert "outside" in check(policy, "lm.example", 8001, "203.0.113.5")
+    policy.allowed = networks("203.0.113.0/24")
+    assert check(policy, "lm.example", 8001, "203.0.113.5") is None
