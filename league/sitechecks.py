@@ -86,11 +86,17 @@ def head_of(scope: dict[str, Any]) -> Head:
         "REMOTE_ADDR": client[0],
     }
     for raw_name, raw_value in scope.get("headers") or []:
-        name = raw_name.decode("latin-1").upper().replace("-", "_")
-        key = name if name in ("CONTENT_LENGTH", "CONTENT_TYPE") else f"HTTP_{name}"
+        key = _meta_key(raw_name)
         value = raw_value.decode("latin-1")
         meta[key] = f"{meta[key]},{value}" if key in meta else value  # repeated headers, as Django joins them
     return Head(method, path, meta)
+
+
+@functools.lru_cache(maxsize=256)
+def _meta_key(raw_name: bytes) -> str:
+    """A header's ``META`` key, as Django's ASGI handler names it (agents send the same few)."""
+    name = raw_name.decode("latin-1").upper().replace("-", "_")
+    return name if name in ("CONTENT_LENGTH", "CONTENT_TYPE") else f"HTTP_{name}"
 
 
 def django_request(head: Head) -> HttpRequest:
@@ -180,11 +186,19 @@ def _added_headers(secure_key: str | None) -> tuple[tuple[str, str], ...]:
     return tuple((name, value) for name, value in answered.items() if name.lower() not in ("content-type",))
 
 
+@functools.lru_cache(maxsize=64)
+def _added_raw(secure_key: str | None) -> tuple[tuple[bytes, bytes], ...]:
+    """``_added_headers`` as ASGI sends them (names in lower case, encoded)."""
+    added = _added_headers(secure_key)
+    return tuple((name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in added)
+
+
 @receiver(setting_changed)
 def _settings_changed(**kwargs: Any) -> None:
     _chain.cache_clear()
     _host_judgement.cache_clear()
     _added_headers.cache_clear()
+    _added_raw.cache_clear()
 
 
 async def send_response(
@@ -199,9 +213,12 @@ async def send_response(
             response[name] = value
         response = _through_chain(django_request(head), response)
         status, body, headers = response.status_code, response.content, list(response.items())
+        added: tuple[tuple[bytes, bytes], ...] = ()
     else:
-        given = {name.lower() for name, _ in headers}
-        headers += [(name, value) for name, value in _added_headers(_secure_key(head)) if name.lower() not in given]
+        added = _added_raw(_secure_key(head))
     raw = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+    if added:
+        given = {name for name, _ in raw}
+        raw += [(name, value) for name, value in added if name not in given]
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})

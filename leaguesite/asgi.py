@@ -48,21 +48,33 @@ static = static_files()  # WhiteNoise (leaguesite/static.py)
 STATIC_PREFIX = static_prefix()
 
 
+# Set in the context of a request for a static file. WhiteNoise's answer is sent from its thread
+# through asgiref's ``async_to_sync``, and the server starts a request pipelined on the same
+# keep-alive connection from inside that answer's last ``send``: that request inherits the context,
+# with asgiref's executor in it, gone by the time it runs (every such request was a 500:
+# "CurrentThreadExecutor already quit or is broken", django/asgiref#491; tests/leaguesite/test_static.py).
+_after_static: contextvars.ContextVar[bool] = contextvars.ContextVar("after_static", default=False)
+
+
 async def http(scope, receive, send) -> None:
-    app = static if scope["path"].startswith(STATIC_PREFIX) else routes
-    await app(scope, receive, send)
+    if scope["path"].startswith(STATIC_PREFIX):
+        _after_static.set(True)
+        await static(scope, receive, send)
+    else:
+        await routes(scope, receive, send)
 
 
 limited_http = RequestLimits(http)
 
 
 async def http_in_a_context_of_its_own(scope, receive, send) -> None:
-    """Each request in a fresh context. The server starts a request pipelined on a keep-alive
-    connection from inside the previous answer's last ``send``; a static file's answer is sent by
-    WhiteNoise's thread through ``async_to_sync``, whose executor the new request would inherit
-    and find gone by the time it runs (every such request was a 500: asgiref's "CurrentThreadExecutor
-    already quit or is broken", django/asgiref#491; tests/leaguesite/test_static.py)."""
-    await asyncio.create_task(limited_http(scope, receive, send), context=contextvars.Context())
+    """A request started from inside a static file's answer runs in a fresh context (see
+    ``_after_static``); every other one as the server started it (a task of its own already: one
+    more per agent call cost the LM ~2 % of its CPU in a relayed league)."""
+    if _after_static.get():
+        await asyncio.create_task(limited_http(scope, receive, send), context=contextvars.Context())
+    else:
+        await limited_http(scope, receive, send)
 
 
 application = ProtocolTypeRouter(

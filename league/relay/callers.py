@@ -157,9 +157,11 @@ async def _fresh(league_id: str, book: Book, since: float) -> None:
 async def caller_of(league_id: str, player_id: str, token: str | None) -> str | None:
     """Who calls the relay player ``player_id`` of ``league_id`` with ``token``: "" when the token
     is not one that may call it; None when there is no such relay player."""
-    if len(_books) >= BOOKS_MAX and league_id not in _books:
-        _books.clear()
-    book = _books.setdefault(league_id, Book())
+    book = _books.get(league_id)
+    if book is None:
+        if len(_books) >= BOOKS_MAX:
+            _books.clear()
+        book = _books[league_id] = Book()
     arrived = time.monotonic()
     if arrived - book.read_at < TRUST_LIFE:
         who = book.holder(player_id, token) if token else None
