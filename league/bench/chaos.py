@@ -100,6 +100,37 @@ class Victim:
         return now - self.ready_at >= max(settle, self.ready_at - self.started_at)
 
 
+class Turn:
+    """Which kind of process is killed next: each kind in turn, in a shuffled order, so that every
+    kind is killed alike however few kills a run has room for. A kind with none to kill now (a
+    short league's agents, not settled yet) is waited for, up to ``patience`` seconds (skipping
+    it, a short run could end without ever killing a referee); then the next turn begins."""
+
+    def __init__(self, rng: random.Random, now: float, patience: float = 30.0) -> None:
+        self.rng = rng
+        self.patience = patience
+        self._begin(now)
+
+    def _begin(self, now: float) -> None:
+        self.left = self.rng.sample(ROLES, len(ROLES))  # the kinds still to kill in this turn
+        self.began = now
+
+    def next(self, killable_kinds: list[str], now: float) -> str | None:
+        """The kind to kill now, among ``killable_kinds``; None to wait for the turn's others."""
+        due = [role for role in self.left if role in killable_kinds]
+        if not due:
+            if now - self.began < self.patience:
+                return None
+            self._begin(now)
+            due = [role for role in self.left if role in killable_kinds]
+            if not due:
+                return None
+        self.left.remove(due[0])
+        if not self.left:
+            self._begin(now)
+        return due[0]
+
+
 def killable(victims: list[Victim], now: float, settle: float) -> list[Victim]:
     """The processes the bench may kill now: the settled ones (serving, and for at least as long
     as they took to start), but neither the LM nor the conductor while the other is away (killed
@@ -159,11 +190,11 @@ class ChaosBench:
     outcomes: list[LeagueOutcome] = field(default_factory=list)
     told_checked: int = 0  # (player, match) outcomes told and compared with the record
     league: League | None = field(init=False, default=None)  # the league being played
-    _deck: list[str] = field(init=False)  # the kinds still to kill in this turn (_kill_one)
+    turn: Turn = field(init=False)  # which kind is killed next (_kill_one)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
-        self._deck = self.rng.sample(ROLES, len(ROLES))
+        self.turn = Turn(self.rng, time.monotonic())
 
     # -- the run ------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -348,15 +379,9 @@ class ChaosBench:
         kinds = [role for role in ROLES if any(v.child.role == role for v in settled)]
         if not kinds:
             return False
-        # Each kind in turn, in a shuffled order, so that every kind is killed alike however few
-        # kills a run has room for; a kind with none to kill now (a short league's agents, not
-        # settled yet) does not hold the others up.
-        turn = [role for role in self._deck if role in kinds]
-        role = turn[0] if turn else self.rng.choice(kinds)
-        if turn:
-            self._deck.remove(role)
-            if not self._deck:
-                self._deck = self.rng.sample(ROLES, len(ROLES))
+        role = self.turn.next(kinds, now)
+        if role is None:
+            return False
         victim = self.rng.choice([v for v in settled if v.child.role == role])
         victim.child.proc.send_signal(signal.SIGKILL)
         victim.child.proc.wait(10)

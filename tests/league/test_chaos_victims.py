@@ -1,7 +1,9 @@
-"""league/bench/chaos.py: when a process the chaos bench restarted may be killed again."""
+"""league/bench/chaos.py: when a process the chaos bench restarted may be killed again, and which
+kind of process is killed next."""
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -9,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from league.bench.chaos import Victim, killable
+from league.bench.chaos import ROLES, Turn, Victim, killable
 from league.bench.processes import Child
 
 
@@ -74,3 +76,28 @@ def test_neither_the_lm_nor_the_conductor_is_killed_while_the_other_is_away(tmp_
         for victim in everyone:
             victim.child.proc.kill()
             victim.child.proc.wait()
+
+
+def test_every_kind_is_killed_once_a_turn_in_a_shuffled_order():
+    turn = Turn(random.Random(1), now=0.0)
+    for start in (0, 4, 8):
+        killed = [turn.next(list(ROLES), now=float(start + i)) for i in range(4)]
+        assert sorted(killed) == sorted(ROLES)
+
+
+def test_a_turn_waits_for_a_kind_not_killable_yet_then_goes_on_without_it():
+    """A short league's referees serve a few seconds only: the turn waits for them (up to its
+    patience) instead of killing the LM and the conductor again in their place."""
+    turn = Turn(random.Random(2), now=0.0, patience=30.0)
+    others = [role for role in ROLES if role != "referee"]
+    killed = []
+    while (role := turn.next(others, now=1.0)) is not None:
+        killed.append(role)
+    assert sorted(killed) == sorted(others)  # the turn's other kinds, once each
+    assert turn.next(others, now=29.0) is None  # waiting for a referee
+    assert turn.next(list(ROLES), now=29.5) == "referee"  # one is killable: its turn
+    # A kind that never becomes killable holds the next turn up only for the patience.
+    turn = Turn(random.Random(3), now=0.0, patience=30.0)
+    while turn.next(others, now=1.0) is not None:
+        pass
+    assert turn.next(others, now=31.0) in others
