@@ -294,6 +294,9 @@ class Cluster:
                 "uvloop",
                 "--http",
                 "httptools",
+                # As docs/operations.md's command: a page's patch is not compressed again per viewer.
+                "--ws-per-message-deflate",
+                "false",
             ]
             if workers > 1:
                 args += ["--workers", str(workers)]

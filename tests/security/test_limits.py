@@ -296,6 +296,28 @@ def test_headers_without_end_are_refused_by_the_production_command(agent_env, tm
         server.terminate()
 
 
+def test_the_production_command_sends_the_pages_pushes_uncompressed(agent_env, tmp_path):
+    """A page's websocket offers per-message compression (browsers do); the production server
+    declines it, so a patch encoded once for every viewer is not compressed again per viewer."""
+    import asyncio
+
+    import websockets
+
+    port = free_port()
+    server = Process(["bash", "-c", production_script("127.0.0.1", port)], agent_env, str(tmp_path / "lm.log"))
+
+    async def extensions() -> str | None:
+        url = f"ws://127.0.0.1:{port}/ws/leagues/"
+        async with websockets.connect(url, origin=f"http://127.0.0.1:{port}", compression="deflate") as ws:
+            return ws.response.headers.get("Sec-WebSocket-Extensions")
+
+    try:
+        wait_for_port(port)
+        assert asyncio.run(extensions()) is None
+    finally:
+        server.terminate()
+
+
 @pytest.mark.parametrize("address", ["0.0.0.0:8000", "192.168.1.10:8000", "[::]:8000", "league.lan:8000"])
 def test_runserver_refuses_an_address_other_than_loopback(manage_py, address):
     done = subprocess.run(
