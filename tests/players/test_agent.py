@@ -413,9 +413,7 @@ def test_decide_awaits_coroutine_strategies_and_calls_plain_ones_whatever_came_b
     """decide() remembers which strategy methods are coroutine functions; swapping the strategy
     (or its class) must still run each the right way."""
     import functools
-    import inspect
 
-    from players import agent
     from players.strategies.base import ParitySituation
 
     p = player("Switcher")
@@ -427,8 +425,21 @@ def test_decide_awaits_coroutine_strategies_and_calls_plain_ones_whatever_came_b
     async def coroutine(situation):
         return "odd"
 
-    for func in (AsyncParity().choose_parity, PlainParity().choose_parity, coroutine, functools.partial(coroutine)):
-        assert agent._is_coroutine_function(func) == inspect.iscoroutinefunction(func)
+    def plain(situation):
+        return "even"
+
+    # A strategy's method set on the instance is no bound method: a function or a partial, each
+    # run the right way too (a coroutine taken for a plain function would be the answer itself).
+    for func, expected in [
+        (coroutine, "odd"),
+        (functools.partial(coroutine), "odd"),
+        (plain, "even"),
+        (functools.partial(plain), "even"),
+    ]:
+        strategy = PlainParity()
+        strategy.choose_parity = func
+        p.strategy = strategy
+        assert asyncio.run(p.decide("choose_parity", situation, lambda: "none", lambda x: x)) == (expected, "strategy")
 
 
 async def call_tool(p: Player, method: str, arguments: dict) -> tuple[dict, bool, CallContext]:
