@@ -489,12 +489,12 @@ async def test_replies_are_the_messages_the_toolset_would_build():
     assert "auth_token" not in ack
 
 
-def test_a_round_announcement_keeps_exactly_the_matches_a_player_is_in():
-    """_matches_of picks what the plain scan with ``in`` would."""
+async def test_a_round_announcement_keeps_exactly_the_matches_a_player_is_in():
+    """The matches of a ROUND_ANNOUNCEMENT a player keeps as its own (memory.league["my_matches"])
+    are those the plain scan with ``in`` picks, whatever the rows hold."""
     import random
 
-    from players.agent import _matches_of
-
+    p = player("Scanner")
     rng = random.Random(3)
     ids = ["P01", "P02", "P03", None, 1, "R1M1"]
     for _ in range(300):
@@ -505,9 +505,13 @@ def test_a_round_announcement_keeps_exactly_the_matches_a_player_is_in():
                 if rng.random() < 0.85:
                     row[key] = rng.choice(ids)
             rows.append(row)
-        for me in ("P01", None, 1):
+        for me in ("P01", None):  # registered, or not (a practice run)
+            p.player_id = me
+            announcement = make_message("ROUND_ANNOUNCEMENT", "league_manager", round_id=1, matches=rows)
+            reply, is_error, _ = await call_tool(p, "notify_round", announcement)
+            assert not is_error, reply
             expected = [x for x in rows if me in (x.get("player_A_id"), x.get("player_B_id"))]
-            assert _matches_of(rows, me) == expected
+            assert p.memory.league["my_matches"] == expected
 
 
 async def test_senders_are_parsed_once_and_bad_ones_always_refused():
