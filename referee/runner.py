@@ -260,7 +260,7 @@ class MatchRunner:
     # -- the state machine ------------------------------------------------------------------
     async def run(self) -> MatchResult:
         self._enter(WAITING_FOR_PLAYERS)
-        failures = await self._both(self._invite)
+        failures = await self.run_for_both(self._invite)
         if not failures:
             await self._notify_both(
                 lambda seat: self.rules.start_notice(self.state, seat.player_id, self.spec.timeouts.move)
@@ -268,7 +268,7 @@ class MatchRunner:
             while not failures and not self.rules.is_finished(self.state):
                 self._enter(COLLECTING_CHOICES)
                 moves: dict[str, Any] = {}
-                failures = await self._both(lambda seat, m=moves: self._collect_move(seat, m))
+                failures = await self.run_for_both(lambda seat, m=moves: self._collect_move(seat, m))
                 if failures:
                     break
                 self._enter(DRAWING_NUMBER)
@@ -286,8 +286,12 @@ class MatchRunner:
         await self._notify_both(self._game_over)
         return self.result
 
-    async def _both(self, step: Callable[[Seat], Awaitable[Any]]) -> list[PlayerFailed]:
-        """Run ``step`` for both players in parallel; returns the players that failed."""
+    async def run_for_both(self, step: Callable[[Seat], Awaitable[Any]]) -> list[PlayerFailed]:
+        """Run ``step`` for both players at once (A's starts first) and wait for both; returns
+        the PlayerFailed of those that failed, in seat order (a silent player is remembered: it
+        is told the rest once, not retried). Any other exception, a bug, is raised once both
+        steps are done; cancelling the caller (the match, at shutdown) cancels both steps.
+        Each turn of a match (the invitations, the moves) is such a step."""
         failures = []
         for outcome in await self._for_both(step):
             if isinstance(outcome, PlayerFailed):

@@ -413,9 +413,7 @@ def test_decide_awaits_coroutine_strategies_and_calls_plain_ones_whatever_came_b
     """decide() remembers which strategy methods are coroutine functions; swapping the strategy
     (or its class) must still run each the right way."""
     import functools
-    import inspect
 
-    from players import agent
     from players.strategies.base import ParitySituation
 
     p = player("Switcher")
@@ -427,41 +425,76 @@ def test_decide_awaits_coroutine_strategies_and_calls_plain_ones_whatever_came_b
     async def coroutine(situation):
         return "odd"
 
-    for func in (AsyncParity().choose_parity, PlainParity().choose_parity, coroutine, functools.partial(coroutine)):
-        assert agent._is_coroutine_function(func) == inspect.iscoroutinefunction(func)
+    def plain(situation):
+        return "even"
+
+    # A strategy's method set on the instance is no bound method: a function or a partial, each
+    # run the right way too (a coroutine taken for a plain function would be the answer itself).
+    for func, expected in [
+        (coroutine, "odd"),
+        (functools.partial(coroutine), "odd"),
+        (plain, "even"),
+        (functools.partial(plain), "even"),
+    ]:
+        strategy = PlainParity()
+        strategy.choose_parity = func
+        p.strategy = strategy
+        assert asyncio.run(p.decide("choose_parity", situation, lambda: "none", lambda x: x)) == (expected, "strategy")
 
 
-def test_replies_are_the_messages_the_toolset_would_build():
-    """Player._reply builds with make_message itself (cheaper): same envelope, fields and order."""
+async def call_tool(p: Player, method: str, arguments: dict) -> tuple[dict, bool, CallContext]:
+    """Call one of the player's tools as its MCP server would: (reply, is_error, the call's context)."""
+    tool = p.toolset.find_tool(method)
+    assert tool is not None, method
+    ctx = CallContext(method=method, dialect="direct")
+    reply, is_error = await p.toolset.call(tool, arguments, ctx)
+    return reply, is_error, ctx
+
+
+async def test_replies_are_the_messages_the_toolset_would_build():
+    """The player builds its replies with make_message itself (cheaper than toolset.reply): they
+    are the messages toolset.reply would build, the same envelope, fields and order."""
     from leagueproto.envelope import parse_timestamp
     from players import messages as m
 
     p = player("Replier")
     p.player_id, p.token = "P07", "tok-7"
-    request = m.GameInvitation.model_validate(
-        make_message(
-            "GAME_INVITATION", "referee:REF01", conversation_id="conv-x", match_id="R1M1", round_id=1, auth_token="m-1"
-        )
+    invitation = make_message(
+        "GAME_INVITATION",
+        "referee:REF01",
+        conversation_id="conv-x",
+        league_id="L",
+        match_id="R1M1",
+        round_id=1,
+        player_id="P07",
+        auth_token="m-1",
     )
-    ctx = CallContext(method="handle_game_invitation", dialect="direct")
-    fields = {"league_id": "L", "round_id": 1, "match_id": "R1M1", "player_id": "P07", "accept": True}
-    mine = p._reply(request, "GAME_JOIN_ACK", dict(fields), ctx)
+    mine, is_error, _ = await call_tool(p, "handle_game_invitation", dict(invitation))
+    assert not is_error, mine
+    request = m.GameInvitation.model_validate(invitation)
+    fields = {"league_id": "L", "round_id": 1, "match_id": "R1M1", "player_id": "P07"}
+    fields.update(arrival_timestamp=mine["arrival_timestamp"], accept=True)
     theirs = p.toolset.reply(request, "GAME_JOIN_ACK", auth_token="m-1", **fields)
     assert list(mine) == list(theirs)  # the same fields in the same order
     # Each stamped with its own clock reading (whole seconds): the rest is the same.
     assert parse_timestamp(mine.pop("timestamp")) and parse_timestamp(theirs.pop("timestamp"))
     assert mine == theirs
     assert mine["sender"] == "player:P07" and mine["conversation_id"] == "conv-x" and mine["auth_token"] == "m-1"
-    request.auth_token = None  # a call without a token: the reply has no auth_token key at all
-    assert "auth_token" not in p._ack(request, ctx)
+    # A call without a token (an LM that gave us no league_manager_token sends none either): the
+    # reply, an ACK, has no auth_token key at all, and never the player's own token.
+    completed = make_message("ROUND_COMPLETED", "league_manager", conversation_id="conv-y", round_id=1)
+    ack, is_error, _ = await call_tool(p, "notify_round_completed", completed)
+    assert not is_error, ack
+    assert ack["message_type"] == "ACK" and ack["conversation_id"] == "conv-y"
+    assert "auth_token" not in ack
 
 
-def test_a_round_announcement_keeps_exactly_the_matches_a_player_is_in():
-    """_matches_of picks what the plain scan with ``in`` would."""
+async def test_a_round_announcement_keeps_exactly_the_matches_a_player_is_in():
+    """The matches of a ROUND_ANNOUNCEMENT a player keeps as its own (memory.league["my_matches"])
+    are those the plain scan with ``in`` picks, whatever the rows hold."""
     import random
 
-    from players.agent import _matches_of
-
+    p = player("Scanner")
     rng = random.Random(3)
     ids = ["P01", "P02", "P03", None, 1, "R1M1"]
     for _ in range(300):
@@ -472,23 +505,59 @@ def test_a_round_announcement_keeps_exactly_the_matches_a_player_is_in():
                 if rng.random() < 0.85:
                     row[key] = rng.choice(ids)
             rows.append(row)
-        for me in ("P01", None, 1):
+        for me in ("P01", None):  # registered, or not (a practice run)
+            p.player_id = me
+            announcement = make_message("ROUND_ANNOUNCEMENT", "league_manager", round_id=1, matches=rows)
+            reply, is_error, _ = await call_tool(p, "notify_round", announcement)
+            assert not is_error, reply
             expected = [x for x in rows if me in (x.get("player_A_id"), x.get("player_B_id"))]
-            assert _matches_of(rows, me) == expected
+            assert p.memory.league["my_matches"] == expected
 
 
-def test_senders_are_parsed_once_and_bad_ones_always_refused():
-    from leagueproto.errors import LeagueError
-    from players import agent
+async def test_senders_are_parsed_once_and_bad_ones_always_refused():
+    """The player remembers the senders it has parsed (a few referees and the LM call it over
+    and over): a sender heard before is still the caller it names, each one its own, and a bad
+    or wrong one is refused on every call, however often it comes."""
+    from leagueproto.errors import ErrorCode
 
-    agent._SENDERS.clear()
+    p = player("Gatekeeper")
+    p.player_id = "P01"
+
+    def round_completed(sender: object) -> dict:
+        message = make_message("ROUND_COMPLETED", "league_manager", round_id=1)
+        message["sender"] = sender
+        return message
+
+    def parity_call(sender: object) -> dict:
+        message = make_message("CHOOSE_PARITY_CALL", "referee:REF01", match_id="R1M1", player_id="P01")
+        message.update(sender=sender, auth_token="m-1")
+        return message
+
     for _ in range(2):
-        assert agent._parse_sender("referee:REF01") == ("referee", "REF01")
-        assert agent._parse_sender("league_manager") == ("league_manager", None)
+        for sender in ("referee:REF01", "referee:REF02"):
+            reply, is_error, ctx = await call_tool(p, "choose_parity", parity_call(sender))
+            assert not is_error, reply
+            assert ctx.identity == sender  # the referee it names, not one heard before
+        reply, is_error, ctx = await call_tool(p, "notify_round_completed", round_completed("league_manager"))
+        assert not is_error, reply
+        assert ctx.identity == "league_manager"
         for bad in ("referee:", "referee:REF 01", "judge:REF01", 7, None):
-            with pytest.raises(LeagueError):
-                agent._parse_sender(bad)
-    assert set(agent._SENDERS) == {"referee:REF01", "league_manager"}
+            for method, message in (
+                ("choose_parity", parity_call(bad)),
+                ("notify_round_completed", round_completed(bad)),
+            ):
+                reply, is_error, _ = await call_tool(p, method, message)
+                assert is_error and reply["error_code"] in (
+                    ErrorCode.INVALID_MESSAGE_FORMAT,
+                    ErrorCode.MISSING_REQUIRED_FIELD,  # None: no sender at all
+                ), (bad, reply)
+        # A well-formed sender of the wrong kind: refused by each tool's caller check.
+        for method, message in (
+            ("choose_parity", parity_call("league_manager")),
+            ("notify_round_completed", round_completed("referee:REF01")),
+        ):
+            reply, is_error, _ = await call_tool(p, method, message)
+            assert is_error and reply["error_code"] == ErrorCode.AUTH_TOKEN_INVALID, reply
 
 
 @pytest.mark.parametrize(

@@ -213,6 +213,7 @@ class ScriptedLM:
         self.acks: dict[str, str] = {}  # match key → digest of the recorded result
         self._issued = 0
         self.key: str | None = None  # when set, registration needs this referee_key (else E012)
+        self.referee_id = "REF01"  # the id a registration is given (an LM may give another next time)
         # Reports answered as by an LM whose database is down (-32000, retryable), while > 0.
         self.unavailable = 0
         self.retry_after_seconds = 1.0
@@ -231,11 +232,11 @@ class ScriptedLM:
                 raise refusal(ErrorCode.AUTH_TOKEN_INVALID, "referee_key", "the operator's referee key", "?", "x")
             self._issued += 1
             token = f"referee-token-{self._issued}"
-            self.tokens[token] = "REF01"
+            self.tokens[token] = self.referee_id
             return ts.reply(
                 msg,
                 "REFEREE_REGISTER_RESPONSE",
-                referee_id="REF01",
+                referee_id=self.referee_id,
                 auth_token=token,
                 league_manager_token=self.LM_TOKEN,
                 league_id=getattr(msg, "league_id", None) or "league_test",
@@ -259,7 +260,7 @@ class ScriptedLM:
                     "Database unavailable; nothing was recorded: send the same message again",
                     {"retryable": True, "retry_after_seconds": self.retry_after_seconds},
                 )
-            if self.tokens.get(data.get("auth_token") or "") != "REF01":
+            if (data.get("auth_token") or "") not in self.tokens:
                 from leagueproto.errors import ErrorCode, LeagueError
 
                 raise LeagueError(ErrorCode.REFEREE_NOT_REGISTERED, "unknown referee token")

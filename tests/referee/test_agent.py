@@ -4,6 +4,7 @@ report delivery across restarts, over real HTTP."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 
 import pytest
@@ -14,8 +15,10 @@ from leagueproto.envelope import deadline_in, make_message
 from leagueproto.errors import ErrorCode
 from leagueproto.jsonutil import dumps
 from leagueproto.server import McpServer
+from leagueproto.tools import CallContext
 from referee import agent
 from referee.agent import Referee, RefereeConfig
+from referee.store import StateStore
 from tests.referee.conftest import FAST_TIMEOUTS, rpc, run_referee, start_match_message
 from tests.referee.scripted import ScriptedLM, ScriptedPlayer, serving
 from tests.support.servers import free_port
@@ -290,23 +293,38 @@ def test_it_finishes_a_running_match_when_stopped(lm, players):
     assert report["result"]["status"] in ("WIN", "DRAW")
 
 
-async def test_active_matches_counts_the_match_tasks_not_yet_done():
-    referee = Referee(RefereeConfig(register=False))
-    gate = asyncio.Event()
-
-    async def match() -> None:
-        await gate.wait()
-
-    first = referee._spawn_match("league_test:R1M1", match())
-    second = referee._spawn_match("league_test:R1M2", match())
-    assert referee.active_matches == 2
-    second.cancel()  # cancelled before it ever ran, as shutdown() may do
-    await asyncio.gather(second, return_exceptions=True)
-    assert referee.active_matches == 1
-    gate.set()
-    await first  # the count drops before anyone awaiting the match resumes
-    assert referee.active_matches == 0
-    assert set(referee._match_tasks) == {"league_test:R1M1", "league_test:R1M2"}  # kept for idempotency
+def test_active_matches_counts_the_matches_not_yet_done(lm, players):
+    """active_matches counts the matches still in play: a match leaves the count once done (and
+    stays known: the same assignment again is answered with it, not played twice), and so does
+    one that shutdown() cuts off."""
+    scripted_lm, lm_url = lm
+    gate, held = threading.Event(), threading.Event()
+    a, url_a = players(ScriptedPlayer("P01", join_gate=gate))
+    _, url_b = players(ScriptedPlayer("P02"))
+    _, url_held = players(ScriptedPlayer("P03", join_gate=held))
+    try:
+        with run_referee(league_url=lm_url, max_concurrent=4, grace_seconds=0.2) as running:
+            running.wait_registered()
+            for n in (1, 2):
+                reply = rpc(running.url, "start_match", start_match_message(url_a, url_b, match_id=f"R1M{n}"))
+                assert (reply["status"], reply["active_matches"]) == ("ACCEPTED", n)
+            assert running.referee.active_matches == 2
+            gate.set()
+            scripted_lm.received.wait_for("acknowledged", 2)
+            # A match's report goes once the match is done: by then it counts no more.
+            assert running.referee.active_matches == 0
+            again = rpc(running.url, "start_match", start_match_message(url_a, url_b, match_id="R1M1"))
+            assert (again["status"], again["reason"], again["active_matches"]) == ("ACCEPTED", "already finished", 0)
+            # R1M3's player holds its join answer past the grace period (its join timeout is longer).
+            patient = {**FAST_TIMEOUTS, "join": 30.0}
+            cut = start_match_message(url_held, url_b, match_id="R1M3", player_A_id="P03", timeouts=patient)
+            assert rpc(running.url, "start_match", cut)["active_matches"] == 1
+            running.server.stop()  # shutdown(): waits for R1M3 for its grace period, then cuts it off
+            assert running.referee.matches["league_test:R1M3"].result is None  # cut off, not played out
+            assert running.referee.active_matches == 0
+    finally:
+        held.set()
+    assert _match_ids(a.received.of("handle_game_invitation")) == ["R1M1", "R1M2"]
 
 
 def _report_status(referee_url: str, match_id: str) -> str | None:
@@ -368,15 +386,21 @@ def test_retry_after_reads_only_a_retryable_servers_wait():
     assert agent.retry_after(CallFailed(ErrorCode.TIMEOUT_ERROR, "timed out")) == 0.0
 
 
-def test_its_sender_follows_its_identity():
-    referee = Referee(RefereeConfig(name="Ref One", register=False))
+async def test_its_sender_follows_its_identity(lm, tmp_path):
+    scripted_lm, lm_url = lm
+    referee = Referee(RefereeConfig(name="Ref One", register=False, league_url=lm_url, state_dir=tmp_path))
     assert referee.sender == "referee:Ref_One"
     referee.config.name = "Ref-2"  # runreferee names the referee after its port
     assert referee.sender == "referee:Ref-2"
-    referee._adopt({"referee_id": "REF07", "auth_token": "token"})
-    assert referee.sender == "referee:REF07"
-    referee._adopt({"referee_id": "REF08", "auth_token": "token"})  # registered again
-    assert referee.sender == "referee:REF08"
+    await referee.startup()
+    try:
+        assert await referee.register_once()
+        assert referee.sender == "referee:REF01"
+        scripted_lm.referee_id = "REF08"  # registered again, the LM gives it another id
+        assert await referee.register_once()
+        assert referee.sender == "referee:REF08"
+    finally:
+        await referee.shutdown()
 
 
 @pytest.mark.parametrize("batch_bytes,posts", [(agent.REPORT_BATCH_BYTES, 1), (1, 3)])
@@ -400,8 +424,8 @@ def test_reports_waiting_while_one_is_in_flight_go_together_in_one_post(lm, play
             message = start_match_message(url_a, url_b, match_id=f"R1M{n}", timeouts=timeouts)
             reply = rpc(referee.url, "start_match", message)
             assert reply["status"] == "ACCEPTED"
-        outbox = referee.referee._outbox
-        wait_until(lambda: outbox is not None and outbox.qsize() == 3, timeout=30)
+        # All four played: the three reports after the first wait while it is in flight.
+        wait_until(lambda: referee.referee.undelivered_reports == 4, timeout=30)
         gate.set()
         reports = scripted_lm.received.wait_for("acknowledged", 4)
         assert sorted(r["match_id"] for r in reports) == ["R1M1", "R1M2", "R1M3", "R1M4"]
@@ -444,39 +468,79 @@ async def test_a_batch_the_lm_finds_too_large_goes_again_in_smaller_ones(tmp_pat
     scripted_lm = ScriptedLM()
     scripted_lm.tokens["referee-token"] = "REF01"
     mcp = McpServer(scripted_lm.toolset)
+    keys = [f"league_test:R1M{n:02d}" for n in range(1, 13)]
 
-    def report(n: int) -> dict:
-        return make_message(
-            "MATCH_RESULT_REPORT",
-            "referee:REF01",
-            auth_token="referee-token",
-            league_id="league_test",
-            match_id=f"R1M{n:02d}",
-            result={"status": "WIN", "winner": "P01"},
-            match_log=[{"round": k, "note": "x" * 90} for k in range(80)],  # ~8 KB, as a real one
-        )
+    def pending(key: str) -> dict:
+        """A report as the referee saves it before any player is told (``pending/``)."""
+        match_id = key.partition(":")[2]
+        fields = {
+            "league_id": "league_test",
+            "match_id": match_id,
+            "result": {"status": "WIN", "winner": "P01"},
+            "match_log": [{"round": k, "note": "x" * 90} for k in range(80)],  # ~8 KB, as a real one
+        }
+        return {"conversation_id": f"conv-{match_id.lower()}-report", "timeout": 10.0, "fields": fields}
 
-    size = len(dumps(report(1)))
+    def reports_in(body: bytes) -> int:
+        """How many reports one POST carried (a batch, or a plain call)."""
+        calls = json.loads(body)
+        return len(calls) if isinstance(calls, list) else 1
+
+    async def acknowledged(referee: Referee, count: int) -> dict[str, tuple[str, str]]:
+        """The LM's last word on each report, once it has had the word on ``count`` of them."""
+        reports = referee.reports
+        await asyncio.to_thread(wait_until, lambda: len(reports) == count, 30, f"{count} reports acknowledged")
+        return {key: (reply["status"], reply["match_id"]) for key, reply in reports.items()}
+
+    one = pending(keys[0])
+    sent = make_message(
+        "MATCH_RESULT_REPORT",
+        "referee:REF01",
+        conversation_id=one["conversation_id"],
+        auth_token="referee-token",
+        **one["fields"],
+    )
+    size = len(dumps(sent))  # one report as the referee sends it
     mcp.max_body_bytes = 2 * size + 200  # two reports and their JSON-RPC framing, not three
     caplog.set_level("INFO", logger="referee.agent")
     with serving(make_asgi_app(mcp)) as lm_server:
+        # A referee stopped with eight reports undelivered: at its start they are all sent again,
+        # queued together before the sender runs: one batch of 8, refused; 4, refused; then 2s.
+        store = StateStore(tmp_path)
+        seat = {"referee_id": "REF01", "auth_token": "referee-token", "league_manager_token": ScriptedLM.LM_TOKEN}
+        store.save_identity({"league_url": lm_server.url, "league_id": "league_test", **seat})
+        for key in keys[:8]:
+            store.save_report(key, pending(key))
         referee = Referee(RefereeConfig(register=False, league_url=lm_server.url, state_dir=tmp_path))
         await referee.startup()
         try:
-            # Queued together before the sender runs: one batch of 8, refused; 4, refused; then 2s.
-            results = await asyncio.gather(*(referee._send_report(report(n), 10.0) for n in range(1, 9)))
-            assert [r.reply["status"] for r in results] == ["RECORDED"] * 8
-            assert [r.reply["match_id"] for r in results] == [f"R1M{n:02d}" for n in range(1, 9)]
+            expected = {key: ("RECORDED", key.partition(":")[2]) for key in keys}
+            assert await acknowledged(referee, 8) == {key: expected[key] for key in keys[:8]}
             received = scripted_lm.received.of("report_match_result")
-            assert sorted(r["match_id"] for r in received) == [f"R1M{n:02d}" for n in range(1, 9)]  # each once
+            assert sorted(r["match_id"] for r in received) == [k.partition(":")[2] for k in keys[:8]]  # each once
             posts = list(dict.fromkeys(scripted_lm.report_bodies))  # the bodies the LM took, in order
-            assert len(posts) == 4 and all(body.startswith(b"[") for body in posts)
-            assert referee._report_cap == 2 * size
+            assert [reports_in(body) for body in posts] == [2, 2, 2, 2]  # the cap lowered to two reports
             assert caplog.text.count("(HTTP 413)") == 2
-            # Later reports start under the lowered cap: no 413 first.
-            more = await asyncio.gather(*(referee._send_report(report(n), 10.0) for n in range(9, 13)))
-            assert [r.reply["status"] for r in more] == ["RECORDED"] * 4
-            assert len(dict.fromkeys(scripted_lm.report_bodies)) == 6
+            # Later reports start under the lowered cap: no 413 first. They go when the LM asks
+            # for their matches again (start_match of a match played here), four at once.
+            for key in keys[8:]:
+                store.save_report(key, pending(key))
+            nowhere = "http://127.0.0.1:9/mcp"  # no player is called: the matches were played
+            start_match = referee.toolset.find_tool("start_match")
+            assert start_match is not None
+            calls = [
+                referee.toolset.call(
+                    start_match,
+                    start_match_message(nowhere, nowhere, match_id=key.partition(":")[2]),
+                    CallContext(method="start_match", dialect="direct"),
+                )
+                for key in keys[8:]
+            ]
+            for reply, is_error in await asyncio.gather(*calls):
+                assert not is_error and (reply["status"], reply["reason"]) == ("ACCEPTED", "already finished")
+            assert await acknowledged(referee, 12) == expected
+            posts = list(dict.fromkeys(scripted_lm.report_bodies))
+            assert [reports_in(body) for body in posts] == [2, 2, 2, 2, 2, 2]
             assert caplog.text.count("(HTTP 413)") == 2
         finally:
             await referee.shutdown()

@@ -27,11 +27,11 @@ async def test_both_players_steps_run_at_once_a_first():
             both_started.set()
         await asyncio.wait_for(both_started.wait(), 1.0)  # one after the other would time out
 
-    assert await runner()._for_both(step) == (None, None)
+    assert await runner().run_for_both(step) == []  # no player failed
     assert started == ["P01", "P02"]
 
 
-async def test_both_waits_for_both_then_returns_the_failures_in_seat_order():
+async def test_run_for_both_waits_for_both_then_returns_the_failures_in_seat_order():
     finished: list[str] = []
 
     async def step(seat: Seat) -> None:
@@ -39,7 +39,7 @@ async def test_both_waits_for_both_then_returns_the_failures_in_seat_order():
         finished.append(seat.player_id)
         raise PlayerFailed(seat.player_id, "declined")
 
-    failures = await runner()._both(step)
+    failures = await runner().run_for_both(step)
     assert [f.player_id for f in failures] == ["P01", "P02"]
     assert finished == ["P02", "P01"]
 
@@ -54,7 +54,7 @@ async def test_a_bug_in_one_step_is_raised_once_the_other_step_is_done():
         finished.append(seat.player_id)
 
     with pytest.raises(ValueError, match="a bug"):
-        await runner()._both(step)
+        await runner().run_for_both(step)
     assert finished == ["P02"]
 
 
@@ -74,7 +74,7 @@ async def test_cancelling_the_match_cancels_the_players_steps_still_running(slow
             cancelled.append(seat.player_id)
             raise
 
-    task = asyncio.create_task(runner()._both(step))
+    task = asyncio.create_task(runner().run_for_both(step))
     await waiting.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
