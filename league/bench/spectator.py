@@ -1,5 +1,5 @@
 """The spectators of ``bench spectators`` (league/bench/spectators.py), run as
-``python -m league.bench.spectator BASE LEAGUE_ID COUNT RAMP OUT.json``: COUNT pages that do
+``python -m league.bench.spectator BASE LEAGUE_ID COUNT RAMP NICE OUT.json``: COUNT pages that do
 what the league page does (static/league/league.js), arriving over RAMP seconds; each leaves
 once its page shows the league completed (or on SIGTERM), and their records go to OUT.json.
 """
@@ -124,14 +124,14 @@ async def spectate(base: str, league_id: str, count: int, ramp: float) -> list[d
 
 
 def main(argv: list[str]) -> None:
-    # The lowest CPU priority: the spectators stand for the class's own laptops, so what they
-    # cost this machine's cores is taken from what the league leaves idle, not from the league.
-    os.nice(19)
+    base, league_id, count, ramp, nice, out = argv
+    # NICE 19: the spectators stand for the class's own laptops and take only the CPU the league
+    # leaves idle (they may then lag behind it); 0: they share the cores with the league.
+    os.nice(int(nice))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "leaguesite.settings")
     import django
 
     django.setup()
-    base, league_id, count, ramp, out = argv
     records = asyncio.run(spectate(base, league_id, int(count), float(ramp)))
     Path(out).write_text(json.dumps(records))
 

@@ -42,6 +42,7 @@ class WatchedLeague(LeagueBench):
     spectators: int = 100
     spectator_procs: int = 2
     ramp: float = 2.0  # seconds over which the spectators arrive
+    nice: int = 0  # the spectators' processes' CPU niceness (19: only what the league leaves idle)
     watchers: list[Child] = field(default_factory=list)
     outputs: list[Path] = field(default_factory=list)
     completed_at: float = 0.0  # time.time() when the bench saw the league complete
@@ -56,6 +57,7 @@ class WatchedLeague(LeagueBench):
         for i, count in enumerate(split(self.spectators, self.spectator_procs)):
             out = self.log_dir / f"spectators-{i}.json"
             args = [sys.executable, "-m", "league.bench.spectator", base, league_id, str(count), str(self.ramp)]
+            args += [str(self.nice)]
             self.watchers.append(self.cluster.spawn(f"spectators-{i}", "spectators", [*args, str(out)]))
             self.outputs.append(out)
 
@@ -98,6 +100,7 @@ class SpectatorsBench:
     lm_server: str = "uvicorn"
     spectator_procs: int = 2
     ramp: float = 2.0
+    nice: int = 0
     timeout: float = 900.0
     out: Any = None
 
@@ -126,6 +129,7 @@ class SpectatorsBench:
             spectators=self.spectators,
             spectator_procs=self.spectator_procs,
             ramp=self.ramp,
+            nice=self.nice,
         )
         watched = bench.run()
         return self.report(unwatched, watched, bench.pages(), bench)
@@ -150,6 +154,7 @@ class SpectatorsBench:
             "format": watched["format"],
             "rounds": watched["rounds"],
             "spectators": self.spectators,
+            "spectator_nice": self.nice,
             "matches": total,
             "lm_server": self.lm_server,
             "unwatched_seconds": unwatched["wall_seconds"],

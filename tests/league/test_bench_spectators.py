@@ -30,12 +30,13 @@ def test_bench_spectators_quick_watches_a_swiss_league_to_its_end(agent_env, man
     # default is the same LeagueBench with other arguments, and each run here costs ~a minute.
     out = tmp_path / "spectators.json"
     league = ["--format", "swiss", "--rounds", "3", "--player-hosts", "2"]
-    args = [*manage_py, "bench", "spectators", "--quick", *league, "--ramp", "0.2", "--json", str(out)]
+    args = [*manage_py, "bench", "spectators", "--quick", *league, "--ramp", "0.2", "--spectator-nice", "1"]
+    args += ["--json", str(out)]
     done = subprocess.run(args, env=agent_env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(out.read_text())
     assert (report["players"], report["spectators"], report["matches"], report["valid"]) == (6, 5, 9, True)
-    assert (report["format"], report["rounds"]) == ("swiss", 3)
+    assert (report["format"], report["rounds"], report["spectator_nice"]) == ("swiss", 3, 1)
     assert report["errors"] == []
     assert report["unwatched_seconds"] > 0 and report["watched_seconds"] > 0
     for key in ("first_page_ms", "snapshot_ms", "longest_wait_s", "refreshes_per_page"):

@@ -154,6 +154,12 @@ class Command(BaseCommand):
         watch.add_argument("--lm-server", default="uvicorn", choices=("uvicorn", "daphne"))
         watch.add_argument("--spectator-procs", type=int, default=2, help="processes hosting the spectators")
         watch.add_argument("--ramp", type=float, default=2.0, help="seconds over which the spectators arrive")
+        watch.add_argument(
+            "--spectator-nice",
+            type=int,
+            default=0,
+            help="CPU niceness of the spectators' processes (19: they take only what the league leaves idle)",
+        )
         watch.add_argument("--timeout", type=float, default=900.0)
         watch.add_argument("--quick", action="store_true", help="small and short, for the suite")
         watch.add_argument("--json", dest="json_path")
@@ -292,6 +298,7 @@ class Command(BaseCommand):
                     lm_server=options["lm_server"],
                     spectator_procs=1 if options["quick"] else options["spectator_procs"],
                     ramp=options["ramp"],
+                    nice=options["spectator_nice"],
                     timeout=120.0 if options["quick"] else options["timeout"],
                     out=self.stderr,
                 ).run()
