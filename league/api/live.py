@@ -120,11 +120,19 @@ def snapshot_data(league_id: str) -> dict[str, Any] | None:
 def current(league_id: str) -> Snapshot | None:
     """The league's snapshot at its current version, built by the first reader that asks and
     shared by all; None when there is no such league."""
+    found = _current(league_id)
+    return found[0] if found is not None else None
+
+
+def _current(league_id: str) -> tuple[Snapshot, dict[str, Any] | None] | None:
+    """``current``, and the snapshot's data when this call built it (a caller that needs the data
+    then takes it instead of decoding the blob just encoded)."""
     at = version(league_id)
     if at is None:
         return None
     key = _key(at)
     blob = cache.get(key)
+    data = None
     if blob is None:
         with _building:
             blob = cache.get(key)  # built while this reader waited for the lock
@@ -135,7 +143,7 @@ def current(league_id: str) -> Snapshot | None:
                 blob = orjson.dumps(data)
                 cache.set(key, blob, SNAPSHOT_TTL)
                 log.debug("built the snapshot of %s at version %s (%d bytes)", league_id, at, len(blob))
-    return Snapshot(league_id, at, blob)
+    return Snapshot(league_id, at, blob), data
 
 
 def current_data(league_id: str) -> dict[str, Any] | None:
@@ -212,11 +220,12 @@ def step(league_id: str, previous: dict[str, Any] | None, previous_version: str 
     to it; None when there is no such league. Done once per change for all of a process's
     viewers (``league.consumers.Audience``)."""
     began = time.thread_time()
-    snapshot = current(league_id)
-    if snapshot is None:
+    found = _current(league_id)
+    if found is None:
         return None
+    snapshot, built = found
     if previous is not None and snapshot.version == previous_version:
         return Step(snapshot, previous, None, time.thread_time() - began)
-    data = snapshot.data()
+    data = built if built is not None else snapshot.data()
     patch = diff(previous, data) if previous is not None else None
     return Step(snapshot, data, patch, time.thread_time() - began)

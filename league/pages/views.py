@@ -93,17 +93,24 @@ _rendering = threading.Lock()  # one rendering at a time; the others take what i
 def league_detail(request: HttpRequest, league_id: str) -> HttpResponse:
     """The league page, rendered at most once per league version (and once a second while the
     league moves on) and shared by every viewer, like the snapshot it shows (``league.api.live``):
-    a class opening the page together costs one rendering, not one each."""
-    at = live.version(league_id)
-    if at is None:
-        raise Http404(f"no league {league_id!r}")
+    a class opening the page together costs one rendering, not one each. A page rendered less
+    than PAGE_FRESH ago is served without asking the league's version (a few aggregate queries:
+    500 viewers arriving within seconds would each pay them)."""
     mcp_url = request.build_absolute_uri(MCP_PATH)
     # The league itself (its row and creation), not only its id: a league deleted and made again
     # under the same id is another page, however recently the first was rendered.
     identity = League.objects.filter(league_id=league_id).values_list("pk", "created_at").first()
+    if identity is None:
+        raise Http404(f"no league {league_id!r}")
     name = f"{league_id} {identity} {mcp_url}"
     key = f"live-page:{hashlib.blake2b(name.encode(), digest_size=8).hexdigest()}"
-    kept = _fresh(cache.get(key), at)
+    kept = cache.get(key)
+    if kept is not None and time.time() - kept[1] < PAGE_FRESH:
+        return HttpResponse(kept[2])
+    at = live.version(league_id)
+    if at is None:
+        raise Http404(f"no league {league_id!r}")
+    kept = _fresh(kept, at)
     if kept is None:
         with _rendering:
             kept = _fresh(cache.get(key), at)
