@@ -266,8 +266,12 @@ def test_it_runs_several_matches_at_once(referee, lm, players):
     gate = threading.Event()
     _, url_a = players(ScriptedPlayer("P01", join_gate=gate))
     _, url_b = players(ScriptedPlayer("P02"))
+    # The held joins wait for the gate, not for a 0.3 s join timeout a loaded machine outruns
+    # between the three calls (a match ended by it would no longer be active).
+    patient = {**FAST_TIMEOUTS, "join": 30.0}
     replies = [
-        rpc(referee.url, "start_match", start_match_message(url_a, url_b, match_id=f"R1M{n}")) for n in (1, 2, 3)
+        rpc(referee.url, "start_match", start_match_message(url_a, url_b, match_id=f"R1M{n}", timeouts=patient))
+        for n in (1, 2, 3)
     ]
     assert [r["active_matches"] for r in replies] == [1, 2, 3]
     gate.set()
