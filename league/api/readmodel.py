@@ -266,24 +266,57 @@ SCHEDULED_FIELDS = (
 )
 
 
-def rounds(league: League) -> list[dict[str, Any]]:
-    """The schedule, round by round, with how far each round got."""
+def rounds(league: League, *, number: int | None = None) -> list[dict[str, Any]]:
+    """The schedule, round by round, with how far each round got (``number``: that round only)."""
+    return _schedule(league, number=number, listed=None)
+
+
+def page_rounds(league: League) -> list[dict[str, Any]]:
+    """The schedule as the league page shows it. A league with more matches than
+    ``LIVE_SCHEDULE_LISTED_MAX`` lists the matches of the rounds in play, of the last completed
+    and of the next only; the others come with their counts and ``"matches": null`` (the page
+    fetches one when asked: the schedule API's ``?round=N``). A 100-player schedule is 1.0 MB of
+    the page's 1.2 MB snapshot, sent to every viewer that connects and rebuilt at every version."""
+    heads = list(Round.objects.filter(league=league).order_by("number").values_list("id", "status"))
+    total = Match.objects.filter(league=league).count()
+    if total <= settings.LIVE_SCHEDULE_LISTED_MAX:
+        return _schedule(league, number=None, listed=None)
+    in_play = {pk for pk, status in heads if status in (Round.Status.ANNOUNCED, Round.Status.PLAYED)}
+    completed = [pk for pk, status in heads if status == Round.Status.COMPLETED]
+    pending = [pk for pk, status in heads if status == Round.Status.PENDING]
+    return _schedule(league, number=None, listed=in_play | set(completed[-1:]) | set(pending[:1]))
+
+
+def _schedule(league: League, *, number: int | None, listed: set[int] | None) -> list[dict[str, Any]]:
+    """Rounds (all, or round ``number``) with the matches of those in ``listed`` (all when None)."""
+    rounds_of = Round.objects.filter(league=league).order_by("number")
+    matches = Match.objects.filter(league=league)
+    if number is not None:
+        rounds_of = rounds_of.filter(number=number)
+        matches = matches.filter(round__number=number)
+    counts = {
+        row["round_id"]: (row["total"], row["finished"])
+        for row in matches.order_by()
+        .values("round_id")
+        .annotate(total=Count("pk"), finished=Count("pk", filter=Q(status=Match.Status.FINISHED)))
+    }
+    if listed is not None:
+        matches = matches.filter(round_id__in=listed)
     matches_by_round: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    rows = Match.objects.filter(league=league).order_by("round__number", "id").values_list(*SCHEDULED_FIELDS)
-    for row in rows:
+    for row in matches.order_by("round__number", "id").values_list(*SCHEDULED_FIELDS):
         matches_by_round[row[0]].append(_scheduled(*row[1:]))
     out = []
-    for rnd in Round.objects.filter(league=league).order_by("number"):
-        matches = matches_by_round.get(rnd.id, [])
+    for rnd in rounds_of:
+        total, finished = counts.get(rnd.id, (0, 0))
         out.append(
             {
                 "number": rnd.number,
                 "status": rnd.status,
                 "announced_at": _iso(rnd.announced_at),
                 "completed_at": _iso(rnd.completed_at),
-                "matches_total": len(matches),
-                "matches_finished": sum(1 for m in matches if m["status"] == Match.Status.FINISHED),
-                "matches": matches,
+                "matches_total": total,
+                "matches_finished": finished,
+                "matches": matches_by_round.get(rnd.id, []) if listed is None or rnd.id in listed else None,
             }
         )
     return out
@@ -629,7 +662,7 @@ def league_snapshot(league: League) -> dict[str, Any]:
         "standings": table,
         "tie_break_rule": TIE_BREAK_RULES.get(league.schedule_format, TIE_BREAK_RULE),
         "crosstable": None if big else tournament.crosstable(table, results),
-        "rounds": rounds(league),
+        "rounds": page_rounds(league),
         "recent_matches": recent_matches(league),
         "chart": points_over_rounds(league, results),
     }

@@ -123,7 +123,9 @@ class RoundSerializer(serializers.Serializer):
     completed_at = serializers.DateTimeField(allow_null=True)
     matches_total = serializers.IntegerField()
     matches_finished = serializers.IntegerField()
-    matches = ScheduledMatchSerializer(many=True)
+    # null on a big league's page for a round neither in play, last completed nor next
+    # (readmodel.page_rounds); the schedule API lists every round's.
+    matches = ScheduledMatchSerializer(many=True, allow_null=True)
 
 
 class PlayerRefSerializer(serializers.Serializer):

@@ -220,11 +220,17 @@ class LeagueViewSet(viewsets.ReadOnlyModelViewSet):
         the choices, the referee."""
         return Response(finished_match_rows(self.get_object()))
 
-    @extend_schema(responses=serializers.RoundSerializer(many=True))
+    @extend_schema(
+        responses=serializers.RoundSerializer(many=True),
+        parameters=[OpenApiParameter("round", OpenApiTypes.INT, description="Only this round (its number).")],
+    )
     @action(detail=True, pagination_class=None)
     def schedule(self, request: Request, league_id: str) -> Response:
-        """Every round with its matches and how far it got."""
-        return Response(readmodel.rounds(self.get_object()))
+        """Every round with its matches and how far it got (``?round=N``: round N only)."""
+        number = request.query_params.get("round")
+        if number is not None and not number.isdigit():
+            raise ValidationError({"round": "must be a round number"})
+        return Response(readmodel.rounds(self.get_object(), number=int(number) if number is not None else None))
 
     @extend_schema(responses=serializers.LiveSerializer)
     @action(detail=True, pagination_class=None)

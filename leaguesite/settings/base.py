@@ -327,6 +327,10 @@ LEAGUE_RATE_LIMIT_CACHE_TTL = 5.0
 # False sends every call through the channel layer, the path calls from other LM processes take:
 # use it to check a Redis layer on one process.
 RELAY_LOCAL_SHORTCUT = True
+# A league page lists every match of a schedule up to this many (a 35-player round-robin has 595);
+# past it, the matches of the rounds in play, of the last completed and of the next only, the
+# others one click away (league/api/readmodel.py, page_rounds).
+LIVE_SCHEDULE_LISTED_MAX = 600
 # Seconds a referee started by `runreferee` holds a finished match's report for those of matches
 # still in play, to send them in one batch (referee/agent.py, RefereeConfig.report_linger).
 REFEREE_REPORT_LINGER = 0.02

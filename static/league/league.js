@@ -131,21 +131,42 @@
       (p.matches_running ? " · " + p.matches_running + " running" : "");
   }
 
+  // A big league's page lists the matches of the rounds in play only (league/api/readmodel.py,
+  // page_rounds); another round's are fetched when a viewer asks, and kept: a round that is
+  // not in play does not change.
+  var fetchedRounds = {};
+  function scheduledMatch(m) {
+    var res = m.result, w = res ? res.winner : null;
+    return '<li class="sm-' + m.status.toLowerCase() + '" data-players="' + esc(m.player_a + " " + m.player_b) + '"><a href="' + matchUrl(m.match_id) +
+      '" title="' + esc(m.match_id + ": " + m.player_a + " vs " + m.player_b) + '"><span class="sdot"></span><span class="sm-names">' +
+      '<span class="' + (w === m.player_a ? "sw" : "") + '">' + esc(m.player_a_name) + '</span> <span class="muted">–</span> ' +
+      '<span class="' + (w === m.player_b ? "sw" : "") + '">' + esc(m.player_b_name) + "</span></span>" +
+      (res ? ' <span class="sm-score' + (res.technical ? " tech" : "") + '">' + esc(res.label) + "</span>" : "") + "</a></li>";
+  }
   function renderRounds(rounds) {
     if (!rounds.length) { $("schedule").innerHTML = '<p class="muted wide">The schedule is drawn when the league starts.</p>'; return; }
     $("schedule").innerHTML = rounds.map(function (r) {
+      var matches = r.matches || fetchedRounds[r.number];
+      var list = matches ? "<ul>" + matches.map(scheduledMatch).join("") + "</ul>" :
+        '<button type="button" class="round-more" data-round="' + r.number + '">Show its ' + r.matches_total + " matches</button>";
       return '<div class="round round-' + r.status.toLowerCase() + '"><div class="round-head"><strong>Round ' + r.number +
-        '</strong><span class="muted small">' + r.matches_finished + "/" + r.matches_total + " · " + r.status.toLowerCase() + '</span></div><ul>' +
-        r.matches.map(function (m) {
-          var res = m.result, w = res ? res.winner : null;
-          return '<li class="sm-' + m.status.toLowerCase() + '" data-players="' + esc(m.player_a + " " + m.player_b) + '"><a href="' + matchUrl(m.match_id) +
-            '" title="' + esc(m.match_id + ": " + m.player_a + " vs " + m.player_b) + '"><span class="sdot"></span><span class="sm-names">' +
-            '<span class="' + (w === m.player_a ? "sw" : "") + '">' + esc(m.player_a_name) + '</span> <span class="muted">–</span> ' +
-            '<span class="' + (w === m.player_b ? "sw" : "") + '">' + esc(m.player_b_name) + "</span></span>" +
-            (res ? ' <span class="sm-score' + (res.technical ? " tech" : "") + '">' + esc(res.label) + "</span>" : "") + "</a></li>";
-        }).join("") + "</ul></div>";
+        '</strong><span class="muted small">' + r.matches_finished + "/" + r.matches_total + " · " + r.status.toLowerCase() + "</span></div>" + list + "</div>";
     }).join("");
   }
+  $("schedule").addEventListener("click", function (ev) {
+    var button = ev.target.closest("button.round-more");
+    if (!button) return;
+    button.disabled = true;
+    var number = button.dataset.round;
+    fetch("/api/leagues/" + encodeURIComponent(leagueId) + "/schedule/?round=" + number, { headers: { Accept: "application/json" } })
+      .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
+      .then(function (found) {
+        if (found.length) fetchedRounds[number] = found[0].matches;
+        renderRounds(state.rounds);
+        applyFollow();
+      })
+      .catch(function () { button.disabled = false; });
+  });
 
   function renderCrosstable(x) {
     var box = $("crosstable");

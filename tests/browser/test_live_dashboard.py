@@ -178,3 +178,27 @@ def _shoot(
         written.append(shot)
         context.close()
     return written
+
+
+def test_a_big_leagues_earlier_rounds_are_fetched_when_asked(site, page, settings):
+    """Past LIVE_SCHEDULE_LISTED_MAX matches the schedule lists the rounds in play; an earlier
+    round shows its counts and a button that fetches its matches."""
+    from league.models import Round
+
+    league = make_league("spring_cup", players=4)  # 6 matches in 3 rounds
+    for number in (1, 2):
+        play_round(league, number)
+    Round.objects.filter(league=league, number__in=(1, 2)).update(status=Round.Status.COMPLETED)
+    Round.objects.filter(league=league, number=3).update(status=Round.Status.ANNOUNCED)
+    settings.LIVE_SCHEDULE_LISTED_MAX = 4
+    page.goto(f"{site.base}/leagues/spring_cup/")
+    wait_live(page)
+    first = page.locator("#schedule .round").first
+    assert first.locator("li").count() == 0
+    assert first.locator("button.round-more").inner_text() == "Show its 2 matches"
+    assert page.locator("#schedule .round").nth(1).locator("li").count() == 2  # the last completed
+    first.locator("button.round-more").click()
+    page.wait_for_selector("#schedule .round:first-child li")
+    links = first.locator("li a")
+    assert links.count() == 2 and links.first.get_attribute("href").endswith("/matches/R1M1/")
+    assert "2/2" in first.locator(".round-head").inner_text()

@@ -125,3 +125,33 @@ def test_a_page_rendered_a_moment_ago_is_served_without_asking_the_version(clien
     with django_assert_max_num_queries(1):
         assert client.get("/leagues/spring_cup/").status_code == 200
     assert client.get("/leagues/nope/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_a_big_leagues_page_lists_the_matches_of_the_rounds_in_play_only(client, settings):
+    """Past LIVE_SCHEDULE_LISTED_MAX matches the snapshot lists the matches of the rounds in play,
+    the last completed and the next; the others keep their counts, and the schedule API gives any
+    round's matches (``?round=N``), as the page fetches them."""
+    from league.models import Round
+
+    league = make_league("spring_cup", players=6)  # 15 matches in 5 rounds
+    for number in (1, 2):
+        for match in Match.objects.filter(league=league, round__number=number):
+            play(match, "odd", "even", 3)
+    Round.objects.filter(league=league, number__in=(1, 2)).update(status=Round.Status.COMPLETED)
+    Round.objects.filter(league=league, number=3).update(status=Round.Status.ANNOUNCED)
+
+    full = readmodel.snapshot("spring_cup")["rounds"]
+    assert [len(r["matches"]) for r in full] == [3, 3, 3, 3, 3]
+    settings.LIVE_SCHEDULE_LISTED_MAX = 14
+    shown = readmodel.snapshot("spring_cup")["rounds"]
+    # Round 1: completed before the last; 2: the last completed; 3: in play; 4: next; 5: later.
+    assert [None if r["matches"] is None else len(r["matches"]) for r in shown] == [None, 3, 3, 3, None]
+    assert [(r["matches_total"], r["matches_finished"]) for r in shown] == [(3, 3), (3, 3), (3, 0), (3, 0), (3, 0)]
+    assert shown[1:4] == full[1:4]
+
+    (one,) = client.get("/api/leagues/spring_cup/schedule/?round=1").json()
+    assert one == full[0]
+    assert len(client.get("/api/leagues/spring_cup/schedule/").json()) == 5
+    assert client.get("/api/leagues/spring_cup/schedule/?round=one").status_code == 400
+    assert client.get("/api/leagues/spring_cup/schedule/?round=9").json() == []
