@@ -40,9 +40,9 @@ from django.conf import settings
 
 from leagueproto.endpoint_policy import (
     DEFAULT_PORTS,
-    AddressPolicy,
     IPAddress,
     IPNetwork,
+    Verdicts,
     address_problem,
     ip_of,
     is_local_address,
@@ -180,7 +180,7 @@ class ConnectPolicy:
         self._loaded_at = float("-inf")
         # Verdicts per (host, port, address), kept until a reload changes the rules: the
         # conductor connects to the same agents thousands of times a league.
-        self._verdicts: dict[tuple[str, int, str, bool], str | None] = {}
+        self._verdicts = Verdicts()
 
     def _leagues(self):  # -> QuerySet[League]: the leagues whose agents may be called
         from django.db.models import Q
@@ -218,18 +218,10 @@ class ConnectPolicy:
             allowed = await sync_to_async(self._load)()
             relay = await sync_to_async(self._relay_targets)()
             if allowed != self._allowed or relay != self._relay:
-                self._allowed, self._relay, self._verdicts = allowed, relay, {}
+                self._allowed, self._relay, self._verdicts = allowed, relay, Verdicts()
             self._loaded_at = time.monotonic()
         key = (host, port, address, settings.ENDPOINT_ALLOW_SERVICE_PORTS)
-        try:
-            return self._verdicts[key]
-        except KeyError:
-            pass
-        verdict = self._judge(host, port, address)
-        if len(self._verdicts) >= AddressPolicy.KEPT:
-            self._verdicts.clear()
-        self._verdicts[key] = verdict
-        return verdict
+        return self._verdicts.of(key, lambda: self._judge(host, port, address))
 
     def _judge(self, host: str, port: int, address: str) -> str | None:
         parsed, problem = _port_and_address(port, address)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -206,6 +206,28 @@ def port_and_address(port: int, address: str, allow_service_ports: bool = False)
     return parsed, ""
 
 
+class Verdicts:
+    """Connection verdicts kept by key (the caller's judgement's inputs), at most ``KEPT`` of them:
+    past that, all are forgotten and judged again, so a client sending new names cannot grow it."""
+
+    KEPT = 4096
+
+    def __init__(self) -> None:
+        self._kept: dict[Hashable, str | None] = {}
+
+    def of(self, key: Hashable, judge: Callable[[], str | None]) -> str | None:
+        """The verdict kept for ``key``, else ``judge()``'s, kept."""
+        try:
+            return self._kept[key]
+        except KeyError:
+            pass
+        verdict = judge()
+        if len(self._kept) >= self.KEPT:
+            self._kept.clear()
+        self._kept[key] = verdict
+        return verdict
+
+
 class AddressPolicy:
     """The connection-time check for networks known to this process (``AgentClient(address_check=…)``).
 
@@ -220,9 +242,6 @@ class AddressPolicy:
     testing it against each network) was ~7 % of a referee's CPU.
     """
 
-    # Distinct (host, port, address) verdicts kept: past that, all are forgotten (judged again).
-    KEPT = 4096
-
     def __init__(
         self,
         allowed: list[IPNetwork],
@@ -231,7 +250,7 @@ class AddressPolicy:
         passes: Iterable[tuple[str, int]] = (),
         own_port: int | None = None,
     ) -> None:
-        self._verdicts: dict[tuple[str, int, str], str | None] = {}
+        self._verdicts = Verdicts()
         self.allowed = allowed
         self.allow_service_ports = allow_service_ports
         self.passes = {(host.lower(), port) for host, port in passes}
@@ -241,20 +260,11 @@ class AddressPolicy:
         # Any change of the rules' inputs makes every kept verdict stale.
         super().__setattr__(name, value)
         if name != "_verdicts":
-            super().__setattr__("_verdicts", {})
+            super().__setattr__("_verdicts", Verdicts())
 
     async def __call__(self, host: str, port: int, address: str) -> str | None:
         """Why ``address`` (what ``host`` resolved to) may not be connected to on ``port``, or None."""
-        key = (host, port, address)
-        try:
-            return self._verdicts[key]
-        except KeyError:
-            pass
-        verdict = self.judge(host, port, address)
-        if len(self._verdicts) >= self.KEPT:
-            self._verdicts.clear()
-        self._verdicts[key] = verdict
-        return verdict
+        return self._verdicts.of((host, port, address), lambda: self.judge(host, port, address))
 
     def judge(self, host: str, port: int, address: str) -> str | None:
         """The verdict on one connection, worked out afresh."""
