@@ -227,10 +227,16 @@ class LeagueViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, pagination_class=None)
     def schedule(self, request: Request, league_id: str) -> Response:
         """Every round with its matches and how far it got (``?round=N``: round N only)."""
-        number = request.query_params.get("round")
-        if number is not None and not number.isdigit():
-            raise ValidationError({"round": "must be a round number"})
-        return Response(readmodel.rounds(self.get_object(), number=int(number) if number is not None else None))
+        league = self.get_object()
+        given = request.query_params.get("round")
+        if given is None:
+            return Response(readmodel.rounds(league))
+        try:
+            number = int(given)
+        except ValueError:
+            raise ValidationError({"round": "must be a round number"}) from None
+        # Any integer is a round number; one no round can have (0, negative, past the column) has none.
+        return Response(readmodel.rounds(league, number=number) if 0 < number < 2**31 else [])
 
     @extend_schema(responses=serializers.LiveSerializer)
     @action(detail=True, pagination_class=None)

@@ -155,3 +155,5 @@ def test_a_big_leagues_page_lists_the_matches_of_the_rounds_in_play_only(client,
     assert len(client.get("/api/leagues/spring_cup/schedule/").json()) == 5
     assert client.get("/api/leagues/spring_cup/schedule/?round=one").status_code == 400
     assert client.get("/api/leagues/spring_cup/schedule/?round=9").json() == []
+    assert client.get("/api/leagues/spring_cup/schedule/?round=-6").json() == []
+    assert client.get(f"/api/leagues/spring_cup/schedule/?round={2**70}").json() == []

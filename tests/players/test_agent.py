@@ -4,6 +4,7 @@ authentication, reply envelopes, deadlines, memory and lifecycle."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 
@@ -52,13 +53,17 @@ def test_it_retries_registration_until_a_league_opens(scripted_lm, serve_players
     assert p.player_id == "P01"
 
 
-def test_it_is_suspended_then_shut_down_when_the_lm_never_answers(serve_players):
+def test_it_is_suspended_then_shut_down_when_the_lm_never_answers(serve_players, caplog):
     # Nothing listens on port 9 (discard) on loopback: every attempt is a connection error.
+    caplog.set_level(logging.DEBUG, logger="players")
     p = player("Lonely", league_url="http://127.0.0.1:9/mcp", register_backoff=0.01, register_attempts=4)
-    seen: set[str] = set()
     serve_players(p, register=True)
-    wait_until(lambda: seen.add(p.lifecycle) or p.lifecycle == Lifecycle.SHUTDOWN)
-    assert Lifecycle.SUSPENDED in seen
+    wait_until(lambda: p.lifecycle == Lifecycle.SHUTDOWN)
+    # Its every change of state, as it logs them (polling its state could miss a short one).
+    changes = [m for r in caplog.records if (m := r.getMessage()).startswith("Lonely: ") and " → " in m]
+    states = [m.split(" → ")[1] for m in changes]
+    assert Lifecycle.SUSPENDED in states and states[-1] == Lifecycle.SHUTDOWN
+    assert states.index(Lifecycle.SUSPENDED) < states.index(Lifecycle.SHUTDOWN)
     assert p.failures == 4
 
 

@@ -307,10 +307,14 @@ def test_active_matches_counts_the_matches_not_yet_done(lm, players):
     _, url_b = players(ScriptedPlayer("P02"))
     _, url_held = players(ScriptedPlayer("P03", join_gate=held))
     try:
+        # The held joins wait for their gates, not for a 0.3 s join timeout a loaded machine
+        # outruns between two calls (a match ended by it would no longer be active).
+        patient = {**FAST_TIMEOUTS, "join": 30.0}
         with run_referee(league_url=lm_url, max_concurrent=4, grace_seconds=0.2) as running:
             running.wait_registered()
             for n in (1, 2):
-                reply = rpc(running.url, "start_match", start_match_message(url_a, url_b, match_id=f"R1M{n}"))
+                started = start_match_message(url_a, url_b, match_id=f"R1M{n}", timeouts=patient)
+                reply = rpc(running.url, "start_match", started)
                 assert (reply["status"], reply["active_matches"]) == ("ACCEPTED", n)
             assert running.referee.active_matches == 2
             gate.set()
@@ -320,7 +324,6 @@ def test_active_matches_counts_the_matches_not_yet_done(lm, players):
             again = rpc(running.url, "start_match", start_match_message(url_a, url_b, match_id="R1M1"))
             assert (again["status"], again["reason"], again["active_matches"]) == ("ACCEPTED", "already finished", 0)
             # R1M3's player holds its join answer past the grace period (its join timeout is longer).
-            patient = {**FAST_TIMEOUTS, "join": 30.0}
             cut = start_match_message(url_held, url_b, match_id="R1M3", player_A_id="P03", timeouts=patient)
             assert rpc(running.url, "start_match", cut)["active_matches"] == 1
             running.server.stop()  # shutdown(): waits for R1M3 for its grace period, then cuts it off
