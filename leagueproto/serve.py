@@ -106,14 +106,14 @@ class ThreadedServer:
         return self._thread.is_alive()
 
     def _run(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(self.loop)
-        try:
-            self.loop.run_until_complete(self.server.serve(sockets=self.sockets))
-        finally:
-            # Its selector and wake-up sockets go now, not when a garbage collection finds the
-            # loop: a test run starts hundreds of these servers.
-            self.loop.close()
+        # As asyncio.run does, the runner cancels the tasks still pending when the server stops (a
+        # league page's audience whose sockets were cut with the server) and lets them finish
+        # before it closes the loop: left pending, each would fail later, when garbage collection
+        # finds it, on a closed loop ("Event loop is closed"). The loop's selector and wake-up
+        # sockets go now too, not at a collection: a test run starts hundreds of these servers.
+        with asyncio.Runner() as runner:
+            self.loop = runner.get_loop()
+            runner.run(self.server.serve(sockets=self.sockets))
 
     def start(self, timeout: float = 10.0) -> ThreadedServer:
         self._thread.start()
