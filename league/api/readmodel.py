@@ -268,7 +268,7 @@ SCHEDULED_FIELDS = (
 
 def rounds(league: League, *, number: int | None = None) -> list[dict[str, Any]]:
     """The schedule, round by round, with how far each round got (``number``: that round only)."""
-    return _schedule(league, number=number, listed=None)
+    return _schedule(league, number=number, page=False)
 
 
 def page_rounds(league: League) -> list[dict[str, Any]]:
@@ -277,30 +277,34 @@ def page_rounds(league: League) -> list[dict[str, Any]]:
     and of the next only; the others come with their counts and ``"matches": null`` (the page
     fetches one when asked: the schedule API's ``?round=N``). A 100-player schedule is 1.0 MB of
     the page's 1.2 MB snapshot, sent to every viewer that connects and rebuilt at every version."""
-    heads = list(Round.objects.filter(league=league).order_by("number").values_list("id", "status"))
-    total = Match.objects.filter(league=league).count()
-    if total <= settings.LIVE_SCHEDULE_LISTED_MAX:
-        return _schedule(league, number=None, listed=None)
-    in_play = {pk for pk, status in heads if status in (Round.Status.ANNOUNCED, Round.Status.PLAYED)}
-    completed = [pk for pk, status in heads if status == Round.Status.COMPLETED]
-    pending = [pk for pk, status in heads if status == Round.Status.PENDING]
-    return _schedule(league, number=None, listed=in_play | set(completed[-1:]) | set(pending[:1]))
+    return _schedule(league, number=None, page=True)
 
 
-def _schedule(league: League, *, number: int | None, listed: set[int] | None) -> list[dict[str, Any]]:
-    """Rounds (all, or round ``number``) with the matches of those in ``listed`` (all when None)."""
+def _listed_on_the_page(rounds_of: list[Round]) -> set[int]:
+    """The rounds a big league's page lists the matches of: in play, the last completed, the next."""
+    in_play = {r.id for r in rounds_of if r.status in (Round.Status.ANNOUNCED, Round.Status.PLAYED)}
+    completed = [r.id for r in rounds_of if r.status == Round.Status.COMPLETED]
+    pending = [r.id for r in rounds_of if r.status == Round.Status.PENDING]
+    return in_play | set(completed[-1:]) | set(pending[:1])
+
+
+def _schedule(league: League, *, number: int | None, page: bool) -> list[dict[str, Any]]:
+    """Rounds (all, or round ``number``) with their matches (``page``: as ``page_rounds`` lists them)."""
     rounds_of = Round.objects.filter(league=league).order_by("number")
     matches = Match.objects.filter(league=league)
     if number is not None:
         rounds_of = rounds_of.filter(number=number)
         matches = matches.filter(round__number=number)
+    rounds_of = list(rounds_of)
     counts = {
         row["round_id"]: (row["total"], row["finished"])
         for row in matches.order_by()
         .values("round_id")
         .annotate(total=Count("pk"), finished=Count("pk", filter=Q(status=Match.Status.FINISHED)))
     }
-    if listed is not None:
+    listed = None
+    if page and sum(total for total, _ in counts.values()) > settings.LIVE_SCHEDULE_LISTED_MAX:
+        listed = _listed_on_the_page(rounds_of)
         matches = matches.filter(round_id__in=listed)
     matches_by_round: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for row in matches.order_by("round__number", "id").values_list(*SCHEDULED_FIELDS):
