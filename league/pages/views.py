@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import shlex
 import threading
 import time
 
+from django.conf import settings
 from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -20,6 +22,8 @@ from league.api import live, profiles, readmodel
 from league.api.views import leagues_with_counts
 from league.mcp.endpoint import MCP_PATH
 from league.models import League, MatchResult, Player, Referee
+
+log = logging.getLogger(__name__)
 
 
 def league_list(request: HttpRequest) -> HttpResponse:
@@ -83,19 +87,17 @@ def registration_command(mcp_url: str, league_id: str, game_type: str) -> str:
     return f"curl -s {shlex.quote(mcp_url)} \\\n  -H 'Content-Type: application/json' \\\n  -d {body}"
 
 
-# A league page rendered less than this long ago is served while the league moves on: a busy
-# league changes version with every result, and its new viewers would each pay a rendering.
-# The page's websocket brings it to the current version at once (league/consumers.py).
-PAGE_FRESH = 1.0
 _rendering = threading.Lock()  # one rendering at a time; the others take what it made
 
 
 def league_detail(request: HttpRequest, league_id: str) -> HttpResponse:
-    """The league page, rendered at most once per league version (and once a second while the
-    league moves on) and shared by every viewer, like the snapshot it shows (``league.api.live``):
-    a class opening the page together costs one rendering, not one each. A page rendered less
-    than PAGE_FRESH ago is served without asking the league's version (a few aggregate queries:
-    500 viewers arriving within seconds would each pay them)."""
+    """The league page, rendered at most once per league version (and at most once per
+    ``LIVE_PAGE_FRESH`` seconds while the league moves on) and shared by every viewer, like the
+    snapshot it shows (``league.api.live``): a class opening the page together costs one
+    rendering, not one each. A page younger than ``LIVE_PAGE_FRESH`` is served without asking the
+    league's version (a few aggregate queries: 500 viewers arriving within seconds would each
+    pay them); an older one is brought up to date by one request while the others are served it
+    as it is (their websocket brings each page to the current version at once)."""
     mcp_url = request.build_absolute_uri(MCP_PATH)
     # The league itself (its row and creation), not only its id: a league deleted and made again
     # under the same id is another page, however recently the first was rendered.
@@ -105,26 +107,33 @@ def league_detail(request: HttpRequest, league_id: str) -> HttpResponse:
     name = f"{league_id} {identity} {mcp_url}"
     key = f"live-page:{hashlib.blake2b(name.encode(), digest_size=8).hexdigest()}"
     kept = cache.get(key)
-    if kept is not None and time.time() - kept[1] < PAGE_FRESH:
+    if kept is not None and time.time() - kept[1] < settings.LIVE_PAGE_FRESH:
         return HttpResponse(kept[2])
-    at = live.version(league_id)
-    if at is None:
-        raise Http404(f"no league {league_id!r}")
-    kept = _fresh(kept, at)
-    if kept is None:
-        with _rendering:
-            kept = _fresh(cache.get(key), at)
-            if kept is None:
-                kept = _render_league(request, league_id, mcp_url)
-                cache.set(key, kept, live.SNAPSHOT_TTL)
+    # Only a viewer with no page to be served waits for the rendering.
+    if not _rendering.acquire(blocking=kept is None):
+        return HttpResponse(kept[2])
+    try:
+        kept = _brought_up_to_date(request, league_id, key, mcp_url)
+    finally:
+        _rendering.release()
     return HttpResponse(kept[2])
 
 
-def _fresh(kept: tuple[str, float, str] | None, at: str) -> tuple[str, float, str] | None:
-    """``kept`` (version, rendered at, page) if it shows version ``at`` or is younger than PAGE_FRESH."""
-    if kept is not None and (kept[0] == at or time.time() - kept[1] < PAGE_FRESH):
+def _brought_up_to_date(request: HttpRequest, league_id: str, key: str, mcp_url: str) -> tuple[str, float, str]:
+    """The page kept under ``key`` (version, checked at, page), at the league's current version:
+    rendered again only when the version moved, else marked fresh again."""
+    kept = cache.get(key)  # (brought up to date while this request waited)
+    if kept is not None and time.time() - kept[1] < settings.LIVE_PAGE_FRESH:
         return kept
-    return None
+    at = live.version(league_id)
+    if at is None:
+        raise Http404(f"no league {league_id!r}")
+    if kept is not None and kept[0] == at:
+        kept = (at, time.time(), kept[2])
+    else:
+        kept = _render_league(request, league_id, mcp_url)
+    cache.set(key, kept, live.SNAPSHOT_TTL)
+    return kept
 
 
 def _render_league(request: HttpRequest, league_id: str, mcp_url: str) -> tuple[str, float, str]:
@@ -141,6 +150,7 @@ def _render_league(request: HttpRequest, league_id: str, mcp_url: str) -> tuple[
     }
     # An arena (schedule_format "arena") has its leaderboard page instead (league/api/arenaboard.py).
     template = "league/arena_detail.html" if "leaderboard" in data else "league/league_detail.html"
+    log.debug("rendered the page of %s at version %s", league_id, snapshot.version)
     return snapshot.version, time.time(), render_to_string(template, context, request)
 
 

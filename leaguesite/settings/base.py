@@ -331,6 +331,10 @@ RELAY_LOCAL_SHORTCUT = True
 # past it, the matches of the rounds in play, of the last completed and of the next only, the
 # others one click away (league/api/readmodel.py, page_rounds).
 LIVE_SCHEDULE_LISTED_MAX = 600
+# Seconds a league page, once rendered or checked against the league's version, is served as it
+# is (league/pages/views.py): a busy league changes version with every result, and each of a
+# class's new viewers would otherwise pay the check or a rendering.
+LIVE_PAGE_FRESH = 1.0
 # Seconds a referee started by `runreferee` holds a finished match's report for those of matches
 # still in play, to send them in one batch (referee/agent.py, RefereeConfig.report_linger).
 REFEREE_REPORT_LINGER = 0.02
