@@ -119,7 +119,9 @@ def renders(caplog) -> int:
 
 
 @pytest.mark.django_db
-def test_a_page_rendered_a_moment_ago_is_served_without_asking_the_version(client, settings, django_assert_max_num_queries):
+def test_a_page_rendered_a_moment_ago_is_served_without_asking_the_version(
+    client, settings, django_assert_max_num_queries
+):
     """500 viewers opening the page within seconds each cost one indexed lookup (the league's
     identity), not the version's aggregate queries, while the page is younger than LIVE_PAGE_FRESH."""
     settings.LIVE_PAGE_FRESH = 60.0
