@@ -52,6 +52,13 @@ def announce_leagues(change: str, league_id: str) -> None:
     transaction.on_commit(partial(events.send, [(LEAGUES_GROUP, change, {"league_id": league_id})]))
 
 
+def _named(data: dict[str, Any]) -> dict[str, Any]:
+    """An event's scalar fields (which match, round, player; a status): what it changed comes in
+    the push's patch, so its nested parts (a result's details, a round's pairs) are not sent to
+    every viewer again."""
+    return {name: value for name, value in data.items() if not isinstance(value, dict | list)}
+
+
 def _snapshot_text(version: str, viewers: int, data: str) -> str:
     """The snapshot message around ``data``, the snapshot's JSON as encoded once per version."""
     return f'{{"type":"snapshot","version":"{version}","viewers":{viewers},"data":{data}}}'
@@ -128,7 +135,7 @@ class Audience:
         """Every event of the league's group marks the league changed (one message per process)."""
         while True:
             message = await layer.receive(self.channel)
-            self.news.append({"event": message.get("event"), "data": message.get("data") or {}})
+            self.news.append({"event": message.get("event"), "data": _named(message.get("data") or {})})
             del self.news[:-EVENTS_PER_PUSH]
             self.changed.set()
 

@@ -169,24 +169,48 @@ def _row_key(old: list[Any], new: list[Any]) -> str | None:
     return None
 
 
+def _slid_by(old: list[Any], new: list[Any]) -> int | None:
+    """The smallest ``k`` with ``new`` = ``old[k:]`` + a tail, keeping some of ``old``: a list that
+    grows at its end (a chart's points) or slides (a player's last five results)."""
+    if not old or not new:
+        return None
+    for k in range(len(old)):
+        kept = len(old) - k
+        if kept <= len(new) and old[k] == new[0] and old[k:] == new[:kept]:
+            return k
+    return None
+
+
 def diff(old: Any, new: Any) -> dict[str, Any] | None:
-    """A patch from ``old`` to ``new`` (None when equal): ``{"$r": value}`` replaces a value,
-    ``{"$d": {name: patch}}`` patches a dict's changed entries, ``{"$l": id_field, "o": ids or
-    None, "i": {id: patch}}`` patches a list of rows by id (``o``: the new order of ids when it
-    changed; a new row comes as ``{"$r": row}``)."""
+    """A patch from ``old`` to ``new`` (None when equal). Ops are dicts: ``{"$r": value}``
+    replaces a value; ``{"$d": {name: patch}}`` patches a dict's changed entries, where a patch
+    that is not a dict is the entry's new value itself (most changes are numbers and strings);
+    ``{"$a": tail, "x": k}`` drops a list's first ``k`` items and appends ``tail``; ``{"$l":
+    id_field, "o": ids or None, "i": {id: patch}}`` patches a list of rows by id (``o``: the new
+    order of ids when it changed; a new row comes as ``{"$r": row}``)."""
     if old == new:
         return None
     if isinstance(old, dict) and isinstance(new, dict) and old.keys() == new.keys():
-        return {"$d": {name: d for name in new if (d := diff(old[name], new[name])) is not None}}
-    if isinstance(old, list) and isinstance(new, list) and (key := _row_key(old, new)):
-        before = {row[key]: row for row in old}
-        items: dict[str, Any] = {}
-        for row in new:
-            d = diff(before[row[key]], row) if row[key] in before else {"$r": row}
+        changed: dict[str, Any] = {}
+        for name in new:
+            d = diff(old[name], new[name])
             if d is not None:
-                items[str(row[key])] = d
-        ids = [row[key] for row in new]
-        return {"$l": key, "o": ids if ids != [row[key] for row in old] else None, "i": items}
+                changed[name] = d["$r"] if "$r" in d and not isinstance(d["$r"], dict) else d
+        return {"$d": changed}
+    if isinstance(old, list) and isinstance(new, list):
+        k = _slid_by(old, new)
+        if k is not None:
+            return {"$a": new[len(old) - k :], "x": k}
+        key = _row_key(old, new)
+        if key:
+            before = {row[key]: row for row in old}
+            items: dict[str, Any] = {}
+            for row in new:
+                d = diff(before[row[key]], row) if row[key] in before else {"$r": row}
+                if d is not None:
+                    items[str(row[key])] = d
+            ids = [row[key] for row in new]
+            return {"$l": key, "o": ids if ids != [row[key] for row in old] else None, "i": items}
     return {"$r": new}
 
 
@@ -197,7 +221,12 @@ def apply(value: Any, patch: dict[str, Any] | None) -> Any:
     if "$r" in patch:
         return patch["$r"]
     if "$d" in patch:
-        return {**value, **{name: apply(value[name], p) for name, p in patch["$d"].items()}}
+        return {
+            **value,
+            **{name: apply(value[name], p) if isinstance(p, dict) else p for name, p in patch["$d"].items()},
+        }
+    if "$a" in patch:
+        return value[patch["x"] :] + patch["$a"]
     key, items = patch["$l"], patch["i"]
     rows = {str(row[key]): row for row in value}
     order = patch["o"] if patch["o"] is not None else [row[key] for row in value]

@@ -460,11 +460,14 @@ def recent_matches(league: League, limit: int = RECENT_MATCHES) -> list[dict[str
     read ``limit`` rows at most, whatever the league's size)."""
     qs = matches_queryset(league)
     running = list(qs.filter(status__in=RUNNING_MATCH).order_by("-assigned_at", "-id")[:limit])
-    finished = list(
-        qs.filter(status=Match.Status.FINISHED).order_by(Coalesce("finished_at", "result__reported_at").desc(), "-id")[
-            : max(0, limit - len(running))
-        ]
+    # The latest finished are picked by id first: sorting the league's finished matches with
+    # every joined column (a result's log among them) would cost more than the rest of the page.
+    latest = list(
+        Match.objects.filter(league=league, status=Match.Status.FINISHED)
+        .order_by(Coalesce("finished_at", "result__reported_at").desc(), "-id")
+        .values_list("pk", flat=True)[: max(0, limit - len(running))]
     )
+    finished = sorted(qs.filter(pk__in=latest), key=lambda m: latest.index(m.pk))
     return [match_summary(m) for m in running + finished]
 
 

@@ -61,9 +61,14 @@
     if ("$d" in patch) {
       out = {};
       Object.keys(value).forEach(function (k) { out[k] = value[k]; });
-      Object.keys(patch.$d).forEach(function (k) { out[k] = applyPatch(value[k], patch.$d[k]); });
+      Object.keys(patch.$d).forEach(function (k) {
+        var p = patch.$d[k];
+        // A patch that is not an op (a dict) is the entry's new value itself.
+        out[k] = p !== null && typeof p === "object" && !Array.isArray(p) ? applyPatch(value[k], p) : p;
+      });
       return out;
     }
+    if ("$a" in patch) return value.slice(patch.x).concat(patch.$a);
     var key = patch.$l, rows = {};
     value.forEach(function (row) { rows[String(row[key])] = row; });
     var order = patch.o || value.map(function (row) { return row[key]; });

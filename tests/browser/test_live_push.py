@@ -89,3 +89,15 @@ def test_a_busy_league_still_refreshes_the_page(site, page):
     seen = page.evaluate("window.__seen")  # before any quiet moment after the last event
     finished = {text.split(" of ")[0] for text in seen}
     assert len(finished) >= 3, seen
+
+
+def test_the_pages_apply_patches_as_the_server_makes_them(site, page):
+    """``applyPatch`` (static/league/site.js) and ``live.diff`` are two halves of one format."""
+    from league.api import live
+    from tests.league.test_live import PATCH_CASES
+
+    make_league("spring_cup", players=4)
+    page.goto(f"{site.base}/leagues/spring_cup/")
+    for old, new in PATCH_CASES:
+        patch = live.diff(old, new)
+        assert page.evaluate("([value, patch]) => window.leagueSite.applyPatch(value, patch)", [old, patch]) == new

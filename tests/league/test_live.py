@@ -99,23 +99,54 @@ def test_a_patch_takes_a_page_from_one_version_to_the_next():
     assert live.diff(after, after) is None
 
 
-def test_diff_and_apply_agree_on_reordered_added_and_removed_rows():
-    old = {"rows": [{"player_id": "P1", "n": 1}, {"player_id": "P2", "n": 2}], "x": [1, 2]}
-    new = {"rows": [{"player_id": "P3", "n": 0}, {"player_id": "P2", "n": 5}], "x": [2]}
-    assert live.apply(old, live.diff(old, new)) == new
-    assert live.apply({"a": 1}, live.diff({"a": 1}, {"b": 2})) == {"b": 2}
-    rounds = [{"number": 1, "m": [1]}, {"number": 2, "m": []}]
-    assert live.apply(rounds, live.diff(rounds, [rounds[1], {"number": 1, "m": [1, 2]}])) == [
-        rounds[1],
-        {"number": 1, "m": [1, 2]},
-    ]
-
-
 RENDERED = "rendered the page of"
 
 
 def renders(caplog) -> int:
     return sum(RENDERED in r.getMessage() for r in caplog.records if r.name == "league.pages.views")
+
+
+# Pairs of values that a patch must take from one to the other (also checked against the page's
+# applyPatch in Chromium, tests/browser/test_live_push.py).
+PATCH_CASES = [
+    (
+        {"rows": [{"player_id": "P1", "n": 1}, {"player_id": "P2", "n": 2}], "x": [1, 2]},
+        {"rows": [{"player_id": "P3", "n": 0}, {"player_id": "P2", "n": 5}], "x": [2]},
+    ),
+    ({"a": 1}, {"b": 2}),
+    ({"a": 1, "b": "x", "c": None, "d": {"e": 1}}, {"a": None, "b": "y", "c": [1], "d": {"e": 2}}),
+    ({"a": {"b": 1}}, {"a": {"c": 1}}),
+    ({"a": 1}, {"a": {"b": 1}}),
+    ({"points": [0, 3, 4]}, {"points": [0, 3, 4, 4, 7]}),
+    ({"form": ["W", "L", "D", "W", "W"]}, {"form": ["D", "W", "W", "L", "L"]}),
+    (
+        {"form": [{"match_id": "M1", "mark": "W"}, {"match_id": "M2", "mark": "L"}]},
+        {"form": [{"match_id": "M2", "mark": "L"}, {"match_id": "M3", "mark": "D"}]},
+    ),
+    ({"zeros": [0, 0, 0]}, {"zeros": [0, 0, 0, 0]}),
+    ({"l": [1, 2, 3]}, {"l": [3, 2, 1]}),
+    ({"l": [1, 2]}, {"l": []}),
+    ({"l": []}, {"l": [1]}),
+    ([{"number": 1, "m": [1]}, {"number": 2, "m": []}], [{"number": 2, "m": []}, {"number": 1, "m": [1, 2]}]),
+]
+
+
+@pytest.mark.parametrize(("old", "new"), PATCH_CASES)
+def test_a_patch_takes_a_value_to_the_other(old, new):
+    assert live.apply(old, live.diff(old, new)) == new
+    assert live.diff(new, new) is None
+
+
+def test_a_patch_sends_changed_numbers_as_themselves_and_a_growing_list_as_its_tail():
+    old = {"row": {"points": 3, "rank": 2, "name": "Alpha"}, "chart": [0, 3], "form": ["W", "L", "D", "W", "W"]}
+    new = {"row": {"points": 4, "rank": 1, "name": "Alpha"}, "chart": [0, 3, 4], "form": ["D", "W", "W", "L", "D"]}
+    assert live.diff(old, new) == {
+        "$d": {
+            "row": {"$d": {"points": 4, "rank": 1}},
+            "chart": {"$a": [4], "x": 0},
+            "form": {"$a": ["L", "D"], "x": 2},
+        }
+    }
 
 
 @pytest.mark.django_db
@@ -214,3 +245,15 @@ def test_a_big_leagues_page_lists_the_matches_of_the_rounds_in_play_only(client,
     assert client.get("/api/leagues/spring_cup/schedule/?round=9").json() == []
     assert client.get("/api/leagues/spring_cup/schedule/?round=-6").json() == []
     assert client.get(f"/api/leagues/spring_cup/schedule/?round={2**70}").json() == []
+
+
+@pytest.mark.django_db
+def test_the_feed_lists_the_running_matches_then_the_latest_finished_newest_first():
+    league = make_league("spring_cup", players=10)  # 45 matches
+    matches = list(Match.objects.filter(league=league).order_by("-id"))
+    finished = matches[:36]
+    for match in finished:  # played from the last scheduled to the first
+        play(match, "odd", "even", 3)
+    start(matches[40])
+    feed = [row["match_id"] for row in readmodel.recent_matches(league)]
+    assert feed == [matches[40].match_id] + [m.match_id for m in reversed(finished)][: readmodel.RECENT_MATCHES - 1]
