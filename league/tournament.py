@@ -26,7 +26,7 @@ SLOW_SHARE = 0.5
 SLOW_MIN_ANSWERS = 3
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Played:
     """One finished match, as the tournament views need it."""
 
@@ -98,11 +98,14 @@ def rank_moves(
 def recent_form(player_ids: Iterable[str], played: Sequence[Played], length: int = FORM_LENGTH) -> dict[str, list]:
     """Each player's last ``length`` results, oldest first (as sports tables show form)."""
     form: dict[str, list[dict[str, Any]]] = {pid: [] for pid in player_ids}
-    for p in sorted(played, key=lambda p: (p.round, p.match_id)):
+    # Newest first, and only until a player has its ``length``: a league's page is rebuilt at
+    # every version, and most of its results are older than anyone's form.
+    for p in sorted(played, key=lambda p: (p.round, p.match_id), reverse=True):
         for pid in (p.player_a, p.player_b):
-            if pid in form:
-                form[pid].append(p.seen_by(pid))
-    return {pid: marks[-length:] for pid, marks in form.items()}
+            marks = form.get(pid)
+            if marks is not None and len(marks) < length:
+                marks.append(p.seen_by(pid))
+    return {pid: marks[::-1] for pid, marks in form.items()}
 
 
 def crosstable(order: Sequence[Mapping[str, Any]], played: Iterable[Played]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ class Spectator:
 
         from league.api import live
 
-        url = self.base.replace("http://", "ws://") + f"/ws/leagues/{self.league_id}/"
+        url = self.base.replace("http://", "ws://") + f"/ws/leagues/{self.league_id}/?deflate=1"
         opened = time.perf_counter()
         # No keepalive pings of the client's own: a browser's page sends none.
         async with websockets.connect(url, origin="http://127.0.0.1", max_size=None, ping_interval=None) as ws:
@@ -69,6 +70,8 @@ class Spectator:
                 except TimeoutError:
                     continue
                 self.bytes += len(text)
+                if isinstance(text, bytes):  # a patch, compressed as the page asks (league.js)
+                    text = zlib.decompress(text)
                 message = orjson.loads(text)  # a page parses with the browser's native JSON.parse
                 if message["type"] == "snapshot":
                     if self.snapshot_ms is None:

@@ -352,21 +352,34 @@
   document.addEventListener("visibilitychange", function () { if (!document.hidden) resync(); });
 
   // -- the websocket ----------------------------------------------------------------------
+  function textOf(data) {
+    if (typeof data === "string") return Promise.resolve(data);
+    var inflated = new Blob([data]).stream().pipeThrough(new DecompressionStream("deflate"));
+    return new Response(inflated).text();
+  }
   var live = $("live"), socket = null, attempt = 0;
   function setLive(stateName, label) { live.dataset.state = stateName; live.querySelector(".live-label").textContent = label; }
   function connect() {
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
-    socket = new WebSocket(scheme + location.host + "/ws/leagues/" + encodeURIComponent(leagueId) + "/");
+    // Patches come compressed (binary frames) where the browser can undo it.
+    var deflate = typeof DecompressionStream === "function";
+    socket = new WebSocket(scheme + location.host + "/ws/leagues/" + encodeURIComponent(leagueId) + "/" +
+      (deflate ? "?deflate=1" : ""));
+    socket.binaryType = "arraybuffer";
     window.leagueSocket = socket;  // lets people (and tests) poke at the connection
     socket.onopen = function () {
       attempt = 0;
       setLive("live", "live");
       root.dataset.connections = String((Number(root.dataset.connections) || 0) + 1);
     };
+    // Messages are taken in the order they came, a compressed one once it is inflated.
+    var inbox = Promise.resolve();
     socket.onmessage = function (ev) {
-      var msg;
-      try { msg = JSON.parse(ev.data); } catch (e) { return; }
-      receive(msg);
+      inbox = inbox.then(function () { return textOf(ev.data); }).then(function (text) {
+        var msg;
+        try { msg = JSON.parse(text); } catch (e) { return; }
+        receive(msg);
+      }).catch(function () { /* a frame that does not inflate: the next patch asks for the snapshot */ });
     };
     socket.onclose = function () {
       setLive("reconnecting", "reconnecting");

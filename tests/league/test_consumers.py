@@ -6,6 +6,8 @@ Runs on whichever channel layer settings choose: in-memory here, Redis when REDI
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
@@ -59,6 +61,28 @@ async def test_it_sends_a_snapshot_then_patches_it_as_results_come_in():
     assert set(changed["standings"]["i"]) <= {"P01", "P02", "P03", "P04"}
     assert state == await database_sync_to_async(live.current_data)("spring_cup")
     await ws.disconnect()
+
+
+async def test_a_page_that_asks_gets_its_patches_compressed_once_for_all():
+    """``?deflate=1``: the snapshot as text, then each patch as a binary frame that inflates (zlib)
+    to the very text a viewer that did not ask gets."""
+    league = await database_sync_to_async(make_league)("spring_cup", 4)
+    plain, packed = communicator("/ws/leagues/spring_cup/"), communicator("/ws/leagues/spring_cup/?deflate=1")
+    for ws in (plain, packed):
+        assert (await ws.connect(timeout=2))[0]
+        assert (await ws.receive_json_from(timeout=2))["type"] == "snapshot"
+    match = await database_sync_to_async(Match.objects.get)(league=league, match_id="R1M2")
+    await database_sync_to_async(play)(match, "odd", "even", 4)
+    texts, frames = [], []
+    while not any('"match_finished"' in t for t in texts):
+        texts.append(await plain.receive_from(timeout=5))
+    while not any(b'"match_finished"' in zlib.decompress(f["bytes"]) for f in frames):
+        frames.append(await packed.receive_output(timeout=5))
+    assert all(frame.get("text") is None for frame in frames)
+    # The push of the result: the same text for both.
+    assert zlib.decompress(frames[-1]["bytes"]).decode() == texts[-1]
+    for ws in (plain, packed):
+        await ws.disconnect()
 
 
 async def test_every_viewer_gets_the_same_push_and_the_count_of_viewers():
