@@ -7,11 +7,14 @@ service, :mod:`league.standings`.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Q
+from django.db.models import Count, Max, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -74,11 +77,57 @@ PLAYED_FIELDS = (
 )
 
 
+@dataclass(frozen=True)
+class _Read:
+    """A league's results as ``played`` last read them in this process."""
+
+    created_at: Any  # the league's creation: a pk reused by another league reads afresh
+    count: int
+    latest: int | None
+    read_at: float  # when every result was last read (time.monotonic())
+    rows: tuple[Played, ...]
+
+
+_reads: dict[int, _Read] = {}
+_reads_lock = threading.Lock()
+
+
 def played(league: League) -> list[Played]:
     """Every finished match of ``league`` as :class:`league.tournament.Played`, in the order
-    the results were recorded (one query)."""
+    the results were recorded. Results are appended, never changed: this process keeps the rows
+    it read and, when the results' count and latest id (one aggregate query) say some were added
+    since, reads only those; a result removed, or one added under a lower id than the latest
+    kept (two transactions committing out of order), reads them all again, and so does the first
+    call ``STANDINGS_CACHE_TTL`` seconds after the last full read (a result edited by hand)."""
+    last = league.results.order_by().aggregate(count=Count("pk"), latest=Max("pk"))
+    now = time.monotonic()
+    kept = _reads.get(league.pk)
+    fresh = (
+        kept is not None and kept.created_at == league.created_at and now - kept.read_at < settings.STANDINGS_CACHE_TTL
+    )
+    if fresh and (kept.count, kept.latest) == (last["count"], last["latest"]):
+        return list(kept.rows)
+    if fresh and last["latest"] is not None and last["latest"] > (kept.latest or 0):
+        added = _played_rows(league.results.filter(pk__gt=kept.latest or 0, pk__lte=last["latest"]))
+        if kept.count + len(added) == last["count"]:
+            rows = (*kept.rows, *added)
+            _keep(league, _Read(league.created_at, last["count"], last["latest"], kept.read_at, rows))
+            return list(rows)
+    rows = tuple(_played_rows(league.results.filter(pk__lte=last["latest"] or 0)))
+    _keep(league, _Read(league.created_at, len(rows), last["latest"], now, rows))
+    return list(rows)
+
+
+def _keep(league: League, read: _Read) -> None:
+    with _reads_lock:
+        if len(_reads) > 1000:
+            _reads.clear()
+        _reads[league.pk] = read
+
+
+def _played_rows(results) -> list[Played]:
     out = []
-    rows = league.results.order_by("id").values_list(*PLAYED_FIELDS)
+    rows = results.order_by("id").values_list(*PLAYED_FIELDS)
     for match_id, number, a, b, points_a, points_b, tech_a, tech_b, scores in rows:
         games = games_score({"scores": scores})
         out.append(

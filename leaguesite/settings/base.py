@@ -317,8 +317,10 @@ RELAY_HELLO_TIMEOUT = env_int("RELAY_HELLO_TIMEOUT", 10)
 # -- operational tunables (docs/operations.md, "Tunables") -------------------------------------
 # Seconds between the conductor's passes (`runleague --poll`): how soon a round's end is seen.
 CONDUCTOR_POLL = 0.01
-# Seconds the standings of a league are served from memory before one full read of its results
-# (league/standings.py): results are appended, never changed, so only an admin edit waits this.
+# Seconds the standings of a league (league/standings.py) and the results its page's tables read
+# (league/api/readmodel.py, played) are served from memory, brought up to date from the results
+# added since, before one full read: results are appended, never changed, so only an admin edit
+# waits this.
 STANDINGS_CACHE_TTL = 5.0
 # Seconds a league's rate_limit_per_minute is kept in memory (league/ratelimit.py) before it is
 # read again: an admin's change applies within this.

@@ -259,3 +259,44 @@ def test_the_feed_lists_the_running_matches_then_the_latest_finished_newest_firs
     start(matches[40])
     feed = [row["match_id"] for row in readmodel.recent_matches(league)]
     assert feed == [matches[40].match_id] + [m.match_id for m in reversed(finished)][: readmodel.RECENT_MATCHES - 1]
+
+
+@pytest.mark.django_db
+def test_the_results_read_for_the_tables_follow_the_results_recorded(settings):
+    """``readmodel.played`` keeps what it read and reads only the results added since; a result
+    removed, or edited by hand once STANDINGS_CACHE_TTL has passed, is read afresh."""
+    from league.models import MatchResult
+
+    def fresh(league) -> list[tuple[str, int, int]]:
+        return list(league.results.order_by("id").values_list("match__match_id", "points_a", "points_b"))
+
+    def played(league) -> list[tuple[str, int, int]]:
+        return [(p.match_id, p.points_a, p.points_b) for p in readmodel.played(league)]
+
+    league = make_league("spring_cup", players=6)
+    matches = list(Match.objects.filter(league=league).order_by("id"))
+    assert played(league) == []
+    for match in matches[:3]:
+        play(match, "odd", "even", 3)
+        assert played(league) == fresh(league)
+    assert [p[0] for p in played(league)] == [m.match_id for m in matches[:3]]
+    MatchResult.objects.filter(match=matches[1]).delete()
+    assert played(league) == fresh(league)
+    assert len(fresh(league)) == 2
+
+    # Two transactions that commit out of order: a result under a lower id than one already read.
+    play(matches[3], "odd", "even", 3)
+    play(matches[4], "odd", "even", 3)
+    late = MatchResult.objects.filter(match=matches[3])
+    row = late.values().get()
+    late.delete()
+    assert played(league) == fresh(league)
+    MatchResult.objects.create(**row)
+    play(matches[5], "odd", "even", 3)
+    assert played(league) == fresh(league)
+    assert len(fresh(league)) == 5
+
+    settings.STANDINGS_CACHE_TTL = 0.0
+    MatchResult.objects.filter(match=matches[0]).update(points_a=0, points_b=3)
+    first = readmodel.played(league)[0]
+    assert (first.points_a, first.points_b) == (0, 3)
