@@ -79,12 +79,15 @@ def test_it_answers_a_repeated_assignment_with_its_report_without_running_the_ma
     message = start_match_message(url_a, url_b)
     assert rpc(referee.url, "start_match", message)["status"] == "ACCEPTED"
     (first,) = scripted_lm.received.wait_for("acknowledged")
+    # (A loaded machine may have sent the invitation twice, a retry after its timeout: that is
+    # still one run of the match.)
+    invited = len(a.received.of("handle_game_invitation"))
     again = rpc(referee.url, "run_match", message)  # the alias, after the match finished
     assert (again["status"], again["reason"]) == ("ACCEPTED", "already finished")
     # The LM asks again because it has no result: the saved report goes to it once more.
     second = scripted_lm.received.wait_for("acknowledged", 2)[1]
     assert second["result"] == first["result"]
-    assert len(a.received.of("handle_game_invitation")) == 1
+    assert len(a.received.of("handle_game_invitation")) == invited
 
 
 def test_it_saves_the_outcome_before_telling_the_players_and_never_plays_the_match_again(lm, players, tmp_path):
