@@ -57,12 +57,18 @@ def test_it_rejects_start_match_without_the_lm_token(referee, players):
 
 def test_it_rejects_a_match_when_at_capacity(lm, players, tmp_path):
     scripted_lm, lm_url = lm
-    _, slow = players(ScriptedPlayer("P01", join_delay=0.2))
+    # The first match is held at its GAME_OVER until the second has been asked for: a loaded
+    # machine may take longer between the two calls than the match takes to play.
+    told = threading.Event()
+    _, slow = players(ScriptedPlayer("P01", join_delay=0.2, game_over_gate=told))
     _, fast = players(ScriptedPlayer("P02"))
     with run_referee(league_url=lm_url, max_concurrent=1) as running:
         running.wait_registered()
-        first = rpc(running.url, "start_match", start_match_message(slow, fast, match_id="R1M1"))
-        second = rpc(running.url, "start_match", start_match_message(slow, fast, match_id="R1M2"))
+        try:
+            first = rpc(running.url, "start_match", start_match_message(slow, fast, match_id="R1M1"))
+            second = rpc(running.url, "start_match", start_match_message(slow, fast, match_id="R1M2"))
+        finally:
+            told.set()
         assert (first["status"], first["capacity"]) == ("ACCEPTED", 1)
         assert (second["status"], second["reason"], second["active_matches"]) == ("REJECTED", "at capacity", 1)
         (report,) = scripted_lm.received.wait_for("acknowledged")
