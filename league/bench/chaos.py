@@ -90,14 +90,18 @@ class Victim:
 
     def settled(self, now: float, settle: float) -> bool:
         """Up, serving and left alone since for ``settle`` seconds, or for as long as it took to
-        start if that was longer. A Django process takes seconds to start on a loaded machine: one
-        killed again before it serves would never serve at all, which tests nothing, and one killed
-        as soon as it serves would leave its league too little time with every process up (the
-        bound measures the league, not the machine's start-up time)."""
+        start again if that was longer. A Django process takes seconds to start on a loaded
+        machine: one killed again before it serves would never serve at all, which tests nothing,
+        and one killed as soon as it serves would leave its league too little time with every
+        process up (the bound measures the league, not the machine's start-up time). A first start
+        is not counted: a league's agents all start at once and take long for it (7 s each on a
+        loaded 2-core machine), which says nothing of how soon one comes back; waiting that long
+        again, a short league would end before its referees were ever killable."""
         alive = not self.down and self.child.proc.poll() is None
         if not alive or self.ready_at is None:
             return False
-        return now - self.ready_at >= max(settle, self.ready_at - self.started_at)
+        came_back_in = self.ready_at - self.started_at if self.restarted else 0.0
+        return now - self.ready_at >= max(settle, came_back_in)
 
 
 class Turn:

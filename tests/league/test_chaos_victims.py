@@ -31,11 +31,19 @@ def test_a_process_that_started_quickly_is_left_alone_for_the_settle_time(victim
     assert victim.settled(104.0, settle=3.0)
 
 
-def test_a_process_that_started_slowly_is_left_alone_as_long_as_it_took_to_start(victim):
-    victim.ready_at = 110.0  # a loaded machine: 10 s to serve
+def test_a_process_that_came_back_slowly_is_left_alone_as_long_as_it_took_to_start(victim):
+    victim.restarted = True
+    victim.ready_at = 110.0  # a loaded machine: 10 s to serve again
     assert not victim.settled(113.0, settle=3.0)
     assert not victim.settled(119.9, settle=3.0)
     assert victim.settled(120.0, settle=3.0)
+
+
+def test_a_first_start_however_slow_is_left_alone_for_the_settle_time_only(victim):
+    # A league's agents start all at once; their slow first start says nothing of a restart's.
+    victim.ready_at = 110.0
+    assert not victim.settled(112.9, settle=3.0)
+    assert victim.settled(113.0, settle=3.0)
 
 
 def test_a_process_not_serving_yet_or_down_is_never_settled(victim):
