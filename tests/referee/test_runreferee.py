@@ -5,6 +5,7 @@ SIGTERM whose last line says it stopped."""
 from __future__ import annotations
 
 import json
+import os
 
 import httpx
 import pytest
@@ -14,7 +15,7 @@ from league.conductor.dispatch import MatchToStart, start_match_message
 from league.models import League, MatchResult, Player, Referee, hash_token
 from tests.referee.conftest import run_referee
 from tests.referee.scripted import ScriptedLM, ScriptedPlayer, serving
-from tests.support.servers import Process, free_port, wait_for_port
+from tests.support.servers import Process, default_database_in, free_port, wait_for_port
 from tests.support.waiting import wait_until
 
 FAST = {
@@ -137,3 +138,19 @@ def test_runreferee_sends_its_key_and_exits_1_when_the_key_is_refused(agent_env,
     assert "registration refused: the League Manager refused the key given (--key / REFEREE_KEY): E012" in output
     assert "REFEREE_KEY" in output.strip().splitlines()[-1]
     assert len(lm.received.of("register_referee")) == 2  # one attempt each
+
+
+@pytest.mark.processes
+def test_runreferee_never_opens_the_sites_database(manage_py, tmp_path):
+    # A referee on a machine of its own has no database; one opened would be created empty.
+    env, default = default_database_in(tmp_path / "site", os.environ)
+    lm = ScriptedLM()
+    with serving(lm.app()) as lm_server:
+        args = [*manage_py, "runreferee", "--league-url", lm_server.url, "--port", str(free_port()), "--grace", "1"]
+        proc = Process(args, env, str(tmp_path / "ref.log"))
+        try:
+            wait_for(lambda: "registered as REF01" in (tmp_path / "ref.log").read_text())
+            assert proc.terminate() == 0
+        finally:
+            proc.kill()
+    assert not default.exists()

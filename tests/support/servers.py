@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from league.bench import processes
 from league.bench.processes import free_port, free_port_run
 
-__all__ = ["REDIS_URL", "Process", "free_port", "free_ports", "live_database_url", "redis_up", "wait_for_port"]
+__all__ = [
+    "REDIS_URL",
+    "Process",
+    "default_database_in",
+    "free_port",
+    "free_ports",
+    "live_database_url",
+    "redis_up",
+    "wait_for_port",
+]
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # The same helpers the launcher uses; tests know the run of ports as free_ports.
 free_ports = free_port_run
@@ -36,6 +49,24 @@ def live_database_url() -> str:
     host = settings.get("HOST") or "127.0.0.1"
     port = settings.get("PORT") or 5432
     return f"postgres://{user}@{host}:{port}/{settings['NAME']}"
+
+
+def default_database_in(directory: Path, env: Mapping[str, str]) -> tuple[dict[str, str], Path]:
+    """The environment of a ``manage.py`` process on the embedded default (no DATABASE_URL) whose
+    default database is ``directory/db.sqlite3`` rather than the checkout's, and that path: SQLite
+    creates the file when a process connects, so a test sees whether it was opened. A process
+    given DATABASE_URL (the agents a bench starts) keeps that database."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "db.sqlite3"
+    (directory / "default_elsewhere.py").write_text(
+        "import os\n\n"
+        "from leaguesite.settings.production import *  # noqa: F403\n\n"
+        "if not os.environ.get('DATABASE_URL'):\n"
+        f"    DATABASES['default']['NAME'] = {str(path)!r}  # noqa: F405\n"
+    )
+    env = {key: value for key, value in env.items() if key != "DATABASE_URL"}
+    env.update(DJANGO_SETTINGS_MODULE="default_elsewhere", PYTHONPATH=f"{directory}{os.pathsep}{ROOT}")
+    return env, path
 
 
 def wait_for_port(port: int, host: str = "127.0.0.1", timeout: float = 60.0) -> None:

@@ -53,6 +53,13 @@ def add_league_format_arguments(parser: CommandParser) -> None:
 class Command(BaseCommand):
     help = "Benchmarks: ceiling, league, api, scale, soak, chaos, server, spectators, fuzz, arena."
 
+    def get_check_kwargs(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The model checks without a database: the bench chooses its own in ``handle`` (a new
+        SQLite file on the embedded default, league/bench/database.py). Django's default checks
+        every configured database, which would open, and create where there is none, the site's
+        db.sqlite3 first."""
+        return {**super().get_check_kwargs(options), "databases": []}
+
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="what", required=True)
         ceiling = sub.add_parser("ceiling", help="minimal JSON-RPC calls on the agents' stack")

@@ -17,6 +17,10 @@ from referee.agent import Referee, RefereeConfig
 
 class Command(BaseCommand):
     help = "Run a referee agent: serve POST /mcp, register with the League Manager, run assigned matches."
+    # An agent has no database. Django's model checks open every configured one (a JSONField asks
+    # its database what it supports), which on a referee's machine would create an empty
+    # db.sqlite3 in the checkout.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--port", type=int, default=8001)
