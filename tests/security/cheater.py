@@ -82,6 +82,7 @@ class Cheater(Strategy):
         self.refusals: dict[str, set[str]] = {}  # tool → error codes received
         self.leaks: list[str] = []  # watched strings found in replies
         self._tools: list[str] | None = None
+        self._cursor = 0  # where the next round of polls starts (``_poll``)
 
     # -- the strategy -----------------------------------------------------------------------
     def choose_parity(self, situation: ParitySituation) -> str:
@@ -136,7 +137,11 @@ class Cheater(Strategy):
 
     def _poll(self, http: httpx.Client, match_id: str) -> Iterator[Any]:
         """One round of questions about ``match_id``: every referee tool with every credential in
-        both dialects, then the LM's match page data (API detail and log, the MCP resource)."""
+        both dialects, then the LM's match page data (API detail and log, the MCP resource). A
+        round starts where the last one stopped (``_cursor``): on a loaded machine a decision's
+        time runs out within a round, and starting over at the first tool each time, the later
+        ones would never be asked at all."""
+        asks: list[tuple[str, str, str, Any, dict[str, str]]] = []
         for tool in self._tool_names(http):
             for token in self._credentials(match_id):
                 message = make_message(
@@ -151,13 +156,17 @@ class Cheater(Strategy):
                     {"jsonrpc": "2.0", "id": 1, "method": tool, "params": message},
                     {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": message}},
                 ):
-                    yield self._ask(http, tool, "POST", self.referee_url, body, headers)
+                    asks.append((tool, "POST", self.referee_url, body, headers))
         api = f"{self.lm_base}/api/leagues/{self.league_id}/matches/{match_id}/"
-        yield self._ask(http, "api-match", "GET", api)
-        yield self._ask(http, "api-match-log", "GET", api + "log/")
+        asks.append(("api-match", "GET", api, None, {}))
+        asks.append(("api-match-log", "GET", api + "log/", None, {}))
         uri = f"game://state/{self.league_id}/{match_id}"
         read = {"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": uri}}
-        yield self._ask(http, "lm-resource", "POST", self.lm_url, read)
+        asks.append(("lm-resource", "POST", self.lm_url, read, {}))
+        for _ in asks:
+            what, verb, url, body, headers = asks[self._cursor % len(asks)]
+            self._cursor += 1
+            yield self._ask(http, what, verb, url, body, headers)
 
     def _ask(
         self, http: httpx.Client, what: str, verb: str, url: str, body: Any = None, headers: dict | None = None
