@@ -1,16 +1,21 @@
 """A referee killed with SIGKILL mid-round and started again (same port, same --state-dir): its
 matches are given back and played again at once, long before the match deadline, and the
-referee, answering again, is not suspended. Real processes: the LM site, the conductor, two
-referees and a player host."""
+referee, answering again, is not suspended. Real processes: the LM site, the conductor and two
+referees; the players are served from the test's own process, so that it can hold their moves."""
 
 from __future__ import annotations
 
+import random
 import sys
+import threading
 import time
+from dataclasses import replace
 
 import pytest
 
 from league.models import AgentStatus, Event, Match, Referee
+from players.agent import Player, PlayerConfig, PlayerHost
+from players.strategies.base import MoveSituation, ParitySituation
 from tests.integration.test_recovery import FAST
 from tests.integration.worlds import Host, MixedWorld
 from tests.support.servers import Process, free_ports, wait_for_port
@@ -18,21 +23,39 @@ from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.processes
 
-# "slow" answers each move at 60% of its time (1.2 s here): a match is still in play when the
-# referee is killed, so there is a lost match to give back (a finished one is written ahead and
-# delivered by the restarted referee instead). The time from seeing the match running to the kill
-# is a loaded machine's scheduling: the move must outlast it.
-PLAYERS = Host("Bot", "slow", 8)
-# The deadline is far beyond the test's time: a league that completes did not wait for it. The pause
-# between rounds leaves rounds to play after the restart.
-SETTINGS = {**FAST, "move_timeout": 2.0, "match_deadline": 300.0, "round_pause": 1.5}
+# Eight players in the test's process (named like a runplayer host's, "Bot-1" …).
+PLAYERS = Host("Bot", count=8)
+# A move may take 15 s: the players hold theirs until the test has killed the referee (``Held``),
+# and a player thinks 10 s at most (PlayerConfig.decision_cap). The deadline is far beyond the
+# test's time: a league that completes did not wait for it. The pause between rounds leaves
+# rounds to play after the restart.
+SETTINGS = {**FAST, "move_timeout": 15.0, "match_deadline": 300.0, "round_pause": 1.5}
 # How long the league may take to complete after the restart: far less than the match deadline.
 COMPLETED_WITHIN = 90
 
 
+class Held:
+    """A strategy that answers at random once the test releases it: until then every match that
+    has begun stays in play, however slow the machine, so the referee killed has matches to lose.
+    A hold the test never ends lasts the player's own decision budget."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+        self.rng = random.Random()
+
+    def choose_parity(self, situation: ParitySituation) -> str:
+        self.released.wait(situation.budget)
+        return self.rng.choice(("even", "odd"))
+
+    def choose_move(self, situation: MoveSituation) -> int:
+        self.released.wait(situation.budget)
+        return self.rng.randint(1, 5)
+
+
 class RestartWorld(MixedWorld):
     """MixedWorld whose referees keep their identity in a --state-dir, so that one restarted
-    comes back as the same referee (the way to run a referee that may be restarted)."""
+    comes back as the same referee (the way to run a referee that may be restarted), and whose
+    players hold their moves until ``release``."""
 
     def start(self) -> None:
         site = [sys.executable, "-m", "uvicorn", "leaguesite.asgi:application", "--port", str(self.lm_port)]
@@ -40,9 +63,35 @@ class RestartWorld(MixedWorld):
         wait_for_port(self.lm_port)
         self.ref_port = free_ports(2)
         self.referees = [self.start_referee(i) for i in (0, 1)]
-        self.host_ports[PLAYERS.name] = free_ports(PLAYERS.count)
-        self.start_host(PLAYERS)
+        self.start_players()
         self.wait_registered()
+
+    def start_players(self) -> None:
+        """The players, on a thread of this process; each GAME_OVER goes to host-Bot.log as
+        runplayer prints it (told equals recorded reads it)."""
+        self.held = Held()
+        told = (self.tmp / "host-Bot.log").open("a", buffering=1)
+        self.told_log = told
+        config = PlayerConfig(name=PLAYERS.name, league_url=self.lm_url, league_id=self.league.league_id)
+        players = [
+            Player(
+                replace(config, name=f"{PLAYERS.name}-{i}"),
+                strategy=self.held,
+                echo=lambda line: print(line, file=told),
+            )
+            for i in range(1, PLAYERS.count + 1)
+        ]
+        self.player_server = PlayerHost(players, stay=True).start_in_thread()
+
+    def release(self) -> None:
+        """The players answer every move at once from now on."""
+        self.held.released.set()
+
+    def stop(self) -> None:
+        self.release()
+        super().stop()
+        self.player_server.stop()
+        self.told_log.close()
 
     def start_referee(self, i: int, run: int = 1) -> Process:
         args = [*self.manage, "runreferee", "--port", str(self.ref_port + i), "--state-dir", str(self.tmp / f"ref{i}")]
@@ -105,7 +154,8 @@ def test_a_restarted_referee_gets_its_lost_matches_back_at_once(world):
     world.wait_running_on(victim)
     world.referees[0].kill()
     killed_at = last_event_pk()
-    lost = world.running_on(victim)
+    lost = world.running_on(victim)  # none of them finished: their players were holding their moves
+    world.release()
     time.sleep(3.0)  # the operator's restart, as in the field
     world.referees[0] = world.start_referee(0, run=2)
     world.wait_reregistered(victim, killed_at)
@@ -114,14 +164,11 @@ def test_a_restarted_referee_gets_its_lost_matches_back_at_once(world):
     world.assert_told_equals_recorded()
 
     released = Event.objects.filter(league=world.league, kind="match_released", pk__gt=killed_at)
+    assert lost
     for pk, attempt in lost:
         match = Match.objects.get(pk=pk)
-        if match.attempt == attempt:
-            # Its outcome was saved before the kill (written ahead of GAME_OVER): the restarted
-            # referee, with the same --state-dir, delivered it; nothing was given back.
-            assert match.result.referee_id == victim.pk, match.match_id
-        else:
-            assert released.filter(match_id=match.match_id).exists(), match.match_id
+        assert match.attempt > attempt, match.match_id  # given back and played again
+        assert released.filter(match_id=match.match_id).exists(), match.match_id
     assert not any("match deadline" in e.payload["reason"] for e in released)
     victim.refresh_from_db()
     assert victim.status != AgentStatus.SUSPENDED, victim.unreachable_reason
@@ -139,34 +186,26 @@ def test_a_referee_that_lost_its_matches_gives_them_back_without_a_failure(world
     conductor.kill()
     world.referees[0].kill()
     mark = last_event_pk()
+    lost = world.running_on(victim)  # none of them finished: their players were holding their moves
+    world.release()  # the other referee's matches go on meanwhile
     world.referees[0] = world.start_referee(0, run=2)
     world.wait_reregistered(victim, mark)
-    # The matches lost are read only now: the LM runs on, so a result the referee sent before it
-    # was killed is recorded meanwhile and that match is finished, not lost. Nothing else moves a
-    # match off the victim while no conductor runs.
-    lost = world.running_on(victim)
+    # Nothing moves a match off the victim while no conductor runs.
+    assert world.running_on(victim) == lost
     world.conductor()
     world.wait_completed(timeout=COMPLETED_WITHIN)
     world.assert_each_match_recorded_once()
     world.assert_told_equals_recorded()
 
-    given_back = 0
+    assert lost
     for pk, attempt in lost:
         match = Match.objects.get(pk=pk)
-        if match.attempt == attempt:
-            # Finished and its report kept on disk just before the kill: the restarted referee
-            # (same --state-dir) delivers it, so there is nothing to give back.
-            assert match.result.referee_id == victim.pk, match.match_id
-            continue
-        given_back += 1
-        assert match.attempt > attempt, match.match_id  # played again
+        assert match.attempt > attempt, match.match_id  # given back and played again
         reasons = [
             e.payload["reason"]
             for e in Event.objects.filter(league=world.league, kind="match_released", match_id=match.match_id)
         ]
         assert any("does not know match" in r for r in reasons), (match.match_id, reasons)
-    # A match the referee had not finished when killed: the E006 path this test is about.
-    assert given_back or not lost, "no lost match was given back"
     victim.refresh_from_db()
     assert victim.status != AgentStatus.SUSPENDED
     assert not Event.objects.filter(
