@@ -187,7 +187,40 @@ class Usage:
 
 
 def read_usage(pid: int) -> Usage | None:
-    """CPU (user + system), current and peak RSS, open fds and sockets of ``pid``; None if gone."""
+    """CPU (user + system), current and peak RSS, open fds and sockets of ``pid`` and of the
+    processes it started that are still running (``uvicorn --workers``: the LM's worker
+    processes), summed; None if ``pid`` is gone."""
+    own = _usage_of(pid)
+    if own is None:
+        return None
+    for child in _children(pid):
+        theirs = read_usage(child)
+        if theirs is not None:
+            own = Usage(
+                round(own.cpu_seconds + theirs.cpu_seconds, 2),
+                round(own.rss_mib + theirs.rss_mib, 1),
+                round(own.peak_rss_mib + theirs.peak_rss_mib, 1),
+                own.fds + theirs.fds,
+                own.sockets + theirs.sockets,
+            )
+    return own
+
+
+def _children(pid: int) -> list[int]:
+    """The running child processes of ``pid`` (``/proc/<pid>/task/<tid>/children``)."""
+    found: list[int] = []
+    try:
+        for task in os.scandir(f"/proc/{pid}/task"):
+            try:
+                found += [int(child) for child in Path(task.path, "children").read_text().split()]
+            except (OSError, ValueError):
+                continue
+    except OSError:
+        pass
+    return found
+
+
+def _usage_of(pid: int) -> Usage | None:
     proc = Path(f"/proc/{pid}")
     try:
         stat = (proc / "stat").read_text()
@@ -272,8 +305,8 @@ class Cluster:
     def start_site(self, port: int, server: str = "uvicorn", workers: int = 1) -> Child:
         """The LM site: uvicorn (httptools, uvloop) or daphne, both serving the full ASGI app.
 
-        ``workers`` > 1 (uvicorn only) forks worker processes behind one socket; their CPU is
-        sampled as part of this child only once they exit, so read ``processes`` with that in mind.
+        ``workers`` > 1 (uvicorn only) starts worker processes behind one socket; their CPU and
+        memory are counted as this child's (``read_usage``).
         """
         if server == "daphne":
             args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "leaguesite.asgi:application"]

@@ -98,6 +98,7 @@ class SpectatorsBench:
     rounds: int = 0
     player_hosts: int = 1
     lm_server: str = "uvicorn"
+    lm_workers: int = 1  # uvicorn worker processes for the LM (they share pushes through Redis)
     spectator_procs: int = 2
     ramp: float = 2.0
     nice: int = 0
@@ -117,6 +118,7 @@ class SpectatorsBench:
             "rounds": self.rounds,
             "player_hosts": self.player_hosts,
             "lm_server": self.lm_server,
+            "lm_workers": self.lm_workers,
             "timeout": self.timeout,
             "out": self.out,
         }
@@ -157,6 +159,7 @@ class SpectatorsBench:
             "spectator_nice": self.nice,
             "matches": total,
             "lm_server": self.lm_server,
+            "lm_workers": self.lm_workers,
             "unwatched_seconds": unwatched["wall_seconds"],
             "watched_seconds": watched["wall_seconds"],
             "watched_over_unwatched": round(watched["wall_seconds"] / unwatched["wall_seconds"], 2),

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connection
 
 from league import actions
@@ -406,3 +408,10 @@ def test_bench_league_refuses_a_swiss_league_of_as_many_rounds_as_players(manage
     args = [*manage_py, "bench", "league", "--players", "4", "--format", "swiss", "--rounds", "4"]
     done = subprocess.run(args, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "at most 3 rounds" in done.stderr
+
+
+def test_bench_refuses_several_lm_processes_without_a_shared_channel_layer(settings):
+    settings.REDIS_URL = ""
+    for what in ("league", "spectators"):
+        with pytest.raises(CommandError, match="--lm-workers above 1 needs REDIS_URL"):
+            call_command("bench", what, "--lm-workers", "2")

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 
 import pytest
 from django.core.management.base import CommandError
@@ -108,3 +112,25 @@ def test_busy_share_is_the_busy_part_of_all_cores_time_between_readings():
 def test_a_process_takes_the_share_of_ports_its_environment_names(monkeypatch, value, share):
     monkeypatch.setenv("AGENT_PORT_SHARE", value)
     assert processes.share_from_environment() == share
+
+
+def test_a_process_usage_counts_the_processes_it_started_while_they_run():
+    # A parent that only waits, and its child that burns CPU and then waits to be read: as the
+    # LM's uvicorn supervisor and its worker processes.
+    burn = (
+        "import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass\n"
+        "print('done', flush=True)\ntime.sleep(30)"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {burn!r}])"],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its child is killed with it
+    )
+    try:
+        assert parent.stdout is not None and parent.stdout.readline() == "done\n"
+        usage = processes.read_usage(parent.pid)
+        assert usage is not None and usage.cpu_seconds >= 0.5  # the parent alone used ~0.05 s
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()

@@ -159,6 +159,9 @@ class Command(BaseCommand):
         watch.add_argument("--referees", type=int, default=2)
         add_league_format_arguments(watch)
         watch.add_argument("--lm-server", default="uvicorn", choices=("uvicorn", "daphne"))
+        watch.add_argument(
+            "--lm-workers", type=int, default=1, help="uvicorn worker processes for the LM (needs REDIS_URL)"
+        )
         watch.add_argument("--spectator-procs", type=int, default=2, help="processes hosting the spectators")
         watch.add_argument("--ramp", type=float, default=2.0, help="seconds over which the spectators arrive")
         watch.add_argument(
@@ -185,6 +188,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         what = options["what"]
+        if options.get("lm_workers", 1) > 1 and not settings.REDIS_URL:
+            # Each process's in-memory layer reaches only its own sockets: pages and relayed
+            # players held by one worker would never hear of what another did.
+            raise CommandError("--lm-workers above 1 needs REDIS_URL: the LM's processes share one channel layer")
         scratch = None
         if what != "ceiling":
             scratch = scratch_database()
@@ -303,6 +310,7 @@ class Command(BaseCommand):
                     rounds=options["rounds"],
                     player_hosts=options["player_hosts"],
                     lm_server=options["lm_server"],
+                    lm_workers=options["lm_workers"],
                     spectator_procs=1 if options["quick"] else options["spectator_procs"],
                     ramp=options["ramp"],
                     nice=options["spectator_nice"],
