@@ -67,6 +67,10 @@ GRACEFUL_SHUTDOWN = 3.0  # seconds in-flight calls get at shutdown (a "silent" f
 # costs the LM one question per match per MATCH_CHECK_GAP, far below its per-token rate limit.
 MATCH_CHECK_TIMEOUT = 3.0
 MATCH_CHECK_GAP = 1.0
+# A referee tells a result once the LM has recorded it, so the league's LEAGUE_COMPLETED may come
+# just before the GAME_OVER of its last match: the player waits at most this long for the results
+# of the matches it is in before it shuts down.
+LAST_RESULTS_GRACE = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +202,8 @@ class Player:
         self.client: AgentClient | None = None
         self.on_registered: Callable[[Player], Awaitable[None]] | None = None  # e.g. runplayer --query
         self.done = asyncio.Event()
+        self._told = asyncio.Event()  # set by each GAME_OVER
+        self._closing: asyncio.Task | None = None
         self._load()
         self.toolset = self._build_toolset()
         wrap = getattr(self.strategy, "wrap_server", None)  # fault-injection players (players/faults.py)
@@ -917,7 +923,8 @@ class Player:
             auth="league_manager",
         )
         async def notify_league_completed(msg: m.LeagueCompleted, ctx: CallContext) -> dict:
-            """The league is over (LEAGUE_COMPLETED → ACK); the player shuts down after answering."""
+            """The league is over (LEAGUE_COMPLETED → ACK); the player shuts down once its
+            matches in play are told (``_shutdown_once_told``)."""
             if msg.final_standings:
                 self.memory.standings = msg.final_standings
             self.memory.league.update(champion=msg.champion, completed_at=msg.timestamp)
@@ -932,7 +939,10 @@ class Player:
                     + (f"; we finished #{mine.get('rank')} with {mine.get('points')} points" if mine else "")
                 )
             self.save()
-            self.shutdown()
+            if not self.in_play:
+                self.shutdown()
+            elif self._closing is None:
+                self._closing = asyncio.create_task(self._shutdown_once_told(), name=f"{self.name}-closing")
             return self._ack(msg, ctx)
 
         @tool(
@@ -963,7 +973,22 @@ class Player:
             **self.memory.to_dict(),
         }
 
+    async def _shutdown_once_told(self) -> None:
+        """After LEAGUE_COMPLETED: shut down once the matches in play are told, or after
+        ``LAST_RESULTS_GRACE`` (a match whose GAME_OVER never comes does not hold us)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + LAST_RESULTS_GRACE
+        while self.in_play and (left := until - loop.time()) > 0:
+            self._told.clear()
+            try:
+                await asyncio.wait_for(self._told.wait(), left)
+            except TimeoutError:
+                break
+        self.save()
+        self.shutdown()
+
     def _finish_match(self, msg: m.GameOver) -> None:
+        self._told.set()
         record = self.in_play.pop(msg.match_id, {"match_id": msg.match_id})
         result = msg.game_result
         status = str(result.get("status", "")).upper()

@@ -377,6 +377,31 @@ async def test_it_shuts_down_after_league_completed(scripted_lm, referee_client)
         server.stop()
 
 
+async def test_it_waits_for_the_result_of_its_last_match_after_league_completed(
+    scripted_lm, serve_players, referee_client
+):
+    """A referee tells a result once the LM has recorded it, so LEAGUE_COMPLETED can overtake the
+    last GAME_OVER: the player stays until the match it is in is told, and counts it."""
+    p = registered(scripted_lm, serve_players, name="Delta")
+    ref = ScriptedReferee(referee_client, p.endpoint)
+    await ref.call("handle_game_invitation", ref.invitation("R1M1"))
+    mine = (await ref.call("choose_parity", ref.parity_call("R1M1"))).reply["parity_choice"]
+    done = make_message(
+        "LEAGUE_COMPLETED",
+        "league_manager",
+        auth_token=p.lm_token,
+        champion={"player_id": "P01", "display_name": "Delta", "points": 3},
+        final_standings=[{"rank": 1, "player_id": "P01", "points": 3}],
+        total_rounds=1,
+        total_matches=1,
+    )
+    assert (await referee_client.call(p.endpoint, "notify_league_completed", done)).reply["message_type"] == "ACK"
+    assert p.lifecycle != Lifecycle.SHUTDOWN and "R1M1" in p.in_play  # its match is not told yet
+    await ref.call("notify_match_result", ref.game_over("R1M1", mine, "even", 4))
+    await asyncio.to_thread(wait_until, lambda: p.lifecycle == Lifecycle.SHUTDOWN, what="shut down once told")
+    assert p.memory.stats["played"] == 1
+
+
 async def test_it_asks_the_lm_a_league_query(scripted_lm, serve_players):
     p = registered(scripted_lm, serve_players)
     from leagueproto.client import AgentClient
