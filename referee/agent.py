@@ -64,6 +64,8 @@ REPORT_BATCH = 50
 REPORT_BATCH_BYTES = 960 * 1024
 # The longest wait between two tries of a report the LM gave no pace for (it was unreachable).
 REPORT_BACKOFF_MAX = 5.0
+# The LM's answers that say it holds this report's result: only then are the players told it.
+RECORDED = frozenset({"RECORDED", "DUPLICATE"})
 
 # A report waiting for the sender: its message, its timeout, the future its delivery task awaits.
 Outgoing = tuple[dict[str, Any], float, asyncio.Future[CallResult]]
@@ -264,7 +266,8 @@ class Referee:
         # The match tasks not finished yet, kept apart from _match_tasks (which also holds up to
         # FINISHED_KEPT finished ones) so that capacity checks need no scan on every start_match.
         self._running: set[asyncio.Task] = set()
-        self._report_tasks: dict[str, asyncio.Task] = {}
+        self._report_tasks: dict[str, asyncio.Task[dict[str, Any]]] = {}
+        self._committing = 0  # matches whose outcome waits for the LM to record it (in active_matches)
         # Report messages waiting for the sender, each with the future its delivery task awaits.
         self._outbox: asyncio.Queue[Outgoing] | None = None
         self._report_sender: asyncio.Task | None = None
@@ -876,7 +879,7 @@ class Referee:
             get_game(spec.game_type, self.config.rng),
             self.player_client,
             lambda: self.sender_for(league),
-            on_outcome=self._write_ahead,
+            commit=self._commit,
         )
         self.matches[spec.key] = runner
         while len(self.matches) > FINISHED_KEPT:
@@ -909,17 +912,27 @@ class Referee:
             },
         }
 
-    def _write_ahead(self, runner: MatchRunner) -> None:
-        """The runner knows the outcome and has told no player yet: save the report first, so a
-        referee killed while it sends GAME_OVER delivers that same outcome after its restart (and
-        never plays the match again). The log saved ends here; the one sent after GAME_OVER has
-        its deliveries too (both bear out the same result)."""
+    async def _commit(self, runner: MatchRunner) -> bool:
+        """The runner knows the outcome and has told no player yet. Save the report (a referee
+        killed from here on delivers it after its restart, and never plays the match again),
+        then have the LM record it: the players are told (True) only once the LM took this very
+        result, so what a player is told is what is recorded. False: the LM refused it for good
+        (it recorded another referee's result of the match given away while this one was
+        stopped, or the match is closed); the runner tells no one. The report's log ends with
+        the outcome: the GAME_OVER deliveries come after it."""
         if not self._reports(runner.spec):
-            return
+            return True  # a match run for no league (run_match): nothing to record first
+        key, report = runner.spec.key, self._report_of(runner)
         try:
-            self.store.save_report(runner.spec.key, self._report_of(runner))
+            self.store.save_report(key, report)
         except OSError as exc:  # a full disk: the report still goes from memory
-            log.error("report %s not saved before GAME_OVER: %s", runner.spec.key, exc)
+            log.error("report %s not saved before it was sent: %s", key, exc)
+        self._committing += 1
+        try:
+            reply = await asyncio.shield(self._start_report(key, report))
+        finally:
+            self._committing -= 1
+        return reply.get("status") in RECORDED
 
     async def _run_and_report(self, runner: MatchRunner) -> None:
         try:
@@ -931,17 +944,17 @@ class Referee:
             log.exception("match %s crashed; it is left for the LM to reassign", runner.spec.key)
             return
         self.matches_run += 1
-        if self._reports(runner.spec):
-            self._start_report(runner.spec.key, self._report_of(runner))
 
     # -- reports ------------------------------------------------------------------------------
-    def _start_report(self, key: str, pending: dict[str, Any]) -> None:
+    def _start_report(self, key: str, pending: dict[str, Any]) -> asyncio.Task[dict[str, Any]]:
+        """Deliver a report (once at a time per match); the task ends with the LM's last word on it."""
         if key in self._report_tasks and not self._report_tasks[key].done():
-            return
+            return self._report_tasks[key]
         task = asyncio.create_task(self._deliver_report(key, pending), name=f"report-{key}")
         self._report_tasks[key] = task
         # Only undelivered reports need their task: a referee that ran for days kept them all.
         task.add_done_callback(lambda done: self._forget_report_task(key, done))
+        return task
 
     def _forget_report_task(self, key: str, task: asyncio.Task) -> None:
         if self._report_tasks.get(key) is task:  # not a newer task for the same report
@@ -955,8 +968,9 @@ class Referee:
             self.reports.popitem(last=False)
         self.store.remove_report(key)
 
-    async def _deliver_report(self, key: str, pending: dict[str, Any]) -> None:
-        """Send until the LM acknowledges; transport failures back off exponentially."""
+    async def _deliver_report(self, key: str, pending: dict[str, Any]) -> dict[str, Any]:
+        """Send until the LM acknowledges or refuses it for good; returns its answer. Transport
+        failures back off exponentially."""
         assert self.client is not None and self._registered is not None and self.config.league_url
         delay = max(self.config.report_retry.delay, 0.05)
         while True:
@@ -986,9 +1000,9 @@ class Referee:
             else:
                 reply = result.reply
                 code = reply.get("error_code")
-                if not result.is_error and reply.get("status") in ("RECORDED", "DUPLICATE"):
+                if not result.is_error and reply.get("status") in RECORDED:
                     self._acknowledged(key, reply)
-                    return
+                    return reply
                 if code in (
                     ErrorCode.AUTH_TOKEN_INVALID,
                     ErrorCode.REFEREE_NOT_REGISTERED,
@@ -1002,7 +1016,7 @@ class Referee:
                     # The LM will never take this report (unknown match, another referee's, conflict).
                     log.error("LM refused report %s: %s %s", key, code, reply.get("error_description"))
                     self._acknowledged(key, reply)
-                    return
+                    return reply
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.config.backoff_max, REPORT_BACKOFF_MAX)
 
@@ -1024,9 +1038,9 @@ class Referee:
     async def _send_reports(self, outbox: asyncio.Queue[Outgoing]) -> None:
         """The one sender to the LM: takes all that is queued, sends it, answers each waiter.
         Those queued while a POST is in flight go together in the next one. A report found alone
-        waits up to ``config.report_linger`` for others while matches are still in play here (matches
-        started together end together); with none in play it goes at once, so a round's last
-        report is never held."""
+        waits up to ``config.report_linger`` for others while matches are still being played here
+        (matches started together end together); with none being played (all the others wait
+        for their reports too) it goes at once, so a round's last report is never held."""
         loop = asyncio.get_running_loop()
         held: tuple[Outgoing, int] | None = None  # taken from the queue but past the cap: first in the next
         while True:
@@ -1039,7 +1053,7 @@ class Referee:
             while len(waiting) < REPORT_BATCH:
                 if outbox.empty():
                     left = linger_until - loop.time()
-                    if not self.active_matches or left <= 0:
+                    if self.active_matches <= self._committing or left <= 0:
                         break
                     try:
                         item = await asyncio.wait_for(outbox.get(), left)

@@ -39,8 +39,8 @@ WAITING_FOR_PLAYERS = "WAITING_FOR_PLAYERS"
 COLLECTING_CHOICES = "COLLECTING_CHOICES"
 DRAWING_NUMBER = "DRAWING_NUMBER"
 FINISHED = "FINISHED"
-# The outcome was reached after the match's deadline (the referee was stopped or cut off): the LM
-# has given the match to another referee by then, so no player is told it and nothing is reported.
+# The outcome was reached after the match's deadline, or the LM recorded another result of the
+# match (the referee was stopped or cut off and the match given to another): no player is told it.
 ABANDONED = "ABANDONED"
 
 _OUTCOME_OF_CODE = {
@@ -137,7 +137,7 @@ class MatchResult:
 
 
 class MatchAbandoned(Exception):
-    """The match's outcome came after its deadline: told to no one, reported to no one."""
+    """The match's outcome came after its deadline, or the LM recorded another: told to no one."""
 
 
 class PlayerFailed(Exception):
@@ -228,13 +228,15 @@ class MatchRunner:
         rules: GameRules,
         client: AgentClient,
         sender: str | Callable[[], str],
-        on_outcome: Callable[[MatchRunner], None] | None = None,
+        commit: Callable[[MatchRunner], Awaitable[bool]] | None = None,
     ) -> None:
         self.spec = spec
-        # Called once the outcome is known and before any player is told it (GAME_OVER): the
-        # referee saves its report there (write ahead), so a crash never leaves a match told
-        # and unrecorded.
-        self.on_outcome = on_outcome
+        # Awaited once the outcome is known and before any player is told it (GAME_OVER): the
+        # referee saves its report and has the LM record it there. Only an outcome the LM
+        # recorded is told (True); False means the LM holds another result of the match (it was
+        # given to another referee while this one was stopped or cut off), so no one is told
+        # this one. What a player is told is therefore always what is recorded.
+        self.commit = commit
         self.rules = rules
         self.client = client
         self._sender = sender
@@ -281,8 +283,9 @@ class MatchRunner:
             raise MatchAbandoned(f"{self.spec.match_id}: its deadline {self.spec.deadline_at:%H:%M:%S} passed")
         self.result = self._technical_result(failures) if failures else self._played_result()
         self._enter(FINISHED)
-        if self.on_outcome is not None:
-            self.on_outcome(self)
+        if self.commit is not None and not await self.commit(self):
+            self._enter(ABANDONED)
+            raise MatchAbandoned(f"{self.spec.match_id}: the League Manager recorded another result")
         await self._notify_both(self._game_over)
         return self.result
 

@@ -1,7 +1,8 @@
 """What a referee keeps on disk (``--state-dir``): its identity and the reports of its matches.
 
-A match's report is written to ``pending/`` as soon as its outcome is known, before any player
-is told it (write ahead), and moved to ``played/`` when the LM acknowledges it. So a referee that
+A match's report is written to ``pending/`` as soon as its outcome is known, before it is sent
+to the LM and before any player is told it (write ahead), and moved to ``played/`` when the LM
+acknowledges it (the players are told after that). So a referee that
 is stopped or crashes re-sends every unacknowledged report after a restart, and never plays a
 match it has played again: a start_match of a match in either directory is answered with its
 saved report (``Referee._start``). ``played/`` keeps the latest ``PLAYED_KEPT`` reports.

@@ -424,8 +424,9 @@ def referee_failed(referee_pk: int, reason: str, *, silent: bool = False) -> tup
     """Count a failure; SUSPEND after ``SUSPEND_AFTER`` in a row. Returns (suspended now,
     failures in a row). A referee suspended here is marked unreachable: the conductor probes it
     and lets it back in once it answers (``restore_agent``). The matches it holds are left to
-    their deadline either way: it may have told their players an outcome already (a referee
-    writes an outcome down before GAME_OVER and reports it once it is back).
+    their deadline either way: it may have reached their outcome already (a referee writes an
+    outcome down, reports it once it is back and tells it once recorded), and a match played
+    once is not played again for nothing.
 
     ``silent``: it took a start_match and gave no reply in time (stopped or cut off), or did
     not answer a ping while it held matches. It is suspended at once and gets no new match

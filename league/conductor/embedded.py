@@ -30,7 +30,7 @@ from leagueproto.timeouts import Timeouts
 
 # league/ may use the referee's pure runner for this built-in mode (referee/ never imports league/).
 from referee.games import get_game
-from referee.runner import MatchRunner, MatchSpec, Seat
+from referee.runner import MatchAbandoned, MatchRunner, MatchSpec, Seat
 
 log = logging.getLogger("league.conductor")
 
@@ -106,23 +106,36 @@ def claim_embedded(league_pk: int, round_pk: int, capacity: int) -> list[Embedde
     return claimed
 
 
-def record_embedded(league: League, match_id: str, result: dict[str, Any], match_log: list[Any]) -> None:
-    """The built-in referee's report, recorded as any referee's is."""
+def record_embedded(league: League, match_id: str, result: dict[str, Any], match_log: list[Any]) -> bool:
+    """The built-in referee's report, recorded as any referee's is; whether it was."""
     referee = Referee(league=league, referee_id=EMBEDDED_REFEREE)  # no row: see the module's docstring
     with transaction.atomic():
         (outcome,), rows = actions.record_results([actions.Report(referee, match_id, result, match_log)])
         append_events(rows)
     if isinstance(outcome, LeagueError):
         log.warning("embedded result of %s not recorded: %s", match_id, outcome)
+        return False
+    return True
 
 
 async def play_embedded(client: AgentClient, league: League, match: EmbeddedMatch) -> None:
-    """Run one claimed match with the referee's own runner and report its result."""
-    runner = MatchRunner(match.spec, get_game(match.spec.game_type), client, f"referee:{EMBEDDED_REFEREE}")
+    """Run one claimed match with the referee's own runner. Its result is recorded before the
+    players are told it, as a referee's is (``referee.agent.Referee._commit``): an LM killed in
+    between has told no one, and the match is played again."""
+
+    async def commit(runner: MatchRunner) -> bool:
+        assert runner.result is not None
+        return await sync_to_async(record_embedded)(
+            league, match.spec.match_id, runner.result.to_dict(), runner.log.entries
+        )
+
+    runner = MatchRunner(
+        match.spec, get_game(match.spec.game_type), client, f"referee:{EMBEDDED_REFEREE}", commit=commit
+    )
     try:
-        result = await runner.run()
+        await runner.run()
+    except MatchAbandoned as exc:
+        log.warning("embedded match %s told to no one: %s", match.spec.match_id, exc)
     except Exception:
         log.exception("embedded match %s failed", match.spec.match_id)
         await sync_to_async(release_match)(match.pk, None, match.attempt, "embedded referee crashed")
-        return
-    await sync_to_async(record_embedded)(league, match.spec.match_id, result.to_dict(), runner.log.entries)

@@ -110,9 +110,10 @@ class Supervisor:
         """Ping a referee that runs matches for us, then ask it about each (``get_match_state``).
 
         No answer to the ping: it is suspended until it answers one again (``Prober.probe``),
-        and its matches stay with it until their deadline: it may have told their players an
-        outcome already (it saves it first, and reports it once it is back), so giving them to
-        another referee now could tell them a second one. Once it answers again, a match it does
+        and its matches stay with it until their deadline: it may have reached their outcome
+        already (it saves it first, reports it once it is back, and tells the players once the
+        LM recorded it), so giving them to another referee now would play them twice for
+        nothing. Once it answers again, a match it does
         not know (E006: it was restarted before the outcome) is given back at once, with no
         failure counted, instead of waiting for its deadline.
         """

@@ -2,8 +2,12 @@
 (SIGCONT): the league goes on with the other referee, the stopped one gets no new match until it
 answers a ping again, and once resumed it neither plays the start_match calls queued while it was
 stopped (they are stale: past their ``start_by``) nor tells the outcome of a match it was playing
-(past its deadline: the match went elsewhere). What the players were told is what is recorded
-(finding 5 of issue 33: after SIGCONT the players were told second outcomes)."""
+(the match went elsewhere: an outcome past its deadline is dropped, and one reached before it is
+told only if the LM records it, which it does not once the other referee's result is in). What the
+players were told is what is recorded (finding 5 of issue 33: after SIGCONT the players were told
+second outcomes). Wherever the stop lands, that holds; the exact window of an outcome reached
+just before the stop is tested without processes in
+``tests/referee/test_agent.py::test_an_outcome_the_lm_does_not_record_is_told_to_no_one``."""
 
 from __future__ import annotations
 

@@ -219,6 +219,8 @@ class ScriptedLM:
         self.retry_after_seconds = 1.0
         # When set, report answers wait until the test sets it (a POST that must still be in flight).
         self.report_gate: threading.Event | None = None
+        # Matches whose result the LM holds from another referee: their reports are refused.
+        self.recorded_elsewhere: set[str] = set()
         self.report_bodies: list[bytes] = []  # the HTTP body each report came in (a batch's is shared)
         self.toolset = Toolset(name="scripted-lm", sender="league_manager")
         ts = self.toolset
@@ -264,6 +266,13 @@ class ScriptedLM:
                 from leagueproto.errors import ErrorCode, LeagueError
 
                 raise LeagueError(ErrorCode.REFEREE_NOT_REGISTERED, "unknown referee token")
+            if data["match_id"] in self.recorded_elsewhere:
+                from leagueproto.errors import ErrorCode, LeagueError
+
+                raise LeagueError(
+                    ErrorCode.INVALID_GAME_STATE,
+                    f"match {data['match_id']} already has a different result; the first report stands",
+                )
             key = f"{data['league_id']}:{data['match_id']}"
             status = "DUPLICATE" if key in self.acks else "RECORDED"
             self.acks[key] = status

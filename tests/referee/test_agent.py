@@ -73,6 +73,8 @@ def test_it_rejects_a_match_when_at_capacity(lm, players, tmp_path):
         assert (second["status"], second["reason"], second["active_matches"]) == ("REJECTED", "at capacity", 1)
         (report,) = scripted_lm.received.wait_for("acknowledged")
         assert report["match_id"] == "R1M1"
+        # Recorded, then told: the slot is free once GAME_OVER is delivered.
+        wait_until(lambda: running.referee.active_matches == 0, what="R1M1 told")
         third = rpc(running.url, "start_match", start_match_message(slow, fast, match_id="R1M2"))
         assert third["status"] == "ACCEPTED"
         scripted_lm.received.wait_for("acknowledged", 2)
@@ -85,6 +87,7 @@ def test_it_answers_a_repeated_assignment_with_its_report_without_running_the_ma
     message = start_match_message(url_a, url_b)
     assert rpc(referee.url, "start_match", message)["status"] == "ACCEPTED"
     (first,) = scripted_lm.received.wait_for("acknowledged")
+    wait_until(lambda: referee.referee.active_matches == 0, what="the match told")
     # (A loaded machine may have sent the invitation twice, a retry after its timeout: that is
     # still one run of the match.)
     invited = len(a.received.of("handle_game_invitation"))
@@ -96,33 +99,34 @@ def test_it_answers_a_repeated_assignment_with_its_report_without_running_the_ma
     assert len(a.received.of("handle_game_invitation")) == invited
 
 
-def test_it_saves_the_outcome_before_telling_the_players_and_never_plays_the_match_again(lm, players, tmp_path):
-    """Stopped while GAME_OVER is being delivered (the kill of finding 3): the outcome is on disk
-    already; the next referee on the same state dir reports that outcome and answers a re-sent
-    start_match with it instead of playing the match again."""
+def test_it_has_the_outcome_recorded_before_telling_the_players_and_never_plays_the_match_again(lm, players, tmp_path):
+    """Saved, recorded, then told: stopped while the LM has not answered its report (the kill of
+    finding 3, or an LM that gave the match away meanwhile), the referee has told no player, and
+    the outcome is on disk; the next referee on the same state dir reports that outcome and
+    answers a re-sent start_match with it instead of playing the match again."""
     scripted_lm, lm_url = lm
-    told = threading.Event()
-    a, url_a = players(ScriptedPlayer("P01", choices=["odd"], game_over_gate=told))
+    a, url_a = players(ScriptedPlayer("P01", choices=["odd"]))
     b, url_b = players(ScriptedPlayer("P02", choices=["even"]))
     state_dir = tmp_path / "state"
     message = start_match_message(url_a, url_b)
-    scripted_lm.report_gate = threading.Event()  # the first referee's report never gets an answer
+    gate = scripted_lm.report_gate = threading.Event()  # the first referee's report never gets an answer
     try:
         with run_referee(league_url=lm_url, state_dir=state_dir, grace_seconds=0.2) as first:
             first.wait_registered()
             assert rpc(first.url, "start_match", message)["status"] == "ACCEPTED"
-            (game_over,) = a.received.wait_for("notify_match_result")
+            (sent,) = scripted_lm.received.wait_for("report_match_result")
             saved = list((state_dir / "pending").iterdir())
-            assert len(saved) == 1  # on disk while the player is still being told
+            assert len(saved) == 1  # on disk before it was sent
+            assert [e["message_type"] for e in sent["match_log"] if e["direction"] == "OUT"][-1] != "GAME_OVER"
+        # The referee is gone, its report unanswered: no player was told its outcome.
+        assert not a.received.of("notify_match_result") and not b.received.of("notify_match_result")
     finally:
-        told.set()
-    outcome = game_over["game_result"]
+        gate.set()
     scripted_lm.report_gate = None
     with run_referee(league_url=lm_url, state_dir=state_dir) as second:
         second.wait_registered()
         report = scripted_lm.received.wait_for("acknowledged")[-1]
-        recorded = (report["result"]["status"], report["result"]["winner"])
-        assert recorded == (outcome["status"], outcome["winner_player_id"])
+        assert report["result"] == sent["result"]
         again = rpc(second.url, "start_match", message)
         assert (again["status"], again["reason"]) == ("ACCEPTED", "already finished")
         # Asked about it (the LM's check after a restart), it knows the match: finished, not lost.
@@ -137,9 +141,10 @@ def test_it_saves_the_outcome_before_telling_the_players_and_never_plays_the_mat
         assert (
             rpc(second.url, "start_match", start_match_message(url_a, url_b, match_id="R1M2"))["status"] == "ACCEPTED"
         )
-        wait_until(lambda: "R1M2" in _match_ids(scripted_lm.received.of("acknowledged")), what="R1M2 recorded")
+        wait_until(lambda: "R1M2" in _match_ids(b.received.of("notify_match_result")), what="R1M2 told")
     assert _match_ids(a.received.of("handle_game_invitation")).count("R1M1") == 1
-    assert _match_ids(b.received.of("notify_match_result")).count("R1M1") == 1
+    # The second referee does not know the players' addresses: R1M1 stays recorded and untold.
+    assert _match_ids(b.received.of("notify_match_result")) == ["R1M2"]
 
 
 def _match_ids(messages: list[dict]) -> list[str]:
@@ -328,8 +333,9 @@ def test_active_matches_counts_the_matches_not_yet_done(lm, players):
             assert running.referee.active_matches == 2
             gate.set()
             scripted_lm.received.wait_for("acknowledged", 2)
-            # A match's report goes once the match is done: by then it counts no more.
-            assert running.referee.active_matches == 0
+            # A match's report goes before its players are told: it counts until they are.
+            a.received.wait_for("notify_match_result", 2)
+            wait_until(lambda: running.referee.active_matches == 0, what="both matches done")
             again = rpc(running.url, "start_match", start_match_message(url_a, url_b, match_id="R1M1"))
             assert (again["status"], again["reason"], again["active_matches"]) == ("ACCEPTED", "already finished", 0)
             # R1M3's player holds its join answer past the grace period (its join timeout is longer).
@@ -576,9 +582,32 @@ def test_an_outcome_reached_after_the_match_deadline_is_told_to_no_one(referee, 
     # to its report, is the event it would have come before.
     again = start_match_message(url_a, url_b, deadline_at=deadline_in(60))
     assert rpc(referee.url, "start_match", again)["status"] == "ACCEPTED"
-    scripted_lm.received.wait_for("acknowledged")
+    a.received.wait_for("notify_match_result")
+    b.received.wait_for("notify_match_result")
+    wait_until(lambda: referee.referee.active_matches == 0, what="the match told")
     assert len(a.received.of("notify_match_result")) == 1 and len(b.received.of("notify_match_result")) == 1
     assert len(scripted_lm.received.of("report_match_result")) == 1
+
+
+def test_an_outcome_the_lm_does_not_record_is_told_to_no_one(referee, lm, players):
+    """Finding 5: a referee stopped (SIGSTOP) between its outcome and GAME_OVER until the LM gave
+    the match to another referee, which recorded its own. Its report is refused, and its players
+    are never told this second outcome: the players are told only what the LM recorded."""
+    scripted_lm, _ = lm
+    scripted_lm.recorded_elsewhere.add("R1M1")
+    a, url_a = players(ScriptedPlayer("P01"))
+    b, url_b = players(ScriptedPlayer("P02"))
+    assert rpc(referee.url, "start_match", start_match_message(url_a, url_b))["status"] == "ACCEPTED"
+    wait_until(lambda: referee.referee.matches["league_test:R1M1"].status == "ABANDONED", what="R1M1 abandoned")
+    assert referee.referee.reports["league_test:R1M1"]["error_code"] == ErrorCode.INVALID_GAME_STATE
+    # Anything R1M1 told would have gone at once: a later match told is the event it would have come before.
+    assert rpc(referee.url, "start_match", start_match_message(url_a, url_b, match_id="R1M2"))["status"] == "ACCEPTED"
+    for player in (a, b):
+        player.received.wait_for("notify_match_result")
+    wait_until(lambda: referee.referee.active_matches == 0, what="R1M2 told")
+    assert (
+        _match_ids(a.received.of("notify_match_result")) == _match_ids(b.received.of("notify_match_result")) == ["R1M2"]
+    )
 
 
 def test_a_silent_players_report_says_so_and_it_is_told_the_result_once(referee, lm, players):
@@ -591,6 +620,9 @@ def test_a_silent_players_report_says_so_and_it_is_told_the_result_once(referee,
     (report,) = scripted_lm.received.wait_for("acknowledged")
     assert report["result"]["technical_loss"] == ["P02"]
     assert report["result"]["details"]["silent"] == ["P02"]
-    told = [e for e in report["match_log"] if e["direction"] == "OUT" and e["message_type"] == "GAME_OVER"]
+    # Told after the report: the referee's own log of the match has the deliveries.
+    wait_until(lambda: referee.referee.active_matches == 0, what="the match told")
+    entries = referee.referee.matches["league_test:R1M1"].log.entries
+    told = [e for e in entries if e["direction"] == "OUT" and e["message_type"] == "GAME_OVER"]
     to_silent = [e for e in told if e["peer"] == "P02"]
     assert len(to_silent) == 1 and to_silent[0]["attempt"] == 1, to_silent

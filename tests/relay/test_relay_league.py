@@ -60,11 +60,12 @@ def test_players_that_connect_out_play_a_league_beside_direct_players(lm_server,
             row = PlayerRow.objects.get(league=league, player_id=player.player_id)
             assert row.connection == PlayerRow.Connection.RELAY
             assert row.endpoint == f"{base}/relay/{league.league_id}/{player.player_id}/mcp"
-            assert player.lifecycle == Lifecycle.SHUTDOWN  # LEAGUE_COMPLETED came over the socket
+            # LEAGUE_COMPLETED came over the socket; the last GAME_OVER may follow it (told once recorded).
+            wait_until(lambda p=player: p.lifecycle == Lifecycle.SHUTDOWN, what=f"{player.name} shut down")
             assert player.memory.stats["played"] == 3
         for player in direct.players:
             assert PlayerRow.objects.get(league=league, player_id=player.player_id).connection == "direct"
-            assert player.memory.stats["played"] == 3
+            wait_until(lambda p=player: p.memory.stats["played"] == 3, what=f"{player.name} told 3 results")
         # The referee's calls to the relay players (they listen on no port) were all answered.
         relay_ids = {p.player_id for p in relayed.players}
         calls = [e for r in results for e in r.log if e["direction"] == "OUT" and e["peer"] in relay_ids]
