@@ -989,6 +989,12 @@ class Player:
 
     def _finish_match(self, msg: m.GameOver) -> None:
         self._told.set()
+        league_id = msg.league_id or self.league_id
+        if msg.match_id not in self.in_play and self.memory.has_match(league_id, msg.match_id):
+            # The same GAME_OVER again: the referee did not get our ACK (a lost reply, a relay
+            # restarting) and sent it once more. A match counts once.
+            log.info("%s: %s told again; already counted", self.name, msg.match_id)
+            return
         record = self.in_play.pop(msg.match_id, {"match_id": msg.match_id})
         result = msg.game_result
         status = str(result.get("status", "")).upper()

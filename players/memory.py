@@ -66,6 +66,10 @@ class Memory:
         elif self._my_choices.get(opponent):
             del self._my_choices[opponent][0]
 
+    def has_match(self, league_id: str | None, match_id: str) -> bool:
+        """Whether a finished match of that league is remembered (the latest first)."""
+        return any(m.get("match_id") == match_id and m.get("league_id") == league_id for m in reversed(self.matches))
+
     def record_match(self, record: dict[str, Any]) -> None:
         """A finished match: ``result`` is WIN, DRAW, LOSS or TECHNICAL_LOSS from our side."""
         self.matches.append(record)

@@ -377,6 +377,21 @@ async def test_it_shuts_down_after_league_completed(scripted_lm, referee_client)
         server.stop()
 
 
+async def test_a_game_over_sent_again_counts_once(scripted_lm, serve_players, referee_client):
+    """The referee sends GAME_OVER again when our ACK was lost (the relay or the LM restarted
+    in between): the player answers it again and counts the match once."""
+    p = registered(scripted_lm, serve_players, name="Echo")
+    ref = ScriptedReferee(referee_client, p.endpoint)
+    await ref.call("handle_game_invitation", ref.invitation("R1M1"))
+    mine = (await ref.call("choose_parity", ref.parity_call("R1M1"))).reply["parity_choice"]
+    over = ref.game_over("R1M1", mine, "even", 4)
+    for _ in range(2):
+        assert (await ref.call("notify_match_result", over)).reply["message_type"] == "ACK"
+    assert p.memory.stats["played"] == 1 and [m["match_id"] for m in p.memory.matches] == ["R1M1"]
+    await ref.play("R2M1", "P02", their_choice="odd", number=3)  # the next match counts
+    assert p.memory.stats["played"] == 2
+
+
 async def test_it_waits_for_the_result_of_its_last_match_after_league_completed(
     scripted_lm, serve_players, referee_client
 ):
