@@ -29,6 +29,19 @@ def registered(lm, serve_players, name: str = "Alpha", **config) -> Player:
     return p
 
 
+def league_completed(p: Player) -> dict:
+    """The LM's LEAGUE_COMPLETED of a one-match league that ``p`` won."""
+    return make_message(
+        "LEAGUE_COMPLETED",
+        "league_manager",
+        auth_token=p.lm_token,
+        champion={"player_id": "P01", "display_name": p.name, "points": 3},
+        final_standings=[{"rank": 1, "player_id": "P01", "points": 3}],
+        total_rounds=1,
+        total_matches=1,
+    )
+
+
 def test_it_registers_with_protocol_version_game_types_and_its_endpoint(scripted_lm, serve_players):
     p = registered(scripted_lm, serve_players)
     request = scripted_lm.registrations[0]
@@ -360,16 +373,7 @@ async def test_it_shuts_down_after_league_completed(scripted_lm, referee_client)
         )
         await referee_client.call(p.endpoint, "notify_round", announce)
         assert p.lifecycle == Lifecycle.ACTIVE and p.memory.league["my_matches"][0]["match_id"] == "R1M1"
-        done = make_message(
-            "LEAGUE_COMPLETED",
-            "league_manager",
-            auth_token=p.lm_token,
-            champion={"player_id": "P01", "display_name": "Gamma", "points": 3},
-            final_standings=[{"rank": 1, "player_id": "P01", "points": 3}],
-            total_rounds=1,
-            total_matches=1,
-        )
-        reply = (await referee_client.call(p.endpoint, "notify_league_completed", done)).reply
+        reply = (await referee_client.call(p.endpoint, "notify_league_completed", league_completed(p))).reply
         assert reply["message_type"] == "ACK"
         assert p.lifecycle == Lifecycle.SHUTDOWN
         await asyncio.to_thread(wait_until, lambda: not server.running)  # the server stopped by itself
@@ -401,15 +405,7 @@ async def test_it_waits_for_the_result_of_its_last_match_after_league_completed(
     ref = ScriptedReferee(referee_client, p.endpoint)
     await ref.call("handle_game_invitation", ref.invitation("R1M1"))
     mine = (await ref.call("choose_parity", ref.parity_call("R1M1"))).reply["parity_choice"]
-    done = make_message(
-        "LEAGUE_COMPLETED",
-        "league_manager",
-        auth_token=p.lm_token,
-        champion={"player_id": "P01", "display_name": "Delta", "points": 3},
-        final_standings=[{"rank": 1, "player_id": "P01", "points": 3}],
-        total_rounds=1,
-        total_matches=1,
-    )
+    done = league_completed(p)
     assert (await referee_client.call(p.endpoint, "notify_league_completed", done)).reply["message_type"] == "ACK"
     assert p.lifecycle != Lifecycle.SHUTDOWN and "R1M1" in p.in_play  # its match is not told yet
     await ref.call("notify_match_result", ref.game_over("R1M1", mine, "even", 4))
