@@ -7,6 +7,7 @@ scripted: the referee declares the player with the lower id the winner, so stand
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 from collections import defaultdict
 from collections.abc import Callable
@@ -102,8 +103,13 @@ class ScriptedPlayers:
             ids[port] = reply["player_id"]
         return ids
 
+    def notices(self, port: int) -> list[dict[str, Any]]:
+        """What the player at ``port`` received, a notice repeated right after itself kept once:
+        one whose answer came after the call's timeout (0.5 s: a loaded machine) is sent again."""
+        return [next(same) for _, same in itertools.groupby(self.received[port], key=lambda m: m["message_type"])]
+
     def types(self, port: int) -> list[str]:
-        return [m["message_type"] for m in self.received[port]]
+        return [m["message_type"] for m in self.notices(port)]
 
 
 class ScriptedReferee:
