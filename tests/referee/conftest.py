@@ -58,6 +58,11 @@ class RunningReferee:
     def wait_registered(self, timeout: float = 5.0) -> None:
         wait_until(lambda: self.referee.referee_id is not None, timeout, "the referee registered", 0.01)
 
+    def wait_told(self, what: str = "its matches told") -> None:
+        """Wait until no match is left in play here: a match's players are told its result after
+        the LM acknowledged the report, so an acknowledgement alone does not end it."""
+        wait_until(lambda: self.referee.active_matches == 0, what=what)
+
 
 @contextmanager
 def run_referee(**config: Any) -> Iterator[RunningReferee]:

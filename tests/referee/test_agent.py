@@ -74,7 +74,7 @@ def test_it_rejects_a_match_when_at_capacity(lm, players, tmp_path):
         (report,) = scripted_lm.received.wait_for("acknowledged")
         assert report["match_id"] == "R1M1"
         # Recorded, then told: the slot is free once GAME_OVER is delivered.
-        wait_until(lambda: running.referee.active_matches == 0, what="R1M1 told")
+        running.wait_told("R1M1 told")
         third = rpc(running.url, "start_match", start_match_message(slow, fast, match_id="R1M2"))
         assert third["status"] == "ACCEPTED"
         scripted_lm.received.wait_for("acknowledged", 2)
@@ -87,7 +87,7 @@ def test_it_answers_a_repeated_assignment_with_its_report_without_running_the_ma
     message = start_match_message(url_a, url_b)
     assert rpc(referee.url, "start_match", message)["status"] == "ACCEPTED"
     (first,) = scripted_lm.received.wait_for("acknowledged")
-    wait_until(lambda: referee.referee.active_matches == 0, what="the match told")
+    referee.wait_told("the match told")
     # (A loaded machine may have sent the invitation twice, a retry after its timeout: that is
     # still one run of the match.)
     invited = len(a.received.of("handle_game_invitation"))
@@ -335,7 +335,7 @@ def test_active_matches_counts_the_matches_not_yet_done(lm, players):
             scripted_lm.received.wait_for("acknowledged", 2)
             # A match's report goes before its players are told: it counts until they are.
             a.received.wait_for("notify_match_result", 2)
-            wait_until(lambda: running.referee.active_matches == 0, what="both matches done")
+            running.wait_told("both matches done")
             again = rpc(running.url, "start_match", start_match_message(url_a, url_b, match_id="R1M1"))
             assert (again["status"], again["reason"], again["active_matches"]) == ("ACCEPTED", "already finished", 0)
             # R1M3's player holds its join answer past the grace period (its join timeout is longer).
@@ -584,7 +584,7 @@ def test_an_outcome_reached_after_the_match_deadline_is_told_to_no_one(referee, 
     assert rpc(referee.url, "start_match", again)["status"] == "ACCEPTED"
     a.received.wait_for("notify_match_result")
     b.received.wait_for("notify_match_result")
-    wait_until(lambda: referee.referee.active_matches == 0, what="the match told")
+    referee.wait_told("the match told")
     assert len(a.received.of("notify_match_result")) == 1 and len(b.received.of("notify_match_result")) == 1
     assert len(scripted_lm.received.of("report_match_result")) == 1
 
@@ -604,7 +604,7 @@ def test_an_outcome_the_lm_does_not_record_is_told_to_no_one(referee, lm, player
     assert rpc(referee.url, "start_match", start_match_message(url_a, url_b, match_id="R1M2"))["status"] == "ACCEPTED"
     for player in (a, b):
         player.received.wait_for("notify_match_result")
-    wait_until(lambda: referee.referee.active_matches == 0, what="R1M2 told")
+    referee.wait_told("R1M2 told")
     assert (
         _match_ids(a.received.of("notify_match_result")) == _match_ids(b.received.of("notify_match_result")) == ["R1M2"]
     )
@@ -621,7 +621,7 @@ def test_a_silent_players_report_says_so_and_it_is_told_the_result_once(referee,
     assert report["result"]["technical_loss"] == ["P02"]
     assert report["result"]["details"]["silent"] == ["P02"]
     # Told after the report: the referee's own log of the match has the deliveries.
-    wait_until(lambda: referee.referee.active_matches == 0, what="the match told")
+    referee.wait_told("the match told")
     entries = referee.referee.matches["league_test:R1M1"].log.entries
     told = [e for e in entries if e["direction"] == "OUT" and e["message_type"] == "GAME_OVER"]
     to_silent = [e for e in told if e["peer"] == "P02"]

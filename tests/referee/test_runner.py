@@ -8,7 +8,6 @@ from leagueproto.matchtoken import player_token
 from tests.referee.conftest import rpc, start_match_message
 from tests.referee.scripted import ScriptedPlayer, raw_app, serving
 from tests.support.servers import free_port
-from tests.support.waiting import wait_until
 
 
 def play(referee, lm, url_a: str, url_b: str, **overrides) -> dict:
@@ -56,7 +55,7 @@ def test_it_runs_a_normal_match_and_reports_it(referee, lm, players):
     # The report is recorded before anyone is told: its log ends with the outcome, and the
     # referee's own log of the match goes on with the GAME_OVER deliveries.
     assert ("P01", "CHOOSE_PARITY_CALL") in outgoing and ("P02", "GAME_OVER") not in outgoing
-    wait_until(lambda: referee.referee.active_matches == 0, what="the match told")
+    referee.wait_told("the match told")
     told = referee.referee.matches["league_test:R1M1"].log.entries
     assert told[: len(log)] == log and ("P02", "GAME_OVER") in [(e["peer"], e["message_type"]) for e in told]
     sent = [e["message"] for e in told if e["direction"] == "OUT"]
