@@ -7,32 +7,12 @@ development machine); the LM keeps daphne/Channels for its websockets.
 from __future__ import annotations
 
 import asyncio
-import gc
 import socket
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 import uvicorn
-
-# Collect the young generation every 20,000 net allocations instead of Python's 700. Every call an
-# agent serves or makes allocates thousands of short-lived objects (requests, replies, log
-# entries); at 700, young collections ran every few calls, walking objects still in flight and
-# promoting them to be walked again. Measured on a referee running 3,300 matches against fake
-# players and LM (25 at once): 1.25 s of 13 s CPU inside the collector at 700, 0.2 s at 20,000,
-# the same objects freed either way. Calls make no reference cycles when all goes well (an
-# in-process run of 3,000 matches: 360 collections at 700, nothing found), so memory does not
-# grow waiting for collections; the cycles failures make (exceptions and their tracebacks) wait
-# a little longer.
-GC_THRESHOLDS = (20_000, 20, 10)
-
-
-def tune_gc() -> None:
-    """For a long-running process, once it has started: freeze what was loaded so far (Django,
-    the libraries, the agent live as long as the process, and full collections would walk them
-    again and again) and space out collections (``GC_THRESHOLDS``)."""
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def bind_sockets(host: str, ports: Sequence[int]) -> list[socket.socket]:

@@ -41,7 +41,7 @@ from leagueproto.envelope import (
 from leagueproto.errors import MISSING, ErrorCode, LeagueError, refusal, see
 from leagueproto.messages import Ack
 from leagueproto.scoring import DRAW_POINTS, LOSS_POINTS, WIN_POINTS
-from leagueproto.serve import ThreadedServer, bind_sockets, make_server, tune_gc
+from leagueproto.serve import ThreadedServer, bind_sockets, make_server
 from leagueproto.server import McpServer, agent_hosts
 from leagueproto.tools import CallContext, Tool, Toolset, same_token
 from players import messages as m
@@ -1217,7 +1217,6 @@ class PlayerHost:
         self._bind_ports([s.getsockname()[1] for s in sockets])
         self._uvicorn = make_server(self.app)
         self._uvicorn.config.timeout_graceful_shutdown = GRACEFUL_SHUTDOWN
-        tune_gc()  # everything built so far lives as long as the process
         self._uvicorn.run(sockets=sockets)
 
     def start_in_thread(self, host: str = "127.0.0.1") -> ThreadedServer:

@@ -9,7 +9,6 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from league.conductor import Conductor
-from leagueproto.serve import tune_gc
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -46,10 +45,6 @@ class Command(BaseCommand):
         conductor_log.propagate = False
         conductor = Conductor(league_id=league_id, poll=settings.CONDUCTOR_POLL if poll is None else poll)
         try:
-            # Everything loaded so far (Django, the apps, the libraries) lives as long as the
-            # process: out of the collector's way, a full collection no longer walks it (measured:
-            # 7 full collections of ~80 ms each in a 60-player league); collections spaced out.
-            tune_gc()
             # uvloop, as the agents run: its loop and thread wake-ups (every sync_to_async hop
             # returns through one) cost a fraction of asyncio's selector loop.
             uvloop.run(conductor.run(once=once, until_done=until_done))

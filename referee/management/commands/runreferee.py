@@ -10,7 +10,7 @@ import sys
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from leagueproto.serve import bind_sockets, make_server, tune_gc
+from leagueproto.serve import bind_sockets, make_server
 from leagueproto.server import split_hosts
 from referee.agent import Referee, RefereeConfig
 
@@ -87,7 +87,6 @@ class Command(BaseCommand):
             signal.signal(sig, _exit_cleanly)
         server = make_server(referee.asgi_app(), log_level="warning")
         referee.on_refused = lambda _why: setattr(server, "should_exit", True)
-        tune_gc()
         try:
             server.run(sockets=sockets)
         finally:  # also when the signal handler below ends the process
