@@ -263,7 +263,7 @@ class Referee:
         self.last_round: dict[str, Any] | None = None
         self.league_completed: dict[str, Any] | None = None
         self._match_tasks: dict[str, asyncio.Task] = {}
-        # The match tasks not finished yet, kept apart from _match_tasks (which also holds up to
+        # The match tasks neither finished nor recorded yet, kept apart from _match_tasks (which also holds up to
         # FINISHED_KEPT finished ones) so that capacity checks need no scan on every start_match.
         self._running: set[asyncio.Task] = set()
         self._report_tasks: dict[str, asyncio.Task[dict[str, Any]]] = {}
@@ -862,7 +862,8 @@ class Referee:
             self.policy.allow_service_ports = service_ports
 
     def _spawn_match(self, key: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
-        """Run a match as a task, counted in active_matches until it is done."""
+        """Run a match as a task, counted in active_matches until its result is recorded (then
+        its players are told outside the count, ``_commit``) or it ends."""
         task = asyncio.create_task(coro, name=f"match-{key}")
         self._match_tasks[key] = task
         self._running.add(task)
@@ -932,7 +933,14 @@ class Referee:
             reply = await asyncio.shield(self._start_report(key, report))
         finally:
             self._committing -= 1
-        return reply.get("status") in RECORDED
+        recorded = reply.get("status") in RECORDED
+        if recorded:
+            # The match holds no seat while its players are told: the LM has it FINISHED and
+            # counts this referee's room without it, so a seat kept until the last GAME_OVER
+            # (a loaded machine, a player slow to acknowledge) would refuse the next start_match
+            # "at capacity", a failure that cools the referee down while the round waits.
+            self._running.discard(asyncio.current_task())
+        return recorded
 
     async def _run_and_report(self, runner: MatchRunner) -> None:
         try:

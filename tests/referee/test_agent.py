@@ -55,28 +55,34 @@ def test_it_rejects_start_match_without_the_lm_token(referee, players):
     assert referee.referee.matches == {}
 
 
-def test_it_rejects_a_match_when_at_capacity(lm, players, tmp_path):
+def test_it_rejects_a_match_when_at_capacity_and_a_recorded_match_holds_no_seat(lm, players, tmp_path):
     scripted_lm, lm_url = lm
-    # The first match is held at its GAME_OVER until the second has been asked for: a loaded
-    # machine may take longer between the two calls than the match takes to play.
-    told = threading.Event()
-    _, slow = players(ScriptedPlayer("P01", join_delay=0.2, game_over_gate=told))
+    # The first match waits for its invitation's answer until the second has been asked for (a
+    # loaded machine may take longer between the two calls than the match takes to play), then
+    # for its GAME_OVER's: recorded, it is still telling its players when the third comes.
+    joined, told = threading.Event(), threading.Event()
+    _, slow = players(ScriptedPlayer("P01", join_gate=joined, game_over_gate=told))
     _, fast = players(ScriptedPlayer("P02"))
+    held = {**FAST_TIMEOUTS, "join": 30.0, "game_over": 30.0}
     with run_referee(league_url=lm_url, max_concurrent=1) as running:
         running.wait_registered()
         try:
-            first = rpc(running.url, "start_match", start_match_message(slow, fast, match_id="R1M1"))
+            first = rpc(running.url, "start_match", start_match_message(slow, fast, match_id="R1M1", timeouts=held))
             second = rpc(running.url, "start_match", start_match_message(slow, fast, match_id="R1M2"))
         finally:
-            told.set()
+            joined.set()
         assert (first["status"], first["capacity"]) == ("ACCEPTED", 1)
         assert (second["status"], second["reason"], second["active_matches"]) == ("REJECTED", "at capacity", 1)
-        (report,) = scripted_lm.received.wait_for("acknowledged")
-        assert report["match_id"] == "R1M1"
-        # Recorded, then told: the slot is free once GAME_OVER is delivered.
-        running.wait_told("R1M1 told")
-        third = rpc(running.url, "start_match", start_match_message(slow, fast, match_id="R1M2"))
-        assert third["status"] == "ACCEPTED"
+        try:
+            (report,) = scripted_lm.received.wait_for("acknowledged")
+            assert report["match_id"] == "R1M1"
+            # Recorded: the seat is free while P01 still holds R1M1's GAME_OVER (the LM already
+            # counts the referee's room without the match, and gives it the next one).
+            wait_until(lambda: running.referee.active_matches == 0, what="R1M1's seat free once recorded")
+            third = rpc(running.url, "start_match", start_match_message(slow, fast, match_id="R1M2"))
+            assert (third["status"], third["active_matches"]) == ("ACCEPTED", 1)
+        finally:
+            told.set()
         scripted_lm.received.wait_for("acknowledged", 2)
 
 
