@@ -56,6 +56,13 @@ class Dispatcher:
         """Whether this conductor is starting (or, embedded, playing) the match now."""
         return match_pk in self._inflight
 
+    def _done(self, task: asyncio.Task, pks: list[int]) -> None:
+        """``task`` is over: its matches are no longer being started by it (a match it gave back
+        and another task now starts stays that task's)."""
+        for pk in pks:
+            if self._inflight.get(pk) is task:
+                del self._inflight[pk]
+
     def matches_in_flight(self) -> list[int]:
         return list(self._inflight)
 
@@ -111,7 +118,7 @@ class Dispatcher:
             pks = [item.match_pk for item in group]
             for pk in pks:
                 self._inflight[pk] = task
-            task.add_done_callback(lambda _t, pks=pks: [self._inflight.pop(pk, None) for pk in pks])
+            task.add_done_callback(lambda t, pks=pks: self._done(t, pks))
             starting.add(task)
             task.add_done_callback(starting.discard)
 
@@ -188,6 +195,11 @@ class Dispatcher:
         until it answers a ping (``referee_failed``)."""
         for item, reason in troubles:
             log.warning("match %s: referee %s: %s", item.match_id, item.referee_id, reason)
+            # No longer this task's before it is back in the pool: claimed again at once (while
+            # this batch still counts the failure), it must be sent at once, not skipped as being
+            # started and left ASSIGNED until the stale-assignment sweep, its round waiting.
+            if self._inflight.get(item.match_pk) is asyncio.current_task():
+                del self._inflight[item.match_pk]
             await sync_to_async(release_match)(item.match_pk, item.referee_pk, item.attempt, reason)
         await self.count_failure(league, referee_pk, last, silent=silent)
 

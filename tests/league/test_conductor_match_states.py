@@ -9,6 +9,7 @@ from datetime import timedelta
 
 from asgiref.sync import sync_to_async
 from django.db import connections
+from django.db.models.signals import post_save
 from django.utils import timezone
 
 from league import actions
@@ -129,11 +130,12 @@ def test_a_player_the_report_says_was_silent_is_marked_unreachable(lm_server):
     assert Event.objects.filter(league=league, kind="player_unreachable", agent="P02").count() == 1
 
 
-def _send(league, items) -> None:
+def _send(league, items, dispatcher: Dispatcher | None = None) -> None:
     """The conductor's dispatcher sends ``items`` (start_match) and settles what came back."""
 
     async def send() -> None:
-        dispatcher = Dispatcher(Shared(client=AgentClient()))
+        nonlocal dispatcher
+        dispatcher = dispatcher or Dispatcher(Shared(client=AgentClient()))
         try:
             dispatcher.send_starts(league, items)
             await dispatcher.starts_sent(league)
@@ -142,6 +144,27 @@ def _send(league, items) -> None:
             await sync_to_async(connections.close_all)()
 
     asyncio.run(send())
+
+
+def test_a_match_given_back_is_no_longer_being_started_when_it_is_back_in_the_pool(lm_server):
+    """A match its referee did not take is back in the pool while the failed batch still counts
+    the referee's failure: claimed again then, it must be sent, not skipped as being started (it
+    would stay ASSIGNED until the stale-assignment sweep, ~10 s, and its round with it)."""
+    league, _, match = _league_with_a_match(lm_server)  # the referees' endpoints: nothing listens
+    first = _claim(league, match)
+    dispatcher = Dispatcher(Shared(client=AgentClient()))
+    when_back: list[bool] = []
+
+    def released(sender, instance: Match, **kwargs) -> None:  # noqa: ANN001 (a signal receiver)
+        if instance.pk == match.pk and instance.status == Match.Status.SCHEDULED:
+            when_back.append(dispatcher.in_flight(match.pk))
+
+    post_save.connect(released, sender=Match, weak=False)
+    try:
+        _send(league, [first], dispatcher)
+    finally:
+        post_save.disconnect(released, sender=Match)
+    assert when_back == [False]  # not this conductor's any more at the moment it is back
 
 
 def test_a_start_match_that_may_have_reached_its_referee_is_never_given_to_another(lm_server):
