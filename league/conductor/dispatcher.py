@@ -192,16 +192,18 @@ class Dispatcher:
         ``referee_pk`` counts one failure (one, however many matches the batch held: one referee
         down for a moment is not four failures; ``last``: its reason) and cools down before it
         gets another match. ``silent``: a call got no answer at all; the referee is suspended
-        until it answers a ping (``referee_failed``)."""
+        until it answers a ping (``referee_failed``). It cools down first, so a match given back
+        is not claimed for it again at once."""
+        await self.count_failure(league, referee_pk, last, silent=silent)
         for item, reason in troubles:
             log.warning("match %s: referee %s: %s", item.match_id, item.referee_id, reason)
-            # No longer this task's before it is back in the pool: claimed again at once (while
-            # this batch still counts the failure), it must be sent at once, not skipped as being
-            # started and left ASSIGNED until the stale-assignment sweep, its round waiting.
+            # No longer this task's before it is back in the pool: claimed again at once (for
+            # another referee, while this batch is still releasing the rest), it must be sent at
+            # once, not skipped as being started and left ASSIGNED until the stale-assignment
+            # sweep, its round waiting.
             if self._inflight.get(item.match_pk) is asyncio.current_task():
                 del self._inflight[item.match_pk]
             await sync_to_async(release_match)(item.match_pk, item.referee_pk, item.attempt, reason)
-        await self.count_failure(league, referee_pk, last, silent=silent)
 
     async def _dispatch_embedded(self, league: League, rnd: Round) -> None:
         """Claim what the built-in referee has room for and play each match in its own task."""

@@ -147,24 +147,25 @@ def _send(league, items, dispatcher: Dispatcher | None = None) -> None:
 
 
 def test_a_match_given_back_is_no_longer_being_started_when_it_is_back_in_the_pool(lm_server):
-    """A match its referee did not take is back in the pool while the failed batch still counts
-    the referee's failure: claimed again then, it must be sent, not skipped as being started (it
-    would stay ASSIGNED until the stale-assignment sweep, ~10 s, and its round with it)."""
+    """A match its referee did not take is back in the pool while the failed batch is still under
+    way: claimed again then, it must be sent, not skipped as being started (it would stay ASSIGNED
+    until the stale-assignment sweep, ~10 s, and its round with it), and not to the referee that
+    just failed (it cools down before the match is back)."""
     league, _, match = _league_with_a_match(lm_server)  # the referees' endpoints: nothing listens
     first = _claim(league, match)
     dispatcher = Dispatcher(Shared(client=AgentClient()))
-    when_back: list[bool] = []
+    when_back: list[tuple[bool, bool]] = []
 
     def released(sender, instance: Match, **kwargs) -> None:  # noqa: ANN001 (a signal receiver)
         if instance.pk == match.pk and instance.status == Match.Status.SCHEDULED:
-            when_back.append(dispatcher.in_flight(match.pk))
+            when_back.append((dispatcher.in_flight(match.pk), first.referee_pk in dispatcher.cooling()))
 
     post_save.connect(released, sender=Match, weak=False)
     try:
         _send(league, [first], dispatcher)
     finally:
         post_save.disconnect(released, sender=Match)
-    assert when_back == [False]  # not this conductor's any more at the moment it is back
+    assert when_back == [(False, True)]  # at the moment it is back: not being started, its referee resting
 
 
 def test_a_start_match_that_may_have_reached_its_referee_is_never_given_to_another(lm_server):
