@@ -263,11 +263,10 @@ class Referee:
         self.last_round: dict[str, Any] | None = None
         self.league_completed: dict[str, Any] | None = None
         self._match_tasks: dict[str, asyncio.Task] = {}
-        # The match tasks neither finished nor recorded yet, kept apart from _match_tasks (which also holds up to
+        # The match tasks still being played, kept apart from _match_tasks (which also holds up to
         # FINISHED_KEPT finished ones) so that capacity checks need no scan on every start_match.
         self._running: set[asyncio.Task] = set()
         self._report_tasks: dict[str, asyncio.Task[dict[str, Any]]] = {}
-        self._committing = 0  # matches whose outcome waits for the LM to record it (in active_matches)
         # Report messages waiting for the sender, each with the future its delivery task awaits.
         self._outbox: asyncio.Queue[Outgoing] | None = None
         self._report_sender: asyncio.Task | None = None
@@ -301,7 +300,13 @@ class Referee:
 
     @property
     def active_matches(self) -> int:
+        """Matches being played here (the seats taken)."""
         return len(self._running)
+
+    @property
+    def unfinished_matches(self) -> int:
+        """Matches not over yet: being played, waiting for their record, or telling their players."""
+        return sum(1 for task in self._match_tasks.values() if not task.done())
 
     @property
     def undelivered_reports(self) -> int:
@@ -357,7 +362,7 @@ class Referee:
         self.accepting = False
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.grace_seconds
-        running = [t for t in self._match_tasks.values() if not t.done()]
+        running = [t for t in self._match_tasks.values() if not t.done()]  # unfinished_matches
         if running:
             await asyncio.wait(running, timeout=self.config.grace_seconds)
         reports = [t for t in self._report_tasks.values() if not t.done()]
@@ -862,8 +867,8 @@ class Referee:
             self.policy.allow_service_ports = service_ports
 
     def _spawn_match(self, key: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
-        """Run a match as a task, counted in active_matches until its result is recorded (then
-        its players are told outside the count, ``_commit``) or it ends."""
+        """Run a match as a task, counted in active_matches until its outcome is reached (its
+        record and its GAME_OVERs then take no seat, ``_commit``) or it ends."""
         task = asyncio.create_task(coro, name=f"match-{key}")
         self._match_tasks[key] = task
         self._running.add(task)
@@ -923,24 +928,19 @@ class Referee:
         the outcome: the GAME_OVER deliveries come after it."""
         if not self._reports(runner.spec):
             return True  # a match run for no league (run_match): nothing to record first
+        # Played: the match holds no seat while it waits for its record and tells its players.
+        # The LM counts this referee's room by the matches it has not recorded, so a seat kept
+        # past the outcome would refuse start_match calls "at capacity" that the LM rightly sent
+        # once it recorded the match (its answer still on the way here), each refusal a failure
+        # that cools the referee down while the round waits.
+        self._running.discard(asyncio.current_task())
         key, report = runner.spec.key, self._report_of(runner)
         try:
             self.store.save_report(key, report)
         except OSError as exc:  # a full disk: the report still goes from memory
             log.error("report %s not saved before it was sent: %s", key, exc)
-        self._committing += 1
-        try:
-            reply = await asyncio.shield(self._start_report(key, report))
-        finally:
-            self._committing -= 1
-        recorded = reply.get("status") in RECORDED
-        if recorded:
-            # The match holds no seat while its players are told: the LM has it FINISHED and
-            # counts this referee's room without it, so a seat kept until the last GAME_OVER
-            # (a loaded machine, a player slow to acknowledge) would refuse the next start_match
-            # "at capacity", a failure that cools the referee down while the round waits.
-            self._running.discard(asyncio.current_task())
-        return recorded
+        reply = await asyncio.shield(self._start_report(key, report))
+        return reply.get("status") in RECORDED
 
     async def _run_and_report(self, runner: MatchRunner) -> None:
         try:
@@ -1061,7 +1061,7 @@ class Referee:
             while len(waiting) < REPORT_BATCH:
                 if outbox.empty():
                     left = linger_until - loop.time()
-                    if self.active_matches <= self._committing or left <= 0:
+                    if self.active_matches == 0 or left <= 0:
                         break
                     try:
                         item = await asyncio.wait_for(outbox.get(), left)

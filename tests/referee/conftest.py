@@ -59,9 +59,9 @@ class RunningReferee:
         wait_until(lambda: self.referee.referee_id is not None, timeout, "the referee registered", 0.01)
 
     def wait_told(self, what: str = "its matches told") -> None:
-        """Wait until no match is left in play here: a match's players are told its result after
-        the LM acknowledged the report, so an acknowledgement alone does not end it."""
-        wait_until(lambda: self.referee.active_matches == 0, what=what)
+        """Wait until no match is left unfinished here: a match's players are told its result
+        after the LM acknowledged the report, so an acknowledgement alone does not end it."""
+        wait_until(lambda: self.referee.unfinished_matches == 0, what=what)
 
 
 @contextmanager

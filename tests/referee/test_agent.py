@@ -55,15 +55,16 @@ def test_it_rejects_start_match_without_the_lm_token(referee, players):
     assert referee.referee.matches == {}
 
 
-def test_it_rejects_a_match_when_at_capacity_and_a_recorded_match_holds_no_seat(lm, players, tmp_path):
+def test_it_rejects_a_match_when_at_capacity_and_a_played_match_holds_no_seat(lm, players, tmp_path):
     scripted_lm, lm_url = lm
     # The first match waits for its invitation's answer until the second has been asked for (a
-    # loaded machine may take longer between the two calls than the match takes to play), then
-    # for its GAME_OVER's: recorded, it is still telling its players when the third comes.
+    # loaded machine may take longer between the two calls than the match takes to play); then
+    # its report waits for the LM's answer, and its GAME_OVER for P01's.
     joined, told = threading.Event(), threading.Event()
+    answered = scripted_lm.report_gate = threading.Event()
     _, slow = players(ScriptedPlayer("P01", join_gate=joined, game_over_gate=told))
-    _, fast = players(ScriptedPlayer("P02"))
-    held = {**FAST_TIMEOUTS, "join": 30.0, "game_over": 30.0}
+    p02, fast = players(ScriptedPlayer("P02"))
+    held = {**FAST_TIMEOUTS, "join": 30.0, "game_over": 30.0, "report": 30.0}
     with run_referee(league_url=lm_url, max_concurrent=1) as running:
         running.wait_registered()
         try:
@@ -74,14 +75,15 @@ def test_it_rejects_a_match_when_at_capacity_and_a_recorded_match_holds_no_seat(
         assert (first["status"], first["capacity"]) == ("ACCEPTED", 1)
         assert (second["status"], second["reason"], second["active_matches"]) == ("REJECTED", "at capacity", 1)
         try:
-            (report,) = scripted_lm.received.wait_for("acknowledged")
-            assert report["match_id"] == "R1M1"
-            # Recorded: the seat is free while P01 still holds R1M1's GAME_OVER (the LM already
-            # counts the referee's room without the match, and gives it the next one).
-            wait_until(lambda: running.referee.active_matches == 0, what="R1M1's seat free once recorded")
+            # Played: its seat is free while the LM has not answered its report (the LM, which has
+            # recorded it, gives the referee its next match before that answer arrives).
+            scripted_lm.received.wait_for("report_match_result")
+            wait_until(lambda: running.referee.active_matches == 0, what="R1M1's seat free once played")
             third = rpc(running.url, "start_match", start_match_message(slow, fast, match_id="R1M2"))
             assert (third["status"], third["active_matches"]) == ("ACCEPTED", 1)
+            assert p02.received.of("notify_match_result") == []  # and told to no one before its record
         finally:
+            answered.set()
             told.set()
         scripted_lm.received.wait_for("acknowledged", 2)
 
@@ -318,9 +320,9 @@ def test_it_finishes_a_running_match_when_stopped(lm, players):
 
 
 def test_active_matches_counts_the_matches_not_yet_done(lm, players):
-    """active_matches counts the matches still in play: a match leaves the count once done (and
-    stays known: the same assignment again is answered with it, not played twice), and so does
-    one that shutdown() cuts off."""
+    """active_matches counts the matches still being played: a match leaves the count once played
+    (and stays known: the same assignment again is answered with it, not played twice), and so
+    does one that shutdown() cuts off."""
     scripted_lm, lm_url = lm
     gate, held = threading.Event(), threading.Event()
     a, url_a = players(ScriptedPlayer("P01", join_gate=gate))
@@ -339,7 +341,7 @@ def test_active_matches_counts_the_matches_not_yet_done(lm, players):
             assert running.referee.active_matches == 2
             gate.set()
             scripted_lm.received.wait_for("acknowledged", 2)
-            # A match's report goes before its players are told: it counts until they are.
+            # A match's report goes before its players are told; both are over here.
             a.received.wait_for("notify_match_result", 2)
             running.wait_told("both matches done")
             again = rpc(running.url, "start_match", start_match_message(url_a, url_b, match_id="R1M1"))
