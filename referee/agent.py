@@ -306,7 +306,10 @@ class Referee:
     @property
     def unfinished_matches(self) -> int:
         """Matches not over yet: being played, waiting for their record, or telling their players."""
-        return sum(1 for task in self._match_tasks.values() if not task.done())
+        return len(self._unfinished())
+
+    def _unfinished(self) -> list[asyncio.Task]:
+        return [task for task in self._match_tasks.values() if not task.done()]
 
     @property
     def undelivered_reports(self) -> int:
@@ -362,7 +365,7 @@ class Referee:
         self.accepting = False
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.grace_seconds
-        running = [t for t in self._match_tasks.values() if not t.done()]  # unfinished_matches
+        running = self._unfinished()
         if running:
             await asyncio.wait(running, timeout=self.config.grace_seconds)
         reports = [t for t in self._report_tasks.values() if not t.done()]
@@ -933,7 +936,9 @@ class Referee:
         # past the outcome would refuse start_match calls "at capacity" that the LM rightly sent
         # once it recorded the match (its answer still on the way here), each refusal a failure
         # that cools the referee down while the round waits.
-        self._running.discard(asyncio.current_task())
+        task = self._match_tasks.get(runner.spec.key)
+        if task is not None:
+            self._running.discard(task)
         key, report = runner.spec.key, self._report_of(runner)
         try:
             self.store.save_report(key, report)

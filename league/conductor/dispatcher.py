@@ -56,12 +56,16 @@ class Dispatcher:
         """Whether this conductor is starting (or, embedded, playing) the match now."""
         return match_pk in self._inflight
 
+    def _forget(self, pk: int, task: asyncio.Task | None) -> None:
+        """The match is no longer being started (or played) by ``task``; if another task has
+        taken it up since (it was given back and claimed again), it stays that task's."""
+        if self._inflight.get(pk) is task:
+            del self._inflight[pk]
+
     def _done(self, task: asyncio.Task, pks: list[int]) -> None:
-        """``task`` is over: its matches are no longer being started by it (a match it gave back
-        and another task now starts stays that task's)."""
+        """``task`` is over: its matches are no longer being started by it."""
         for pk in pks:
-            if self._inflight.get(pk) is task:
-                del self._inflight[pk]
+            self._forget(pk, task)
 
     def matches_in_flight(self) -> list[int]:
         return list(self._inflight)
@@ -201,8 +205,7 @@ class Dispatcher:
             # another referee, while this batch is still releasing the rest), it must be sent at
             # once, not skipped as being started and left ASSIGNED until the stale-assignment
             # sweep, its round waiting.
-            if self._inflight.get(item.match_pk) is asyncio.current_task():
-                del self._inflight[item.match_pk]
+            self._forget(item.match_pk, asyncio.current_task())
             await sync_to_async(release_match)(item.match_pk, item.referee_pk, item.attempt, reason)
 
     async def _dispatch_embedded(self, league: League, rnd: Round) -> None:
@@ -212,4 +215,4 @@ class Dispatcher:
         for match in await sync_to_async(claim_embedded)(league.pk, rnd.pk, free):
             task = asyncio.create_task(play_embedded(client, league, match))
             self._inflight[match.pk] = task
-            task.add_done_callback(lambda _t, pk=match.pk: self._inflight.pop(pk, None))
+            task.add_done_callback(lambda t, pk=match.pk: self._forget(pk, t))

@@ -121,7 +121,7 @@ def test_it_plays_a_small_league_to_the_end(lm_server, players, referees):
         assert final["champion"]["player_id"] == "P01"
         assert final["total_matches"] == 10 and final["total_rounds"] == n
         assert final["auth_token"] and final["sender"] == "league_manager"
-        last_update = notices[-2 - 1]
+        last_update = notices[-3]
         assert [row["player_id"] for row in last_update["standings"]] == [
             r.player_id for r in compute_standings(["P01", "P02", "P03", "P04", "P05"], ranking_results(league))
         ]
