@@ -167,9 +167,10 @@ def match_assignment(league: League, player: Player, match_id: str) -> dict[str,
 
 
 def player_stats(league: League, player_id: str, player: Player | None = None) -> dict[str, Any]:
-    """The player's standings row plus match history and how often it chose even/odd."""
+    """The player's standings row plus match history and how often it chose even/odd (``league``:
+    a row read for this answer, see ``standings``)."""
     player = player or get_player(league, player_id)
-    row = next((r for r in standings(league) if r["player_id"] == player_id), None)
+    row = next((r for r in standings(league, just_read=True) if r["player_id"] == player_id), None)
     history = []
     parity = {"even": 0, "odd": 0}
     for match in _players_matches(league, player, (Match.Status.FINISHED,)):

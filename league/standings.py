@@ -208,11 +208,14 @@ def _add_new_results(
     return rows
 
 
-def standings(league: League) -> list[dict[str, Any]]:
+def standings(league: League, *, just_read: bool = False) -> list[dict[str, Any]]:
     """The ranked rows of ``league`` (``standing_dict``), cached while its version stays the
-    same (see ``league_version``, ``standings_key``); callers get their own copies."""
+    same (see ``league_version``, ``standings_key``); callers get their own copies.
+    ``just_read``: the caller read ``league`` from the database for this very answer (an agent's
+    query: its token's row and league, one query), so the row's version is the one to compare and
+    is not read again; a row kept for longer (the conductor's, a page's) may be behind."""
     # The version is read before anything else: what is read after it is at least as new.
-    version = league_version(league)
+    version = (league.created_at, league.version) if just_read else league_version(league)
     now = time.monotonic()
     cached = _cache.get(league.pk)
     fresh = cached is not None and now - cached.read_at < settings.STANDINGS_CACHE_TTL

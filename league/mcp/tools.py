@@ -149,7 +149,7 @@ def _query_reply(msg: LeagueQuery, identity: Identity) -> dict[str, Any]:
 def _run_query(identity: Identity, query_type: str, params: dict[str, Any]) -> dict[str, Any]:
     league = identity.league
     if query_type == "GET_STANDINGS":
-        return {"round_id": league.current_round, "standings": queries.standings(league)}
+        return {"round_id": league.current_round, "standings": queries.standings(league, just_read=True)}
     if query_type == "GET_SCHEDULE":
         round_id = params.get("round_id")
         if isinstance(round_id, str) and round_id.strip().isdigit():
@@ -204,12 +204,13 @@ def _match_assignment(identity: Identity, match_id: Any) -> dict[str, Any]:
 
 
 def standings_of(league: League) -> dict[str, Any]:
-    """The standings answer's fields (the get_standings tool and the standings resources)."""
+    """The standings answer's fields (the get_standings tool and the standings resources), for a
+    ``league`` row read for this answer."""
     return {
         "league_id": league.league_id,
         "status": league.status,
         "round_id": league.current_round,
-        "standings": queries.standings(league),
+        "standings": queries.standings(league, just_read=True),
     }
 
 

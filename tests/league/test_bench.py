@@ -280,7 +280,7 @@ MCP_REGISTRATION_QUERIES = 10
 # A read through /mcp (league.mcp.tools.read): the caller's token, the answer, the Event log's
 # insert in its transaction (an agent's query; an anonymous get_standings writes nothing). The
 # standings are cached while the league's version (one query by key) stays the same.
-READ_QUERIES = {"GET_STANDINGS": 5, "GET_NEXT_MATCH": 5, "GET_PLAYER_STATS": 6, "get_standings": 2}
+READ_QUERIES = {"GET_STANDINGS": 4, "GET_NEXT_MATCH": 5, "GET_PLAYER_STATS": 5, "get_standings": 1}
 
 
 def test_bench_soak_keeps_the_lm_and_conductor_up_across_leagues_and_checks_each(tmp_path, agent_env, manage_py):

@@ -225,6 +225,22 @@ def test_a_read_while_nothing_changed_costs_the_version_only(django_assert_num_q
             assert standings.standings(league) == first
 
 
+def test_a_row_just_read_gives_its_version_and_a_row_kept_is_read_again(django_assert_num_queries):
+    league = make_league("just_read", players=4)
+    first = standings.standings(league)
+    row = League.objects.get(pk=league.pk)  # an agent's query reads its league with its token
+    with django_assert_num_queries(0):
+        assert standings.standings(row, just_read=True) == first
+    play_round(league, 1)  # ``league`` is now behind: its version is not the league's
+    with django_assert_num_queries(0):
+        assert standings.standings(league, just_read=True) == first  # what the row says it is
+    kept = standings.standings(league)  # a row kept for long: the version is read
+    assert kept == standings.compute(league) and sum(row["played"] for row in kept) == 4
+    row = League.objects.get(pk=league.pk)
+    with django_assert_num_queries(0):
+        assert standings.standings(row, just_read=True) == kept
+
+
 def test_a_hand_edit_that_moves_no_version_shows_after_the_ttl(settings):
     settings.STANDINGS_CACHE_TTL = 3600
     league = make_league("hand_edit", players=4)
