@@ -19,7 +19,7 @@ from leagueproto.tools import CallContext
 from referee import agent
 from referee.agent import Referee, RefereeConfig
 from referee.store import StateStore
-from tests.referee.conftest import FAST_TIMEOUTS, rpc, run_referee, start_match_message
+from tests.referee.conftest import FAST_TIMEOUTS, ROOMY_TIMEOUTS, rpc, run_referee, start_match_message
 from tests.referee.scripted import ScriptedLM, ScriptedPlayer, serving
 from tests.support.servers import free_port
 from tests.support.waiting import wait_until
@@ -182,7 +182,7 @@ def test_it_returns_the_state_and_log_of_a_match(referee, lm, players):
     scripted_lm, _ = lm
     _, url_a = players(ScriptedPlayer("P01"))
     _, url_b = players(ScriptedPlayer("P02"))
-    rpc(referee.url, "start_match", start_match_message(url_a, url_b))
+    rpc(referee.url, "start_match", start_match_message(url_a, url_b, timeouts=ROOMY_TIMEOUTS))
     scripted_lm.received.wait_for("acknowledged")
     wait_until(lambda: referee.referee.reports)
     query = {"match_id": "R1M1", "league_id": "league_test", "auth_token": ScriptedLM.LM_TOKEN}
