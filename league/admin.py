@@ -22,7 +22,7 @@ from django.urls import NoReverseMatch, reverse
 from league import actions
 from league.actions.arena import open_arena as open_arena_action
 from league.api.readmodel import referee_warning
-from league.consumers import announce_leagues
+from league.events import announce_leagues
 from league.export import dumps, export_league
 from league.models import (
     AgentStatus,

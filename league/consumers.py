@@ -9,7 +9,7 @@ text to every viewer: at most one push per ``THROTTLE`` seconds, never later tha
 league is pushed to on every tick, not postponed). ``LeagueConsumer`` is thin: it joins the
 audience, sends the audience's snapshot on connect, and leaves. ``LeagueListConsumer`` (the home
 page) joins the group of every league and ``LEAGUES_GROUP``, where a league's creation or
-deletion is announced (``announce_leagues``). The ORM runs in ``database_sync_to_async``.
+deletion is announced (``events.announce_leagues``). The ORM runs in ``database_sync_to_async``.
 """
 
 from __future__ import annotations
@@ -18,14 +18,12 @@ import asyncio
 import contextlib
 import logging
 import zlib
-from functools import partial
 from typing import Any
 
 import orjson
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
-from django.db import transaction
 
 from league import events
 from league.api import live
@@ -48,12 +46,6 @@ EVENTS_PER_PUSH = 20
 # zlib's level for the pushes sent compressed (``?deflate=1``): 6, its default, takes a 60 KB
 # patch to ~8 KB in about a millisecond, once per push.
 PUSH_COMPRESSION = 6
-
-
-def announce_leagues(change: str, league_id: str) -> None:
-    """Tell league lists that a league was created or deleted, once the transaction commits.
-    (Every other change of a league reaches them through the league's own group.)"""
-    transaction.on_commit(partial(events.send, [(LEAGUES_GROUP, change, {"league_id": league_id})]))
 
 
 def _named(data: dict[str, Any]) -> dict[str, Any]:

@@ -161,6 +161,12 @@ def broadcast_all(messages: list[tuple[str, str, dict[str, Any]]]) -> None:
         )
 
 
+def announce_leagues(change: str, league_id: str) -> None:
+    """Tell league lists that a league was created or deleted, once the transaction commits.
+    (Every other change of a league reaches them through the league's own group.)"""
+    transaction.on_commit(partial(send, [(LEAGUES_GROUP, change, {"league_id": league_id})]))
+
+
 def send(messages: list[tuple[str, str, dict[str, Any]]]) -> None:
     """Send ``(group, event, data)`` messages now, in order, from sync code (what ``broadcast``
     does after the commit). A dashboard outage never breaks the league: failures are logged.

@@ -53,8 +53,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-import networkx as nx
-
 from leagueproto.scoring import BYE_POINTS, id_sort_key
 
 Role = Literal["A", "B"]
@@ -288,6 +286,11 @@ class _Pairer:
         w_inside = w_keep * (2 * count * count + 1)
         w_rematch = w_inside * (count + 1)
         base = w_rematch * (count + 1)
+        # Imported here, not with the module: every process that reads standings imports this
+        # module (through league.formats), and networkx costs ~0.2 s of CPU to import; only the
+        # conductor pairing a Swiss round needs it.
+        import networkx as nx
+
         graph = nx.Graph()
         graph.add_nodes_from(players)
         for i, x in enumerate(players):

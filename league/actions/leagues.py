@@ -16,8 +16,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from league.auth import new_token
-from league.consumers import announce_leagues
-from league.events import broadcast, record_event
+from league.events import announce_leagues, broadcast, record_event
 from league.models import AgentStatus, Event, League, Match, Player, Referee, Round, format_problem
 
 log = logging.getLogger(__name__)

@@ -16,9 +16,8 @@ truth, so any number of conductors may run and any may be killed and started aga
   matches decided, agents let back in), ``embedded`` (the LM's built-in referee),
   ``delivery_log`` (the log of what was sent);
 - ``common``: what every part shares; ``farewell``: the end notice of a league its organiser
-  ended."""
+  ended.
 
-from league.conductor.common import SUSPEND_AFTER, Delivery
-from league.conductor.worker import Conductor
-
-__all__ = ["SUSPEND_AFTER", "Conductor", "Delivery"]
+Import the part you need (``from league.conductor.worker import Conductor``): the package imports
+none of them, so that what needs only ``common`` (the LM's registration, every agent process
+through the admin's actions) does not load the conductor's HTTP client and pairing libraries."""

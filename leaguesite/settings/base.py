@@ -40,8 +40,10 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "leaguesite",  # first: its runserver (loopback only) wraps daphne's
-    "daphne",
+    # First: its runserver (loopback only) is daphne's, imported by that command alone. daphne is
+    # not an app here: its app imports the Twisted server into every process at start-up (~0.5 s
+    # of CPU for each agent, conductor and command), and only runserver uses it.
+    "leaguesite",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -11,9 +11,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from league.conductor import SUSPEND_AFTER, Conductor
+from league.conductor.common import SUSPEND_AFTER
 from league.conductor.sending import Sender
 from league.conductor.shared import Shared
+from league.conductor.worker import Conductor
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
 from league.standings import ranking_results
 from leagueproto.client import AgentClient

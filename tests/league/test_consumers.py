@@ -15,8 +15,7 @@ from channels.testing import WebsocketCommunicator
 
 from league import consumers
 from league.api import live
-from league.consumers import announce_leagues
-from league.events import broadcast
+from league.events import announce_leagues, broadcast
 from league.models import Match
 from leaguesite.asgi import application
 from tests.browser.league_data import make_league, play, start

@@ -11,7 +11,7 @@ import pytest
 
 from league import actions
 from league.bench.league_run import QUICK_TIMEOUTS
-from league.conductor import Conductor
+from league.conductor.worker import Conductor
 from league.models import League, MatchResult
 from league.models import Referee as RefereeRow
 from players.agent import Player, PlayerConfig, PlayerHost

@@ -10,7 +10,7 @@ from asgiref.sync import sync_to_async
 
 from league import actions
 from league.actions.arena import open_arena
-from league.conductor import Conductor
+from league.conductor.worker import Conductor
 from league.models import ArenaSeat, RatingChange
 from league.models import Player as PlayerRow
 from league.models import Referee as RefereeRow

@@ -330,6 +330,34 @@ def test_runserver_refuses_an_address_other_than_loopback(manage_py, address):
     assert "serves this machine only" in done.stderr and "uvicorn leaguesite.asgi:application" in done.stderr
 
 
+def test_runserver_on_loopback_serves_the_pages_the_agents_endpoint_and_the_websockets(agent_env, manage_py, tmp_path):
+    """daphne is no app of the site: runserver imports its server itself, and serves all of it."""
+    import asyncio
+
+    import websockets
+
+    port = free_port()
+    args = [*manage_py, "runserver", f"127.0.0.1:{port}", "--noreload", "--skip-checks"]
+    server = Process(args, agent_env, str(tmp_path / "runserver.log"))
+
+    async def handshake() -> int:
+        url = f"ws://127.0.0.1:{port}/ws/leagues/"
+        async with websockets.connect(url, origin=f"http://127.0.0.1:{port}", open_timeout=30) as ws:
+            return ws.response.status_code
+
+    try:
+        wait_for_port(port, timeout=60)
+        assert httpx.get(f"http://127.0.0.1:{port}/", timeout=10).status_code == 200
+        ping = httpx.post(
+            f"http://127.0.0.1:{port}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=10
+        )
+        assert ping.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+        assert asyncio.run(handshake()) == 101
+    finally:
+        server.terminate()
+    assert "Daphne" in (tmp_path / "runserver.log").read_text()
+
+
 @pytest.mark.parametrize(
     ("addrport", "ipv6", "host"),
     [

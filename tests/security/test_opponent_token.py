@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from league import actions
-from league.conductor import Conductor
 from league.conductor.common import match_token
+from league.conductor.worker import Conductor
 from league.models import League, MatchResult
 from league.models import Player as PlayerRow
 from league.models import Referee as RefereeRow

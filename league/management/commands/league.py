@@ -15,7 +15,7 @@ from django.db import IntegrityError
 from league import actions, queries
 from league.actions.arena import open_arena
 from league.api.readmodel import referee_warning
-from league.consumers import announce_leagues
+from league.events import announce_leagues
 from league.models import League, Player, Referee, game_type_choices, league_id_problem
 from leagueproto.timeouts import DEFAULT_TIMEOUTS
 

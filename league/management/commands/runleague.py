@@ -8,7 +8,7 @@ import uvloop
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from league.conductor import Conductor
+from league.conductor.worker import Conductor
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
