@@ -14,7 +14,10 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install -q -r requirements.txt
 	@touch $@
 
+# The project's modules are compiled once here: where PYTHONDONTWRITEBYTECODE is set, every
+# process (each agent, the LM, the conductor, each test's) would compile them again as it starts.
 setup: $(VENV)/.installed
+	$(PY) -m compileall -q leagueproto league referee players leaguesite tests
 	$(PY) manage.py migrate --noinput -v 0
 
 demo: setup
