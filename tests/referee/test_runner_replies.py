@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from referee.runner import reply_problem
+from tests.referee.conftest import ROOMY_TIMEOUTS
 from tests.referee.scripted import ScriptedPlayer
 from tests.referee.test_runner import play
 
@@ -23,7 +24,9 @@ SELF_NAMED = {"player_id": "P02", "sender": "player:P02"}  # a fixed id from the
 def test_it_gives_a_technical_loss_after_four_refused_choices(referee, lm, players, edit, code):
     a, url_a = players(ScriptedPlayer("P01", choices=["even"], edits={"choose_parity": [edit]}))
     b, url_b = players(ScriptedPlayer("P02", choices=["odd"]))
-    report = play(referee, lm, url_a, url_b)
+    # Replies in time even on a loaded machine: a call that timed out would be sent again, a fifth
+    # choose_parity this test does not count on.
+    report = play(referee, lm, url_a, url_b, timeouts=ROOMY_TIMEOUTS)
     result = report["result"]
     assert (result["status"], result["winner"], result["technical_loss"]) == ("TECHNICAL_LOSS", "P02", ["P01"])
     assert result["score"] == {"P01": 0, "P02": 3}
