@@ -127,7 +127,9 @@ class ScriptedReferee:
         self.on_start = on_start  # called with each START_MATCH as it arrives
         self.silent = silent
         self.delay = delay
-        self.starts: list[tuple[str, int]] = []  # (match_id, dispatch attempt) in arrival order
+        self.starts: list[tuple[str, str]] = []  # (match_id, match_token) in arrival order
+        self.retried: list[tuple[str, str]] = []  # a start_match of ``_held`` again
+        self._held: set[tuple[str, str]] = set()  # running, or its result taken by the LM
         self.running = 0
         self.max_running = 0
         self.received: list[dict[str, Any]] = []
@@ -144,8 +146,18 @@ class ScriptedReferee:
             data = msg.model_dump()
             if self.on_start is not None:
                 self.on_start(data)
+            start = (data["match_id"], data["match_token"])
             with self._lock:
-                self.starts.append((data["match_id"], data["match_token"]))
+                # The same start_match again, while its match runs or after its result was taken:
+                # the conductor's retry of a call whose reply it did not get in time. A referee
+                # accepts it again and plays the match once.
+                if start in self._held:
+                    self.retried.append(start)
+                    return toolset.reply(
+                        msg, "START_MATCH_RESPONSE", match_id=data["match_id"], status="ACCEPTED", reason=""
+                    )
+                self._held.add(start)
+                self.starts.append(start)
                 self.running += 1
                 self.max_running = max(self.max_running, self.running)
             if not self.silent:
@@ -213,3 +225,6 @@ class ScriptedReferee:
             self.running -= 1
         result = await self._client.call(self.lm_url, "report_match_result", self.report_message(start), timeout=5)
         self.reports.append(result.reply)
+        if result.reply.get("message_type") != "MATCH_RESULT_ACK":
+            with self._lock:  # refused (e.g. while suspended): sent again, the match is played again
+                self._held.discard((start["match_id"], start["match_token"]))

@@ -201,7 +201,9 @@ def test_it_suspends_a_referee_that_keeps_failing(lm_server, players, referees):
     league = make_league("conductor_suspend", **FAST)
     group = players(6)  # round 1 has 3 matches: all go to the referee with the most free capacity
     group.register(lm_server, league.league_id)
-    worker = referees()
+    # 0.1 s a match, one at a time: the league lasts 1.5 s or more, and matches wait in the pool
+    # most of it, however fast the machine.
+    worker = referees(delay=0.1)
     worker.register(league.league_id, capacity=1)
     # A referee registered at an endpoint where nothing listens: start_match fails every time.
     gone = register_referee(
@@ -214,8 +216,9 @@ def test_it_suspends_a_referee_that_keeps_failing(lm_server, players, referees):
     Referee.objects.filter(league=league, referee_id=gone["referee_id"]).update(answered_at=timezone.now())
     close_window(league)
 
-    # Short cooldowns between its failures: suspended within this short league.
-    conduct(league.league_id, cooldown_base=0.1)
+    # Short cooldowns between its failures (0.05 s, the league's retry delay, then doubling: 0.35 s
+    # for three): it is back for more matches, and suspended, within this short league.
+    conduct(league.league_id, cooldown_base=0.01)
 
     league.refresh_from_db()
     assert league.status == League.Status.COMPLETED

@@ -19,11 +19,12 @@ SHOW = (
 )
 
 
-def _settings(module: str, tmp_path, **env: str) -> dict:
+def _settings(module: str, tmp_path, script: str = SHOW, **env: str) -> dict | list:
+    """What ``script`` prints (JSON) in a fresh process with ``module`` as its settings."""
     base = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "SECRET_KEY_FILE": str(tmp_path / "secret")}
     base["DJANGO_SETTINGS_MODULE"] = module
     done = subprocess.run(
-        [sys.executable, "-c", SHOW],
+        [sys.executable, "-c", script],
         env={**base, **env},
         cwd=ROOT,
         capture_output=True,
@@ -87,12 +88,8 @@ def test_the_redis_room_follows_the_relays_in_flight_limit(tmp_path):
 def test_starting_django_loads_no_server_or_pairing_library(tmp_path):
     """Every agent, conductor and command sets Django up: it costs what they use, not Twisted
     (daphne's server: runserver alone imports it) nor networkx (a Swiss round's pairing)."""
-    base = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "SECRET_KEY_FILE": str(tmp_path / "secret")}
     show = (
         "import django, json, sys; django.setup(); "
         "print(json.dumps(sorted(m for m in ('twisted', 'daphne', 'networkx') if m in sys.modules)))"
     )
-    env = {**base, "DJANGO_SETTINGS_MODULE": "leaguesite.settings.production"}
-    done = subprocess.run([sys.executable, "-c", show], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == []
+    assert _settings("leaguesite.settings.production", tmp_path, show) == []
