@@ -25,7 +25,7 @@ than the call the answer is 502, a 5xx without a JSON-RPC body (a failed call).
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -276,15 +276,27 @@ class RelayEndpoint:
                 break
         route = scope["url_route"]["kwargs"]
         call = asyncio.ensure_future(answer(route["league_id"], route["player_id"], b"".join(chunks), head))
+        # The request is whole: the next event is the caller hanging up, which stops its call (its
+        # place is given back). A done callback rather than ``asyncio.wait``: the relay's calls wait
+        # on the agent in the thousands, and what each holds while it waits is what the garbage
+        # collector walks.
         hangup = asyncio.ensure_future(receive())
-        await asyncio.wait({call, hangup}, return_when=asyncio.FIRST_COMPLETED)
-        if not call.done():
-            call.cancel()  # the caller hung up: its call waits for the agent no more
-            with contextlib.suppress(asyncio.CancelledError):
-                await call
-            return
-        hangup.cancel()
-        await respond(send, head, call.result())
+        hangup.add_done_callback(functools.partial(_stop_on_hangup, call))
+        try:
+            reply = await call
+        except asyncio.CancelledError:
+            if call.cancelled() and hangup.done() and not hangup.cancelled():
+                return  # the caller hung up: there is nobody to answer
+            call.cancel()  # this request was cancelled (the server stops): so is its call
+            raise
+        finally:
+            hangup.cancel()
+        await respond(send, head, reply)
+
+
+def _stop_on_hangup(call: asyncio.Future[Answer], hangup: asyncio.Future[Any]) -> None:
+    if not hangup.cancelled():
+        call.cancel()
 
 
 async def answer(league_id: str, player_id: str, body: bytes, head: Head) -> Answer:
