@@ -102,42 +102,58 @@ class RequestLimits:
                 await _drain(receive, deadline, 0, limit + DRAIN_BYTES)
             await _answer(send, *_too_large(path, limit))
             return
-        received = 0
-        body_done = False
-        answered = False  # this middleware answered: whatever the app sends after is dropped
-
-        async def limited_receive() -> dict[str, Any]:
-            nonlocal received, body_done, answered
-            if body_done or answered:
-                return await receive()
-            try:
-                async with asyncio.timeout_at(deadline):
-                    event = await receive()
-            except TimeoutError:
-                answered = True
-                await _answer(send, *_plain(408, f"Request body not received within {read_timeout()} s\n"))
-                return {"type": "http.disconnect"}
-            if event["type"] != "http.request":
-                return event
-            received += len(event.get("body", b""))
-            if received > limit:
-                answered = True
-                if event.get("more_body", False):
-                    await _drain(receive, deadline, received, limit + DRAIN_BYTES)
-                await _answer(send, *_too_large(path, limit))
-                return {"type": "http.disconnect"}
-            body_done = not event.get("more_body", False)
-            return event
-
-        async def guarded_send(message: dict[str, Any]) -> None:
-            if not answered:
-                await send(message)
-
+        limited = _Limited(receive, send, path, limit, deadline)
         mark = request_scope.set(scope)
         try:
-            await self.app(scope, limited_receive, guarded_send)
+            await self.app(scope, limited.receive, limited.send)
         finally:
             request_scope.reset(mark)
+
+
+class _Limited:
+    """One request's ``receive`` and ``send`` as the app gets them: the body counted against
+    ``limit`` and awaited until ``deadline``; once this middleware has answered (408, 413),
+    whatever the app sends is dropped. (An object rather than two closures: a relayed call holds
+    these while it waits for its agent, and each closure and captured variable is one more object
+    for the garbage collector to walk.)"""
+
+    __slots__ = ("_receive", "_send", "path", "limit", "deadline", "received", "body_done", "answered")
+
+    def __init__(self, receive: Receive, send: Send, path: str, limit: int, deadline: float) -> None:
+        self._receive = receive
+        self._send = send
+        self.path = path
+        self.limit = limit
+        self.deadline = deadline
+        self.received = 0
+        self.body_done = False
+        self.answered = False  # this middleware answered: whatever the app sends after is dropped
+
+    async def receive(self) -> dict[str, Any]:
+        if self.body_done or self.answered:
+            return await self._receive()
+        try:
+            async with asyncio.timeout_at(self.deadline):
+                event = await self._receive()
+        except TimeoutError:
+            self.answered = True
+            await _answer(self._send, *_plain(408, f"Request body not received within {read_timeout()} s\n"))
+            return {"type": "http.disconnect"}
+        if event["type"] != "http.request":
+            return event
+        self.received += len(event.get("body", b""))
+        if self.received > self.limit:
+            self.answered = True
+            if event.get("more_body", False):
+                await _drain(self._receive, self.deadline, self.received, self.limit + DRAIN_BYTES)
+            await _answer(self._send, *_too_large(self.path, self.limit))
+            return {"type": "http.disconnect"}
+        self.body_done = not event.get("more_body", False)
+        return event
+
+    async def send(self, message: dict[str, Any]) -> None:
+        if not self.answered:
+            await self._send(message)
 
 
 async def _drain(receive: Receive, deadline: float, received: int, most: int) -> None:

@@ -25,6 +25,7 @@ of ending the consumer and the agent's socket with it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import time
@@ -356,7 +357,7 @@ class RelayConsumer(AgentSocket):
         if not notification:
             self.pending[socket_id] = (reply_to, caller_id, float(event["expires"]), caller)
             if isinstance(reply_to, asyncio.Future):
-                reply_to.add_done_callback(lambda answered: self._given_up(socket_id, answered))
+                reply_to.add_done_callback(functools.partial(self._given_up, socket_id))
         try:
             await self.send(text_data=text)
         except OSError:  # the socket went away under us (uvicorn's ClientDisconnected)
