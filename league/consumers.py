@@ -277,8 +277,10 @@ class LeagueListConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         self.groups_joined = set()
-        await self.accept()
+        # The groups first: the page counts itself live once the socket opens, and an event sent
+        # from then on must reach it (joined after the accept, one sent meanwhile was lost).
         await self._join([LEAGUES_GROUP, *map(group_name, await database_sync_to_async(_league_ids)())])
+        await self.accept()
 
     async def _join(self, groups: list[str]) -> None:
         for group in groups:

@@ -137,6 +137,21 @@ async def test_the_league_list_hears_of_a_new_league_and_then_of_its_events():
     await ws.disconnect()
 
 
+async def test_the_league_list_hears_an_event_sent_the_moment_its_socket_opens():
+    """The page counts itself live once its socket opens: whatever is announced from then on
+    reaches it (the socket joins its groups before it is accepted)."""
+    await database_sync_to_async(make_league)("early", 2)
+    ws = communicator("/ws/leagues/")
+    connected, _ = await ws.connect(timeout=2)
+    assert connected
+    layer = get_channel_layer()
+    await layer.group_send("leagues", {"type": "league.event", "event": "league_created", "data": {"league_id": "x"}})
+    await layer.group_send("league_early", {"type": "league.event", "event": "round_started", "data": {}})
+    heard = [(await ws.receive_json_from(timeout=2))["event"] for _ in range(2)]
+    assert heard == ["league_created", "round_started"]
+    await ws.disconnect()
+
+
 async def test_it_only_sends_a_league_its_own_events():
     await database_sync_to_async(make_league)("one", 2)
     await database_sync_to_async(make_league)("two", 2)
