@@ -128,7 +128,6 @@ class ScriptedReferee:
         self.silent = silent
         self.delay = delay
         self.starts: list[tuple[str, str]] = []  # (match_id, match_token) in arrival order
-        self.retried: list[tuple[str, str]] = []  # a start_match of ``_held`` again
         self._held: set[tuple[str, str]] = set()  # running, or its result taken by the LM
         self.running = 0
         self.max_running = 0
@@ -152,7 +151,6 @@ class ScriptedReferee:
                 # the conductor's retry of a call whose reply it did not get in time. A referee
                 # accepts it again and plays the match once.
                 if start in self._held:
-                    self.retried.append(start)
                     return toolset.reply(
                         msg, "START_MATCH_RESPONSE", match_id=data["match_id"], status="ACCEPTED", reason=""
                     )
