@@ -20,8 +20,9 @@ from django.utils import timezone
 
 from league import pairing, tournament
 from league import standings as standings_service
+from league.conductor import delivery_log
 from league.formats import playing, table_format
-from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Rating, Round
+from league.models import AgentStatus, League, Match, MatchResult, Player, Rating, Round
 from league.tournament import Call, Played
 from leagueproto.scoring import KNOCKOUT_TIE_BREAK_RULE, SWISS_TIE_BREAK_RULE, TIE_BREAK_RULE, TIE_BREAK_TEXT
 
@@ -616,14 +617,8 @@ def agent_calls(league: League, agent_id: str | None = None) -> dict[str, list[C
                     error=str(entry.get("error") or ""),
                 )
             )
-    deliveries = Event.objects.filter(league=league, direction=Event.Direction.OUT)
-    if agent_id is not None:
-        deliveries = deliveries.filter(agent=agent_id)
-    for at, kind, agent, payload in deliveries.values_list("at", "kind", "agent", "payload"):
-        if isinstance(payload, dict) and "outcome" in payload:  # a delivery, not a reply to the agent
-            calls[agent].append(
-                Call(at=_iso(at), what=str(payload.get("method") or kind), outcome=str(payload["outcome"]))
-            )
+    for d in delivery_log.sent(league, agent=agent_id):
+        calls[d.agent].append(Call(at=_iso(d.at), what=d.method, outcome=d.outcome))
     return calls
 
 

@@ -29,6 +29,7 @@ from league.bench.processes import (
     free_port_run,
     machine_cpu_times,
 )
+from league.conductor import delivery_log
 from league.models import AgentStatus, Bye, Event, League, Match, MatchResult, format_problem
 from league.standings import ranking_results
 from leagueproto.scoring import BYE_POINTS
@@ -319,20 +320,17 @@ def validate_league(league: League, players: int) -> list[str]:
 def count_calls(league: League, since: datetime) -> tuple[Counter, dict[str, dict[str, float]]]:
     """HTTP calls made during the league by kind, and latency percentiles per kind.
 
-    Conductor → agents: its OUT deliveries in the Event log (method, latency); agents → LM: the
-    IN messages the LM logged; referee → players: every OUT entry of every match log.
+    Conductor → agents: its deliveries in the Event log (``delivery_log.sent``); agents → LM: the
+    IN messages the LM logged; referee → players: every OUT entry of every match log (with its
+    latency).
     """
     calls: Counter = Counter()
     latencies: dict[str, list[float]] = defaultdict(list)
-    events = Event.objects.filter(league=league, at__gte=since).values_list("direction", "kind", "payload")
-    for direction, kind, payload in events.iterator(chunk_size=2000):
-        if direction == "OUT" and isinstance(payload, dict) and "method" in payload:
-            method = payload["method"]
-            calls[f"lm->{method}"] += 1
-            if payload.get("latency_ms") is not None:
-                latencies[f"lm->{method}"].append(payload["latency_ms"])
-        elif direction == "IN":
-            calls[f"->lm {kind}"] += 1
+    for d in delivery_log.sent(league, since=since):
+        calls[f"lm->{d.method}"] += 1
+    received = Event.objects.filter(league=league, at__gte=since, direction=Event.Direction.IN)
+    for kind in received.values_list("kind", flat=True).iterator(chunk_size=2000):
+        calls[f"->lm {kind}"] += 1
     for entries in MatchResult.objects.filter(league=league).values_list("log", flat=True).iterator(chunk_size=500):
         for entry in entries or []:
             if entry.get("direction") != "OUT" or not entry.get("method"):

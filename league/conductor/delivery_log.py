@@ -1,62 +1,120 @@
-"""The log of what the conductor sent: one OUT Event per delivery, a batch in one insert."""
+"""The log of what the conductor sent, in the Event log, and how it reads back.
+
+A delivery to one agent (a referee's START_MATCH, a retried notice) is one OUT row with its
+agent. A batch of the same notice to several agents (a round's ROUND_ANNOUNCEMENT to every
+player) is one OUT row for the whole batch: the body once, and each recipient's envelope id,
+outcome and reply under ``to``, so a round boundary of 100 players writes three rows, not 300.
+What the referee told each player in a match is in its match log (``MatchResult.log``).
+``sent`` reads both shapes back as one row per delivery.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 
 from league.conductor.common import Delivery, Outcome
 from league.events import EventValues, append_events, event_values
-from league.models import League
+from league.models import Event, League
+
+# The agent column of a batch's row: it went to the agents under ``to``.
+BATCH_AGENT = ""
 
 
-def delivery_row(
-    league: League, d: Delivery, outcome: str, reply: dict[str, Any] | None, same_as: str | None = None
-) -> EventValues:
-    """The OUT Event of one delivery: method, outcome and the reply (in short when it is a plain ack).
+def _reply(outcome: str, reply: dict[str, Any]) -> dict[str, Any]:
+    """A reply as the log keeps it: a plain ack (its status a word) in short, anything else an
+    agent sends as it is (stripped of secrets with the row)."""
+    status = reply.get("status")
+    if outcome == "ok" and reply.get("message_type") == "ACK" and (status is None or type(status) is str):
+        return {"message_type": "ACK", "status": status}
+    return reply
 
-    ``same_as``: the agent whose row of the same batch holds the message body (a notification sent
-    to every player has the same body for all but the envelope): this row keeps only its envelope
-    ids, so a round's standings are stored once, not once per player.
-    """
-    message = d.message
-    payload: dict[str, Any] = {"method": d.method, "outcome": outcome}
-    if same_as is None:
-        payload["message"] = message
-    else:
-        payload["same_message_as"] = same_as
-        payload["conversation_id"] = message.get("conversation_id")
-        if "round_id" in message:
-            payload["round_id"] = message["round_id"]
-    # A row that keeps only ids and a plain ack (most of a round's) has nothing to strip.
-    clean = same_as is not None
+
+def delivery_row(league: League, d: Delivery, outcome: str, reply: dict[str, Any] | None) -> EventValues:
+    """The OUT Event of one delivery: its agent, method, outcome, the message and the reply."""
+    payload: dict[str, Any] = {"method": d.method, "outcome": outcome, "message": d.message}
     if reply is not None:
-        status = reply.get("status")
-        # Plain: an ack whose status is a word (anything else an agent sends is kept, stripped).
-        plain = outcome == "ok" and reply.get("message_type") == "ACK" and same_as is not None
-        plain = plain and (status is None or type(status) is str)
-        payload["reply"] = {"message_type": "ACK", "status": status} if plain else reply
-        clean = clean and plain
+        payload["reply"] = _reply(outcome, reply)
+    message = d.message
     return event_values(
-        league,
-        "OUT",
-        message["message_type"],
-        agent=d.agent_id,
-        match_id=message.get("match_id", ""),
-        payload=payload,
-        clean=clean,
+        league, "OUT", message["message_type"], agent=d.agent_id, match_id=message.get("match_id", ""), payload=payload
     )
 
 
+def batch_row(league: League, outcomes: list[Outcome]) -> EventValues:
+    """The OUT Event of one notice sent to several agents: the first one's message, and under
+    ``to`` each agent's conversation id (and sender, where it differs), outcome and reply."""
+    first = outcomes[0][0].message
+    to: dict[str, dict[str, Any]] = {}
+    for d, outcome, reply in outcomes:
+        entry: dict[str, Any] = {"outcome": outcome, "conversation_id": d.message.get("conversation_id")}
+        if d.message.get("sender") != first.get("sender"):
+            entry["sender"] = d.message.get("sender")
+        if reply is not None:
+            entry["reply"] = _reply(outcome, reply)
+        to[d.agent_id] = entry
+    payload = {"method": outcomes[0][0].method, "message": first, "to": to}
+    return event_values(league, "OUT", first["message_type"], agent=BATCH_AGENT, payload=payload)
+
+
 def record_deliveries(league: League, batches: list[list[Outcome]]) -> None:
-    """One insert for batches of deliveries; each batch shares one body (see ``delivery_row``)."""
-    rows: list[EventValues] = []
-    for outcomes in batches:
-        first = outcomes[0][0].agent_id if outcomes else None
-        rows += [
-            delivery_row(league, d, outcome, reply, None if d.agent_id == first else first)
-            for d, outcome, reply in outcomes
-        ]
+    """One insert for batches of deliveries: a row per batch of several agents, a row per lone
+    delivery."""
+    rows = [
+        batch_row(league, outcomes) if len(outcomes) > 1 else delivery_row(league, *outcomes[0])
+        for outcomes in batches
+        if outcomes
+    ]
     with transaction.atomic():  # one commit for the batch (autocommit would commit each row)
         append_events(rows)
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One delivery as the log holds it."""
+
+    at: datetime
+    kind: str
+    agent: str
+    method: str
+    outcome: str
+    match_id: str = ""
+    reply: dict[str, Any] | None = None
+    message: dict[str, Any] | None = None  # the body (the batch's first for a batch: same fields)
+    event_id: int = 0  # its row in the Event log (a batch's deliveries share one)
+
+
+def sent(
+    league: League | int, *, agent: str | None = None, kind: str | None = None, since: datetime | None = None
+) -> Iterator[Sent]:
+    """What the conductor sent in ``league`` (to ``agent``, of ``kind``, from ``since``), one
+    ``Sent`` per delivery, in the order they were recorded. One query."""
+    rows = Event.objects.filter(league=league, direction=Event.Direction.OUT)
+    if agent is not None:
+        rows = rows.filter(Q(agent=agent) | Q(agent=BATCH_AGENT))
+    if kind is not None:
+        rows = rows.filter(kind=kind)
+    if since is not None:
+        rows = rows.filter(at__gte=since)
+    for pk, at, row_kind, row_agent, match_id, payload in rows.values_list(
+        "pk", "at", "kind", "agent", "match_id", "payload"
+    ).iterator(chunk_size=500):
+        if not isinstance(payload, dict):
+            continue
+        method = str(payload.get("method") or row_kind)
+        message = payload.get("message") if isinstance(payload.get("message"), dict) else None
+        to = payload.get("to")
+        if isinstance(to, dict):
+            for who, entry in to.items():
+                if (agent is not None and who != agent) or not isinstance(entry, dict):
+                    continue
+                reply = entry.get("reply")
+                yield Sent(at, row_kind, who, method, str(entry.get("outcome")), match_id, reply, message, pk)
+        elif "outcome" in payload:  # a delivery, not the LM's reply to an agent's call
+            reply = payload.get("reply") if isinstance(payload.get("reply"), dict) else None
+            yield Sent(at, row_kind, row_agent, method, str(payload["outcome"]), match_id, reply, message, pk)

@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 
+from league.conductor import delivery_log
 from league.models import Bye, Event, League, Match, MatchResult, Round
 from tests.integration.worlds import Host, MixedWorld
 from tests.support.waiting import wait_until
@@ -30,30 +31,23 @@ def make_world(agent_env, manage_py, tmp_path, league_id: str, players: int, **s
     return MixedWorld(agent_env, manage_py, tmp_path, league_id, [Host("Bot", "random", players)], **FAST, **settings)
 
 
-def sent(league: League, kind: str) -> list[dict]:
-    """The delivery Events of the messages of ``kind`` the LM sent: each has the ``round_id`` of a
-    round's message; the first of a batch holds the message body (league/conductor/delivery_log.py)."""
-    rows = Event.objects.filter(league=league, direction="OUT", kind=kind).order_by("id")
-    return list(rows.values_list("payload", flat=True))
+def round_of(d: delivery_log.Sent) -> int:
+    return d.message["round_id"]
+
+
+def final_message(league: League) -> dict:
+    return next(delivery_log.sent(league, kind="LEAGUE_COMPLETED")).message
 
 
 def assert_course_messages(league: League, players: int, rounds: int) -> None:
     """Each round announced to every player, completed to every player, then LEAGUE_COMPLETED."""
-    announced = Counter(round_of(p) for p in sent(league, "ROUND_ANNOUNCEMENT"))
-    completed = Counter(round_of(p) for p in sent(league, "ROUND_COMPLETED"))
+    announced = Counter(round_of(d) for d in delivery_log.sent(league, kind="ROUND_ANNOUNCEMENT"))
+    completed = Counter(round_of(d) for d in delivery_log.sent(league, kind="ROUND_COMPLETED"))
     assert set(announced) == set(completed) == set(range(1, rounds + 1))
     assert all(announced[n] >= players and completed[n] >= players for n in announced)
     final = final_message(league)
     assert final["total_rounds"] == rounds
     assert final["champion"]["player_id"] == final["final_standings"][0]["player_id"]
-
-
-def round_of(payload: dict) -> int:
-    return payload["round_id"] if "round_id" in payload else payload["message"]["round_id"]
-
-
-def final_message(league: League) -> dict:
-    return next(p["message"] for p in sent(league, "LEAGUE_COMPLETED") if "message" in p)
 
 
 def test_a_swiss_league_of_nine_plays_four_rounds_through_a_conductor_killed_between_rounds(

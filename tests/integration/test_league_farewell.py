@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from league import actions
-from league.models import Event, League, Player
+from league.conductor import delivery_log
+from league.models import League, Player
 from tests.integration.worlds import Host, MixedWorld
 from tests.league.checkagent_support import MINIMAL_PLAYER
 from tests.support.servers import Process, free_port
@@ -59,11 +60,12 @@ def test_players_of_a_league_ended_by_the_organiser_are_told_and_exit(agent_env,
             assert said in log and "by the organiser" in log, log[-2000:]
         if end == "cancel":
             # The deliveries are in the league's Event log, each answered.
-            told = Event.objects.filter(league=w.league, direction="OUT", kind="LEAGUE_COMPLETED")
-            wait_until(lambda: told.count() == 3, 30, "the deliveries recorded")
-            for row in told:
-                assert row.payload["outcome"] == "ok", row.payload
-            body = next(r.payload["message"] for r in told if "message" in r.payload)
+            def told() -> list[delivery_log.Sent]:
+                return list(delivery_log.sent(w.league, kind="LEAGUE_COMPLETED"))
+
+            wait_until(lambda: len(told()) == 3, 30, "the deliveries recorded")
+            assert all(d.outcome == "ok" for d in told()), told()
+            body = told()[0].message
             assert body["league_status"] == "CANCELLED" and body["champion"] is None
         else:
             assert not League.objects.filter(league_id=league_id).exists()

@@ -11,6 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
+from league.conductor import delivery_log
 from league.conductor.common import SUSPEND_AFTER
 from league.conductor.sending import Sender
 from league.conductor.shared import Shared
@@ -141,8 +142,8 @@ def test_it_plays_a_small_league_to_the_end(lm_server, players, referees):
             ], update["round_id"]
     for referee in (ref_a, ref_b):  # (sent again when its answer came after the timeout)
         assert {m["message_type"] for m in referee.received} == {"LEAGUE_COMPLETED"}
-    failed = Event.objects.filter(league=league, direction="OUT", agent=silent["player_id"])
-    assert failed.exists() and all(e.payload["outcome"] != "ok" for e in failed)
+    failed = list(delivery_log.sent(league, agent=silent["player_id"]))
+    assert failed and all(d.outcome != "ok" for d in failed)
 
 
 def test_it_reassigns_a_match_whose_referee_never_reports(lm_server, players, referees):
@@ -361,13 +362,8 @@ def test_it_runs_matches_itself_in_embedded_mode_without_referees(lm_server, pla
 
 def boundary_order(league: League, player_id: str) -> list[tuple[str, int]]:
     """The player's round notifications as the Event log recorded them (row order)."""
-    rows = Event.objects.filter(
-        league=league,
-        direction="OUT",
-        agent=player_id,
-        kind__in=["ROUND_ANNOUNCEMENT", "LEAGUE_STANDINGS_UPDATE", "ROUND_COMPLETED"],
-    ).order_by("id")
-    return [(e.kind, e.payload.get("round_id", (e.payload.get("message") or {}).get("round_id"))) for e in rows]
+    kinds = {"ROUND_ANNOUNCEMENT", "LEAGUE_STANDINGS_UPDATE", "ROUND_COMPLETED"}
+    return [(d.kind, d.message["round_id"]) for d in delivery_log.sent(league, agent=player_id) if d.kind in kinds]
 
 
 def expected_boundaries(rounds: int) -> list[tuple[str, int]]:
@@ -507,7 +503,7 @@ def test_owed_notices_are_sent_again_before_the_round_goes_on(lm_server, players
         assert group.types(port) == ["ROUND_ANNOUNCEMENT", "LEAGUE_STANDINGS_UPDATE", "ROUND_COMPLETED"] * 3 + [
             "LEAGUE_COMPLETED"
         ]
-    assert Event.objects.filter(league=league, direction="OUT", kind="ROUND_COMPLETED").count() == 3 * 4
+    assert len(list(delivery_log.sent(league, kind="ROUND_COMPLETED"))) == 3 * 4
 
 
 def test_a_suspended_referee_is_probed_and_let_back_in_when_it_answers(lm_server, players, referees):

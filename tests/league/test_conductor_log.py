@@ -49,33 +49,51 @@ def running(league: League) -> League:
     return league
 
 
-def test_delivery_rows_read_back_as_the_model_would_write_them():
+def test_a_notice_to_several_agents_is_one_row_with_each_recipients_envelope_and_outcome():
     league = make_league("log_rows")
     body = {"message_type": "ROUND_ANNOUNCEMENT", "round_id": 1, "auth_token": "secret", "conversation_id": "c1"}
-    first = common.Delivery("P01", "http://x/1", "notify_round", body)
-    second = common.Delivery("P02", "http://x/2", "notify_round", {**body, "conversation_id": "c2"})
+    first = common.Delivery("P01", "http://x/1", "notify_round", {**body, "sender": "league_manager"})
+    second = common.Delivery(
+        "P02", "http://x/2", "notify_round", {**body, "conversation_id": "c2", "sender": "league_manager:LM01"}
+    )
     ack = {"message_type": "ACK", "status": "received", "auth_token": "also secret"}
     before = timezone.now()
 
-    delivery_log.record_deliveries(league, [[(first, "ok", ack), (second, "ok", ack)]])
+    delivery_log.record_deliveries(league, [[(first, "ok", ack), (second, "timeout", None)]])
 
-    rows = list(Event.objects.filter(league=league, direction="OUT").order_by("id"))
-    assert [(e.kind, e.agent, e.match_id) for e in rows] == [
-        ("ROUND_ANNOUNCEMENT", "P01", ""),
-        ("ROUND_ANNOUNCEMENT", "P02", ""),
-    ]
-    assert rows[0].payload == strip_secrets(rows[0].payload)  # already without secrets
-    assert rows[0].payload["method"] == "notify_round" and "auth_token" not in rows[0].payload["message"]
-    assert "auth_token" not in rows[0].payload["reply"]
-    assert rows[1].payload == {
-        "method": "notify_round",
-        "outcome": "ok",
-        "same_message_as": "P01",
-        "conversation_id": "c2",
-        "round_id": 1,
-        "reply": {"message_type": "ACK", "status": "received"},
+    (row,) = Event.objects.filter(league=league, direction="OUT")
+    assert (row.kind, row.agent, row.match_id) == ("ROUND_ANNOUNCEMENT", "", "")
+    assert row.payload == strip_secrets(row.payload)  # already without secrets
+    assert row.payload["method"] == "notify_round" and row.payload["message"]["round_id"] == 1
+    assert "auth_token" not in row.payload["message"]
+    assert row.payload["to"] == {
+        "P01": {"outcome": "ok", "conversation_id": "c1", "reply": {"message_type": "ACK", "status": "received"}},
+        "P02": {"outcome": "timeout", "conversation_id": "c2", "sender": "league_manager:LM01"},
     }
-    assert all(e.at >= before and e.at.tzinfo is not None for e in rows)
+    assert row.at >= before and row.at.tzinfo is not None
+
+
+def test_the_log_reads_back_one_delivery_per_agent_whatever_the_rows():
+    league = make_league("log_read")
+    notice = {"message_type": "ROUND_COMPLETED", "round_id": 1, "conversation_id": "c"}
+    batch = [common.Delivery(f"P0{n}", f"http://x/{n}", "notify_round_completed", notice) for n in (1, 2, 3)]
+    start = {"message_type": "START_MATCH", "match_id": "R1M1", "match_token": "secret", "conversation_id": "s"}
+    lone = common.Delivery("REF01", "http://x/r", "start_match", start)
+    ack = {"message_type": "ACK", "status": "received"}
+
+    delivery_log.record_deliveries(league, [[(d, "ok", ack) for d in batch], [(lone, "error", None)]])
+
+    every = list(delivery_log.sent(league))
+    assert [(d.agent, d.kind, d.method, d.outcome) for d in every] == [
+        ("P01", "ROUND_COMPLETED", "notify_round_completed", "ok"),
+        ("P02", "ROUND_COMPLETED", "notify_round_completed", "ok"),
+        ("P03", "ROUND_COMPLETED", "notify_round_completed", "ok"),
+        ("REF01", "START_MATCH", "start_match", "error"),
+    ]
+    assert every[-1].match_id == "R1M1" and "match_token" not in every[-1].message
+    assert [d.agent for d in delivery_log.sent(league, agent="P02")] == ["P02"]
+    assert [d.agent for d in delivery_log.sent(league, kind="START_MATCH")] == ["REF01"]
+    assert Event.objects.filter(league=league, direction="OUT").count() == 2
 
 
 def test_a_reply_that_is_not_a_plain_ack_is_kept_without_its_secrets():
@@ -92,7 +110,7 @@ def test_a_reply_that_is_not_a_plain_ack_is_kept_without_its_secrets():
 
     delivery_log.record_deliveries(league, [[(d, "ok", r) for d, r in zip(sent, replies, strict=True)]])
 
-    kept = [e.payload["reply"] for e in Event.objects.filter(league=league, direction="OUT").order_by("id")]
+    kept = [d.reply for d in delivery_log.sent(league)]
     assert kept == [
         {"message_type": "ACK", "status": "received"},
         {"message_type": "ACK", "status": {"note": "nested"}},
