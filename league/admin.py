@@ -504,10 +504,21 @@ class MatchResultAdmin(ChangesItsLeague):
 class EventAdmin(admin.ModelAdmin):
     """The append-only log: browse and search, never add, change or delete."""
 
-    list_display = ("at", "league", "direction", "kind", "agent", "match_id")
+    list_display = ("at", "league", "direction", "kind", "sent_to", "match_id")
     list_filter = ("direction", "league")
     search_fields = ("kind", "agent", "match_id")
     date_hierarchy = "at"
+
+    @admin.display(description="agent", ordering="agent")
+    def sent_to(self, event: Event) -> str:
+        """The agent, or for a notice sent to several at once (league/conductor/delivery_log.py)
+        how many and the first few: their outcomes are in the row's payload."""
+        to = event.payload.get("to") if isinstance(event.payload, dict) else None
+        if event.agent or not isinstance(to, dict):
+            return event.agent
+        names = list(to)
+        more = f" … ({len(names)} agents)" if len(names) > 3 else ""
+        return ", ".join(names[:3]) + more
 
     def has_add_permission(self, request):
         return False

@@ -8,6 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
 
+from league.conductor import common, delivery_log
 from league.models import Event, League, Player
 
 
@@ -76,6 +77,18 @@ def test_the_event_log_cannot_be_added_changed_or_deleted(admin_client):
     assert admin_client.get(reverse("admin:league_event_delete", args=[event.pk])).status_code == 403
     change = admin_client.get(reverse("admin:league_event_change", args=[event.pk])).content.decode()
     assert 'name="kind"' not in change
+
+
+def test_the_event_log_names_who_a_notice_to_several_agents_went_to(admin_client):
+    league = _league()
+    body = {"message_type": "ROUND_COMPLETED", "round_id": 1, "conversation_id": "c"}
+    batch = [common.Delivery(f"P0{n}", f"http://x/{n}", "notify_round_completed", body) for n in range(1, 6)]
+    pair = batch[:2]
+    delivery_log.record_deliveries(league, [[(d, "ok", None) for d in batch], [(d, "timeout", None) for d in pair]])
+
+    page = admin_client.get(reverse("admin:league_event_changelist")).content.decode()
+
+    assert "P01, P02, P03 … (5 agents)" in page and "P01, P02<" in page
 
 
 def test_it_opens_registration_until_closed_by_hand_when_no_duration_is_given(admin_client):
