@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from league.conductor.common import Delivery, Outcome
 from league.events import EventValues, append_events, event_values
@@ -85,7 +85,8 @@ class Sent:
     outcome: str
     match_id: str = ""
     reply: dict[str, Any] | None = None
-    message: dict[str, Any] | None = None  # the body (the batch's first for a batch: same fields)
+    round_id: int | None = None  # of a round's notice
+    message: dict[str, Any] | None = None  # the body (a batch's first); not read for one agent
     event_id: int = 0  # its row in the Event log (a batch's deliveries share one)
 
 
@@ -93,14 +94,16 @@ def sent(
     league: League | int, *, agent: str | None = None, kind: str | None = None, since: datetime | None = None
 ) -> Iterator[Sent]:
     """What the conductor sent in ``league`` (to ``agent``, of ``kind``, from ``since``), one
-    ``Sent`` per delivery, in the order they were recorded. One query."""
+    ``Sent`` per delivery, in the order they were recorded. One query; for one agent it reads
+    only that agent's part of each batch's row, not the bodies (a round's standings each)."""
     rows = Event.objects.filter(league=league, direction=Event.Direction.OUT)
-    if agent is not None:
-        rows = rows.filter(Q(agent=agent) | Q(agent=BATCH_AGENT))
     if kind is not None:
         rows = rows.filter(kind=kind)
     if since is not None:
         rows = rows.filter(at__gte=since)
+    if agent is not None:
+        yield from _sent_to(rows.filter(Q(agent=agent) | Q(agent=BATCH_AGENT)), agent)
+        return
     for pk, at, row_kind, row_agent, match_id, payload in rows.values_list(
         "pk", "at", "kind", "agent", "match_id", "payload"
     ).iterator(chunk_size=500):
@@ -108,13 +111,36 @@ def sent(
             continue
         method = str(payload.get("method") or row_kind)
         message = payload.get("message") if isinstance(payload.get("message"), dict) else None
+        round_id = (message or {}).get("round_id")
         to = payload.get("to")
         if isinstance(to, dict):
             for who, entry in to.items():
-                if (agent is not None and who != agent) or not isinstance(entry, dict):
-                    continue
-                reply = entry.get("reply")
-                yield Sent(at, row_kind, who, method, str(entry.get("outcome")), match_id, reply, message, pk)
+                if isinstance(entry, dict):
+                    reply = _dict(entry.get("reply"))
+                    outcome = str(entry.get("outcome"))
+                    yield Sent(at, row_kind, who, method, outcome, match_id, reply, round_id, message, pk)
         elif "outcome" in payload:  # a delivery, not the LM's reply to an agent's call
-            reply = payload.get("reply") if isinstance(payload.get("reply"), dict) else None
-            yield Sent(at, row_kind, row_agent, method, str(payload["outcome"]), match_id, reply, message, pk)
+            outcome, reply = str(payload["outcome"]), _dict(payload.get("reply"))
+            yield Sent(at, row_kind, row_agent, method, outcome, match_id, reply, round_id, message, pk)
+
+
+def _sent_to(rows: QuerySet[Event], agent: str) -> Iterator[Sent]:
+    """``sent`` for one agent: the database takes its entry out of each batch's row (JSON key
+    transforms), so the bodies are neither sent nor parsed."""
+    fields = ("payload__method", "payload__outcome", "payload__reply", "payload__message__round_id")
+    for pk, at, row_kind, row_agent, match_id, method, outcome, reply, round_id, mine in rows.values_list(
+        "pk", "at", "kind", "agent", "match_id", *fields, f"payload__to__{agent}"
+    ).iterator(chunk_size=500):
+        if row_agent == BATCH_AGENT:
+            if not isinstance(mine, dict):
+                continue  # a batch without this agent
+            outcome, reply = mine.get("outcome"), mine.get("reply")
+        elif outcome is None:
+            continue  # the LM's reply to the agent's call, not a delivery
+        method = str(method or row_kind)
+        round_id = round_id if isinstance(round_id, int) else None
+        yield Sent(at, row_kind, row_agent or agent, method, str(outcome), match_id, _dict(reply), round_id, None, pk)
+
+
+def _dict(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None

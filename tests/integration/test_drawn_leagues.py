@@ -32,7 +32,7 @@ def make_world(agent_env, manage_py, tmp_path, league_id: str, players: int, **s
 
 
 def round_of(d: delivery_log.Sent) -> int:
-    return d.message["round_id"]
+    return d.round_id
 
 
 def final_message(league: League) -> dict:

@@ -363,7 +363,7 @@ def test_it_runs_matches_itself_in_embedded_mode_without_referees(lm_server, pla
 def boundary_order(league: League, player_id: str) -> list[tuple[str, int]]:
     """The player's round notifications as the Event log recorded them (row order)."""
     kinds = {"ROUND_ANNOUNCEMENT", "LEAGUE_STANDINGS_UPDATE", "ROUND_COMPLETED"}
-    return [(d.kind, d.message["round_id"]) for d in delivery_log.sent(league, agent=player_id) if d.kind in kinds]
+    return [(d.kind, d.round_id) for d in delivery_log.sent(league, agent=player_id) if d.kind in kinds]
 
 
 def expected_boundaries(rounds: int) -> list[tuple[str, int]]:

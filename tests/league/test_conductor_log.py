@@ -91,7 +91,14 @@ def test_the_log_reads_back_one_delivery_per_agent_whatever_the_rows():
         ("REF01", "START_MATCH", "start_match", "error"),
     ]
     assert every[-1].match_id == "R1M1" and "match_token" not in every[-1].message
-    assert [d.agent for d in delivery_log.sent(league, agent="P02")] == ["P02"]
+    assert every[0].round_id == 1 and every[0].reply == ack and every[0].message == notice
+    # One agent's: its part of each batch only, the bodies left in the database.
+    (mine,) = delivery_log.sent(league, agent="P02")
+    assert (mine.agent, mine.kind, mine.outcome, mine.round_id, mine.reply) == ("P02", "ROUND_COMPLETED", "ok", 1, ack)
+    assert mine.message is None and mine.event_id == every[1].event_id
+    (start,) = delivery_log.sent(league, agent="REF01")
+    assert (start.method, start.outcome, start.match_id, start.round_id) == ("start_match", "error", "R1M1", None)
+    assert list(delivery_log.sent(league, agent="P09")) == []
     assert [d.agent for d in delivery_log.sent(league, kind="START_MATCH")] == ["REF01"]
     assert Event.objects.filter(league=league, direction="OUT").count() == 2
 
