@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 
 from league.conductor.common import Delivery, Outcome
-from league.events import EventValues, append_events, event_values
+from league.events import EventValues, append_events, event_values, strip_secrets
 from league.models import Event, League
 
 # The agent column of a batch's row: it went to the agents under ``to``.
@@ -28,22 +28,24 @@ BATCH_AGENT = ""
 
 def _reply(outcome: str, reply: dict[str, Any]) -> dict[str, Any]:
     """A reply as the log keeps it: a plain ack (its status a word) in short, anything else an
-    agent sends as it is (stripped of secrets with the row)."""
+    agent sends as it is, without secrets."""
     status = reply.get("status")
     if outcome == "ok" and reply.get("message_type") == "ACK" and (status is None or type(status) is str):
         return {"message_type": "ACK", "status": status}
-    return reply
+    return strip_secrets(reply)
 
 
 def delivery_row(league: League, d: Delivery, outcome: str, reply: dict[str, Any] | None) -> EventValues:
     """The OUT Event of one delivery: its agent, method, outcome, the message and the reply."""
-    payload: dict[str, Any] = {"method": d.method, "outcome": outcome, "message": d.message}
+    message = d.message
+    payload: dict[str, Any] = {"method": d.method, "outcome": outcome, "message": strip_secrets(message)}
     if reply is not None:
         payload["reply"] = _reply(outcome, reply)
-    message = d.message
-    return event_values(
-        league, "OUT", message["message_type"], agent=d.agent_id, match_id=message.get("match_id", ""), payload=payload
-    )
+    match_id = message.get("match_id", "")
+    # Each part stripped of secrets where it can hold one (the message, an agent's reply), so the
+    # row is not searched again as a whole.
+    kind = message["message_type"]
+    return event_values(league, "OUT", kind, agent=d.agent_id, match_id=match_id, payload=payload, clean=True)
 
 
 def batch_row(league: League, outcomes: list[Outcome]) -> EventValues:
@@ -58,8 +60,9 @@ def batch_row(league: League, outcomes: list[Outcome]) -> EventValues:
         if reply is not None:
             entry["reply"] = _reply(outcome, reply)
         to[d.agent_id] = entry
-    payload = {"method": outcomes[0][0].method, "message": first, "to": to}
-    return event_values(league, "OUT", first["message_type"], agent=BATCH_AGENT, payload=payload)
+    payload = {"method": outcomes[0][0].method, "message": strip_secrets(first), "to": to}
+    # Stripped where a secret can be (the message, the replies): ``to`` is otherwise our own ids.
+    return event_values(league, "OUT", first["message_type"], agent=BATCH_AGENT, payload=payload, clean=True)
 
 
 def record_deliveries(league: League, batches: list[list[Outcome]]) -> None:
