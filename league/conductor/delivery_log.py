@@ -88,7 +88,7 @@ class Sent:
     outcome: str
     match_id: str = ""
     reply: dict[str, Any] | None = None
-    round_id: int | None = None  # of a round's notice
+    round_id: int | None = None  # the message's round, where it names one
     message: dict[str, Any] | None = None  # the body (a batch's first); not read for one agent
     event_id: int = 0  # its row in the Event log (a batch's deliveries share one)
 
