@@ -22,6 +22,7 @@ from django.urls import NoReverseMatch, reverse
 from league import actions
 from league.actions.arena import open_arena as open_arena_action
 from league.api.readmodel import referee_warning
+from league.conductor.delivery_log import BATCH_AGENT
 from league.events import announce_leagues
 from league.export import dumps, export_league
 from league.models import (
@@ -519,6 +520,15 @@ class EventAdmin(admin.ModelAdmin):
         names = list(to)
         more = f" … ({len(names)} agents)" if len(names) > 3 else ""
         return ", ".join(names[:3]) + more
+
+    def get_search_results(self, request, queryset, search_term):
+        """An agent's id also finds the notices sent to it with others (one row for all, the
+        agent among the keys of its ``to``): what was P07 told is one search."""
+        found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        term = search_term.strip()
+        if term and " " not in term:
+            found |= queryset.filter(agent=BATCH_AGENT, payload__to__has_key=term)
+        return found, may_have_duplicates
 
     def has_add_permission(self, request):
         return False

@@ -89,6 +89,10 @@ def test_the_event_log_names_who_a_notice_to_several_agents_went_to(admin_client
     page = admin_client.get(reverse("admin:league_event_changelist")).content.decode()
 
     assert "P01, P02, P03 … (5 agents)" in page and "P01, P02<" in page
+    # Searching an agent's id finds the notices it was sent with the others, and only those.
+    found = admin_client.get(reverse("admin:league_event_changelist"), {"q": "P04"}).content.decode()
+    assert "P01, P02, P03 … (5 agents)" in found and "P01, P02<" not in found
+    assert "P01, P02<" in admin_client.get(reverse("admin:league_event_changelist"), {"q": "P02"}).content.decode()
 
 
 def test_it_opens_registration_until_closed_by_hand_when_no_duration_is_given(admin_client):
