@@ -113,8 +113,8 @@ def sent(
         if not isinstance(payload, dict):
             continue
         method = str(payload.get("method") or row_kind)
-        message = payload.get("message") if isinstance(payload.get("message"), dict) else None
-        round_id = (message or {}).get("round_id")
+        message = _dict(payload.get("message"))
+        round_id = _round((message or {}).get("round_id"))
         to = payload.get("to")
         if isinstance(to, dict):
             for who, entry in to.items():
@@ -140,10 +140,13 @@ def _sent_to(rows: QuerySet[Event], agent: str) -> Iterator[Sent]:
             outcome, reply = mine.get("outcome"), mine.get("reply")
         elif outcome is None:
             continue  # the LM's reply to the agent's call, not a delivery
-        method = str(method or row_kind)
-        round_id = round_id if isinstance(round_id, int) else None
-        yield Sent(at, row_kind, row_agent or agent, method, str(outcome), match_id, _dict(reply), round_id, None, pk)
+        method, outcome, reply, round_id = str(method or row_kind), str(outcome), _dict(reply), _round(round_id)
+        yield Sent(at, row_kind, row_agent or agent, method, outcome, match_id, reply, round_id, None, pk)
 
 
 def _dict(value: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
+
+
+def _round(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
