@@ -35,10 +35,17 @@ def _reply(outcome: str, reply: dict[str, Any]) -> dict[str, Any]:
     return strip_secrets(reply)
 
 
-def delivery_row(league: League, d: Delivery, outcome: str, reply: dict[str, Any] | None) -> EventValues:
-    """The OUT Event of one delivery: its agent, method, outcome, the message and the reply."""
+def delivery_row(
+    league: League, d: Delivery, outcome: str, reply: dict[str, Any] | None, sent_at: datetime | None = None
+) -> EventValues:
+    """The OUT Event of one delivery: its agent, method, outcome, the message and the reply.
+    ``sent_at``: when the call went out, for a call that can outlast what happens meanwhile (a
+    start_match that times out is recorded when it gives up, after the referee may have been
+    suspended for another reason)."""
     message = d.message
     payload: dict[str, Any] = {"method": d.method, "outcome": outcome, "message": strip_secrets(message)}
+    if sent_at is not None:
+        payload["sent_at"] = sent_at.isoformat()
     if reply is not None:
         payload["reply"] = _reply(outcome, reply)
     match_id = message.get("match_id", "")

@@ -368,9 +368,12 @@ def start_running(accepted: list[Dispatch]) -> set[int]:
     return started
 
 
-def settle_starts(league: League, outcomes: list[tuple[Dispatch, str, dict[str, Any] | None]]) -> set[int]:
-    """Record a batch of start_match calls in one transaction: the OUT rows (one insert), and
-    ASSIGNED → RUNNING for each accepted match still in that assignment.
+def settle_starts(
+    league: League, outcomes: list[tuple[Dispatch, str, dict[str, Any] | None]], sent_at: datetime | None = None
+) -> set[int]:
+    """Record a batch of start_match calls in one transaction: the OUT rows (one insert, each
+    with the batch's ``sent_at``), and ASSIGNED → RUNNING for each accepted match still in that
+    assignment.
 
     Returns the pks started (moved to RUNNING, or already FINISHED in that assignment: its
     report came first); each has its ``match_started`` row. Refused or failed ones are left to
@@ -378,7 +381,7 @@ def settle_starts(league: League, outcomes: list[tuple[Dispatch, str, dict[str, 
     """
     accepted = {d.match_pk: d for d, outcome, reply in outcomes if is_accepted(outcome, reply)}
     with transaction.atomic():
-        rows = [delivery_row(league, d.delivery, outcome, reply) for d, outcome, reply in outcomes]
+        rows = [delivery_row(league, d.delivery, outcome, reply, sent_at) for d, outcome, reply in outcomes]
         moved: set[int] = set()
         if accepted:
             moved = start_running(list(accepted.values()))

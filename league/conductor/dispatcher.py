@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 
 from league.conductor.common import DB_OUTAGE, EMBEDDED_CAPACITY, Dispatch, retry_policy
 from league.conductor.dispatch import (
@@ -142,11 +143,12 @@ class Dispatcher:
                 return item, exc.code.value, {"detail": str(exc), "maybe_delivered": exc.maybe_delivered}
             return item, "error" if result.is_error else "ok", result.reply
 
+        sent_at = timezone.now()
         outcomes = await asyncio.gather(*(one(item) for item in items))
         settled = [(i, o, r if o in ("ok", "error") else None) for i, o, r in outcomes]
         for attempt in range(SETTLE_TRIES):
             try:
-                await sync_to_async(settle_starts)(league, settled)
+                await sync_to_async(settle_starts)(league, settled, sent_at)
                 break
             except DB_OUTAGE as exc:
                 # A deadlock or serialization failure (PostgreSQL rolls one transaction back) is

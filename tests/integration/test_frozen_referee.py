@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from datetime import datetime
 
 import pytest
 
@@ -53,11 +54,19 @@ def test_a_stopped_referee_plays_nothing_stale_once_resumed(world):
     world.assert_each_match_recorded_once()
     world.assert_told_equals_recorded()
 
-    # Suspended at its first missed start_match (or ping), it got no start_match while suspended.
+    # Suspended at its first missed start_match (or ping), it got no start_match while suspended:
+    # none sent between the two (a call sent before and timed out after is recorded after, with
+    # the time it went out).
     events = list(Event.objects.filter(league=world.league, agent=victim.referee_id).order_by("pk"))
     kinds = [e.kind for e in events]
     assert "referee_suspended" in kinds, kinds
-    suspended = kinds.index("referee_suspended")
-    restored = kinds.index("referee_restored") if "referee_restored" in kinds else len(kinds)
-    sent = [e for e in events[suspended:restored] if e.direction == "OUT" and e.kind == "START_MATCH"]
-    assert not sent, [e.match_id for e in sent]
+    suspended = events[kinds.index("referee_suspended")].at
+    restored = events[kinds.index("referee_restored")].at if "referee_restored" in kinds else None
+    starts = [e for e in events if e.direction == "OUT" and e.kind == "START_MATCH"]
+    assert starts and all("sent_at" in e.payload for e in starts), [e.payload for e in starts]
+    sent = [
+        (e.match_id, at)
+        for e in starts
+        if suspended <= (at := datetime.fromisoformat(e.payload["sent_at"])) and (restored is None or at < restored)
+    ]
+    assert not sent, (suspended, restored, sent)

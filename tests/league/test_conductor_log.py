@@ -284,8 +284,10 @@ def test_settling_starts_moves_only_accepted_matches_still_in_their_assignment()
     refused = {"message_type": "START_MATCH_ACK", "status": "REJECTED", "reason": "busy"}
     before = timezone.now()
 
+    sent_at = before - timedelta(seconds=3)  # the calls went out before their answers came
+
     moved = dispatch.settle_starts(
-        league, [(claimed[0], "ok", accepted), (claimed[1], "ok", refused), (claimed[2], "ok", accepted)]
+        league, [(claimed[0], "ok", accepted), (claimed[1], "ok", refused), (claimed[2], "ok", accepted)], sent_at
     )
 
     assert moved == {claimed[0].match_pk}
@@ -298,6 +300,9 @@ def test_settling_starts_moves_only_accepted_matches_still_in_their_assignment()
     sent = Event.objects.filter(league=league, direction="OUT", kind="START_MATCH").order_by("id")
     assert [e.match_id for e in sent] == ["R1M1", "R1M2", "R1M3"]
     assert sent[1].payload["reply"]["status"] == "REJECTED"
+    # Each row says when its call went out, not only when it was recorded.
+    assert {e.payload["sent_at"] for e in sent} == {sent_at.isoformat()}
+    assert all(e.at >= before for e in sent)
 
 
 def test_a_start_whose_report_came_first_is_still_in_the_event_log():
