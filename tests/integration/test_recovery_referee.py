@@ -117,7 +117,14 @@ class RestartWorld(MixedWorld):
 
     def wait_running_on(self, referee: Referee) -> None:
         # A loaded machine plays its first round slowly.
-        wait_until(lambda: self.running_on(referee), 60, "a match running on the referee", 0.005)
+        try:
+            wait_until(lambda: self.running_on(referee), 60, "a match running on the referee", 0.005)
+        except AssertionError as exc:
+            # What the referee went through, for a run that gave it no match.
+            rows = Event.objects.filter(league=self.league, agent=referee.referee_id).order_by("pk")
+            seen = [(f"{e.at:%H:%M:%S.%f}", e.direction, e.kind, e.match_id, e.payload.get("reason")) for e in rows]
+            statuses = list(Match.objects.filter(league=self.league).values_list("match_id", "status", "referee"))
+            raise AssertionError(f"{exc}; its events: {seen}; the matches: {statuses}") from None
 
     def wait_reregistered(self, referee: Referee, after: int) -> None:
         """The restarted referee has registered again with its stored token (same id)."""
