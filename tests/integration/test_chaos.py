@@ -16,7 +16,7 @@ pytestmark = pytest.mark.processes
 
 def test_leagues_complete_and_add_up_while_processes_die_and_the_database_goes_away(tmp_path, agent_env, manage_py):
     out = tmp_path / "chaos.json"
-    args = [*manage_py, "bench", "chaos", "--minutes", "1.5", "--players", "6", "--game", "even_odd_bo5"]
+    args = [*manage_py, "bench", "chaos", "--minutes", "1", "--players", "6", "--game", "even_odd_bo5"]
     # Kills and database cuts more often than the bench's defaults, and best-of-five matches
     # (longer leagues), so that a short run meets every kind of fault.
     args += ["--kill-every", "1.5", "3", "--outage-every", "4", "8", "--outage-for", "1", "3"]
