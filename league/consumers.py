@@ -5,8 +5,9 @@ channel layer group here, so an event costs one message per process, not one per
 events (or every ``POLL`` seconds, for changes made where this process cannot hear them) it reads
 the league's snapshot at its current version (built once per version and shared,
 ``league.api.live``), works out the patch from what it sent last, and sends that one encoded
-text to every viewer: at most one push per ``THROTTLE`` seconds, never later than that (a busy
-league is pushed to on every tick, not postponed). ``LeagueConsumer`` is thin: it joins the
+text to every viewer: at most one push per ``push_interval`` (0.25 s, growing with the audience
+to at most ``LATEST``, 1 s), never later than that (a busy league is pushed to on every tick,
+not postponed). ``LeagueConsumer`` is thin: it joins the
 audience, sends the audience's snapshot on connect, and leaves. ``LeagueListConsumer`` (the home
 page) joins the group of every league and ``LEAGUES_GROUP``, where a league's creation or
 deletion is announced (``events.announce_leagues``). The ORM runs in ``database_sync_to_async``.
@@ -32,11 +33,17 @@ from league.models import League, league_id_problem
 
 log = logging.getLogger(__name__)
 
-# At most one push per THROTTLE seconds: a page is never more than that late, however busy the
-# league. And the reads for the pushes take at most 1/READ_SHARE of a core: after a push that cost
-# C seconds of CPU (a snapshot built for a new version), the next waits (READ_SHARE - 1) × C at
-# least, so that the recording of results always has the rest.
+# At most one push per THROTTLE seconds, and a page never more than LATEST late, however busy
+# the league. Between the two the interval grows with the audience: this process sends at most
+# PUSHES_PER_SECOND messages a second over all its viewers (a push costs a send per viewer, and
+# the viewers' sends share the process with the recording of results), so 100 viewers are pushed
+# to every 0.25 s and 500 once a second. And the reads for the pushes take at most
+# 1/READ_SHARE of a core: after a push that cost C seconds of CPU (a snapshot built for a new
+# version), the next waits (READ_SHARE - 1) × C at least, so that the recording of results
+# always has the rest.
 THROTTLE = 0.25
+LATEST = 1.0
+PUSHES_PER_SECOND = 400
 READ_SHARE = 4
 # A look at the league's version this often when no event came: changes made by a process whose
 # events cannot reach this one (the conductor on the in-memory channel layer).
@@ -58,6 +65,11 @@ def _named(data: dict[str, Any]) -> dict[str, Any]:
 def _snapshot_text(version: str, viewers: int, data: str) -> str:
     """The snapshot message around ``data``, the snapshot's JSON as encoded once per version."""
     return f'{{"type":"snapshot","version":"{version}","viewers":{viewers},"data":{data}}}'
+
+
+def push_interval(viewers: int) -> float:
+    """Seconds between two pushes to ``viewers`` pages of one league in this process."""
+    return min(LATEST, max(THROTTLE, viewers / PUSHES_PER_SECOND))
 
 
 class Audience:
@@ -145,7 +157,7 @@ class Audience:
             except Exception:  # a failed read is tried again on the next tick
                 log.exception("push to the viewers of %s failed", self.league_id)
             cost = self.step.cpu_seconds if self.step else 0.0
-            await asyncio.sleep(max(THROTTLE, (READ_SHARE - 1) * cost))
+            await asyncio.sleep(max(push_interval(len(self.viewers)), (READ_SHARE - 1) * cost))
 
     async def refresh(self) -> bool:
         """Move to the league's current version; False when the league is gone."""
@@ -214,6 +226,11 @@ class LeagueConsumer(AsyncJsonWebsocketConsumer):
     with zlib (RFC 1950, the browser's "deflate"). With ``?brief=1`` (pages that re-read
     themselves) only {"type": "changed", "version", "moved", "viewers", "events"}."""
 
+    # No channel of its own: the audience is the league's one member of its group here, and a
+    # channel per page would be one more receiver for the layer to keep (the in-memory layer looks
+    # through every channel at each send) and one more task per page. A consumer uses the layer
+    # named by ``channel_layer_alias``, and none when CHANNEL_LAYERS has no layer of that name.
+    channel_layer_alias = "none"
     audience: Audience | None = None
     brief = False
     deflate = False
@@ -226,10 +243,16 @@ class LeagueConsumer(AsyncJsonWebsocketConsumer):
         snapshot again."""
         if self.sending is not None and not self.sending.done():
             return
-        if isinstance(message, bytes):
-            self.sending = asyncio.create_task(self.send(bytes_data=message))
-        else:
-            self.sending = asyncio.create_task(self.send(text_data=message))
+        self.sending = asyncio.create_task(self.deliver(message))
+
+    async def deliver(self, message: str | bytes) -> None:
+        """Send one push; a page that has gone meanwhile is not an error (ASGI servers raise an
+        ``OSError`` for a send on a closed socket; its disconnect takes it out of the audience)."""
+        with contextlib.suppress(OSError):
+            if isinstance(message, bytes):
+                await self.send(bytes_data=message)
+            else:
+                await self.send(text_data=message)
 
     async def connect(self) -> None:
         league_id = self.scope["url_route"]["kwargs"]["league_id"]

@@ -91,6 +91,8 @@ async def test_every_viewer_gets_the_same_push_and_the_count_of_viewers():
         await ws.connect(timeout=2)
         await ws.receive_json_from(timeout=2)
     assert consumers.viewer_count("spring_cup") == 3
+    # The pages share the audience's one channel in the layer; none has its own.
+    assert [v.channel_layer for v in consumers._audiences["spring_cup"].viewers] == [None] * 3
     last = {}
     for ws in viewers:
         message = await ws.receive_json_from(timeout=3)
@@ -193,3 +195,23 @@ async def test_it_refuses_unknown_leagues_and_foreign_origins():
     )
     connected, _ = await foreign.connect(timeout=2)
     assert not connected
+
+
+def test_the_push_interval_grows_with_the_audience_up_to_a_second():
+    # A process sends at most PUSHES_PER_SECOND messages a second over all its viewers, and no
+    # page waits more than a second.
+    assert consumers.push_interval(1) == consumers.push_interval(100) == consumers.THROTTLE == 0.25
+    assert consumers.push_interval(200) == 200 / consumers.PUSHES_PER_SECOND
+    assert consumers.push_interval(500) == consumers.push_interval(10_000) == consumers.LATEST == 1.0
+
+
+async def test_a_push_to_a_page_that_has_gone_is_not_an_error():
+    viewer = consumers.LeagueConsumer()
+
+    async def closed(message):  # what an ASGI server does with a send on a closed socket
+        raise OSError("the page has gone")
+
+    viewer.base_send = closed
+    viewer.offer(b"patch")
+    await viewer.sending
+    assert viewer.sending.exception() is None
