@@ -1,7 +1,8 @@
 """The spectators of ``bench spectators`` (league/bench/spectators.py), run as
 ``python -m league.bench.spectator BASE LEAGUE_ID COUNT RAMP NICE OUT.json``: COUNT pages that do
 what the league page does (static/league/league.js), arriving over RAMP seconds; each leaves
-once its page shows the league completed (or on SIGTERM), and their records go to OUT.json.
+once its page shows the league completed (or on SIGTERM), and their records go to OUT.json
+with the lags of this process's event loop.
 """
 
 from __future__ import annotations
@@ -107,7 +108,17 @@ class Spectator:
         }
 
 
-async def spectate(base: str, league_id: str, count: int, ramp: float) -> list[dict[str, Any]]:
+async def loop_lag(stop: asyncio.Event, lags: list[float], every: float = 0.1) -> None:
+    """How late this process's event loop wakes a timer, every ``every`` seconds: a page's
+    refresh is timed when this process gets to it, so a spectators' process short of CPU shows
+    as long waits that are its own, not the league's."""
+    while not stop.is_set():
+        asked = time.perf_counter()
+        await asyncio.sleep(every)
+        lags.append(time.perf_counter() - asked - every)
+
+
+async def spectate(base: str, league_id: str, count: int, ramp: float) -> dict[str, Any]:
     import httpx
 
     stop = asyncio.Event()
@@ -121,9 +132,12 @@ async def spectate(base: str, league_id: str, count: int, ramp: float) -> list[d
             await asyncio.sleep(ramp * i / max(1, count))
             await spectator.watch(client, stop)
 
+        lags: list[float] = []
+        lagging = asyncio.create_task(loop_lag(stop, lags))
         tasks = [asyncio.create_task(arrive(i, s)) for i, s in enumerate(spectators)]
         await asyncio.gather(*tasks, return_exceptions=True)  # each ends at the league's end or on SIGTERM
-    return [s.record() for s in spectators]
+        lagging.cancel()
+    return {"pages": [s.record() for s in spectators], "loop_lags": lags}
 
 
 def main(argv: list[str]) -> None:
@@ -135,8 +149,7 @@ def main(argv: list[str]) -> None:
     import django
 
     django.setup()
-    records = asyncio.run(spectate(base, league_id, int(count), float(ramp)))
-    Path(out).write_text(json.dumps(records))
+    Path(out).write_text(json.dumps(asyncio.run(spectate(base, league_id, int(count), float(ramp)))))
 
 
 if __name__ == "__main__":

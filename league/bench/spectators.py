@@ -78,12 +78,17 @@ class WatchedLeague(LeagueBench):
             watcher.proc.wait(60)
         return league
 
+    def outcomes(self) -> list[dict[str, Any]]:
+        """Each spectators' process's output: its pages' records and its event loop's lags."""
+        return [json.loads(out.read_text()) for out in self.outputs if out.exists()]
+
     def pages(self) -> list[dict[str, Any]]:
         """Every spectator's record."""
-        pages = []
-        for out in self.outputs:
-            pages += json.loads(out.read_text()) if out.exists() else []
-        return pages
+        return [page for outcome in self.outcomes() for page in outcome["pages"]]
+
+    def loop_lags(self) -> list[float]:
+        """How late the spectators' event loops woke their timers, every 0.1 s, all processes."""
+        return [lag for outcome in self.outcomes() for lag in outcome["loop_lags"]]
 
 
 @dataclass
@@ -149,6 +154,7 @@ class SpectatorsBench:
         # Each page's longest wait for a refresh while results came in: from its first snapshot
         # to the league's completion.
         waits = [longest_wait(p["refreshes"], bench.completed_at) for p in pages if p["refreshes"]]
+        lags = bench.loop_lags()
         lm = {k: v for k, v in watched["processes"].items() if v["role"] == "lm"}
         lm_unwatched = {k: v for k, v in unwatched["processes"].items() if v["role"] == "lm"}
         return {
@@ -176,6 +182,11 @@ class SpectatorsBench:
             "lm_watched": next(iter(lm.values()), {}),
             "lm_unwatched": next(iter(lm_unwatched.values()), {}),
             # The spectators run on the same machine: their CPU is taken from the league's.
+            # How late the spectators' own event loops ran (p50/p95/p99 and the worst, seconds): a
+            # page's refresh is timed when its process gets to it, so these lags are part of the
+            # longest waits above and are the spectators' share of them, not the league's.
+            "spectators_loop_lag_s": percentiles(lags),
+            "spectators_loop_lag_max_s": round(max(lags, default=0.0), 3),
             "spectators_cpu_seconds": round(
                 sum(v["cpu_seconds"] for v in watched["processes"].values() if v["role"] == "spectators"), 2
             ),

@@ -39,9 +39,10 @@ def test_bench_spectators_quick_watches_a_swiss_league_to_its_end(agent_env, man
     assert (report["format"], report["rounds"], report["spectator_nice"]) == ("swiss", 3, 1)
     assert report["errors"] == []
     assert report["unwatched_seconds"] > 0 and report["watched_seconds"] > 0
-    for key in ("first_page_ms", "snapshot_ms", "longest_wait_s", "refreshes_per_page"):
+    for key in ("first_page_ms", "snapshot_ms", "longest_wait_s", "refreshes_per_page", "spectators_loop_lag_s"):
         assert set(report[key]) == {"p50", "p95", "p99"}
     assert report["refreshes_per_page"]["p50"] >= 1
+    assert report["spectators_loop_lag_max_s"] >= report["spectators_loop_lag_s"]["p99"] >= 0
     assert report["lm_watched"]["cpu_seconds"] > 0 and report["lm_watched"]["peak_rss_mib"] > 0
     roles = [p["role"] for p in report["processes_watched"].values()]
     assert (roles.count("spectators"), roles.count("players")) == (1, 2)
