@@ -119,7 +119,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # -- channels -----------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
-# What this site keeps in Redis (channel layer, rate limits) is under REDIS_PREFIX, so that several
+# What this site keeps in Redis (channel layer, rate limits, cache) is under REDIS_PREFIX, so that several
 # sites can share one server.
 REDIS_PREFIX = env_str("REDIS_PREFIX", "")
 # Calls in flight to one relay agent at once; one more is answered 503 without reaching the agent.
@@ -161,6 +161,24 @@ def channel_layers(redis_url: str | None, prefix: str) -> dict[str, object]:
 
 
 CHANNEL_LAYERS = channel_layers(REDIS_URL, REDIS_PREFIX)
+
+
+def caches(redis_url: str | None, prefix: str) -> dict[str, object]:
+    """Django's cache: where a league's snapshot and rendered page are kept once per version for
+    every reader (league/api/live.py, league/pages/views.py). With Redis, in Redis, so that
+    several LM processes build each version once between them; else in the process's memory."""
+    if redis_url:
+        return {
+            "default": {
+                "BACKEND": "django.core.cache.backends.redis.RedisCache",
+                "LOCATION": redis_url,
+                "KEY_PREFIX": f"{prefix}cache",
+            }
+        }
+    return {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+
+CACHES = caches(REDIS_URL, REDIS_PREFIX)
 
 # -- auth, i18n, static ---------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

@@ -93,3 +93,27 @@ def test_starting_django_loads_no_server_or_pairing_library(tmp_path):
         "print(json.dumps(sorted(m for m in ('twisted', 'daphne', 'networkx') if m in sys.modules)))"
     )
     assert _settings("leaguesite.settings.production", tmp_path, show) == []
+
+
+CACHE_SHOW = (
+    "import json, django; django.setup(); from django.conf import settings as s; "
+    "from django.core.cache import cache; kept = cache.get('snapshot'); cache.delete('snapshot'); "
+    "c = s.CACHES['default']; print(json.dumps({'backend': c['BACKEND'], 'prefix': c.get('KEY_PREFIX', ''), "
+    "'kept': kept.decode() if kept else None}))"
+)
+
+
+def test_with_redis_the_lm_processes_share_one_cache(tmp_path):
+    """A snapshot or page one LM process built is there for the others (league/api/live.py):
+    with REDIS_URL Django's cache is Redis, under the site's prefix; without, each process's own."""
+    shown = _settings("leaguesite.settings.production", tmp_path, script=CACHE_SHOW)
+    assert shown == {"backend": "django.core.cache.backends.locmem.LocMemCache", "prefix": "", "kept": None}
+    env = {"REDIS_URL": "redis://127.0.0.1:6379/0", "REDIS_PREFIX": f"settings-test-{os.getpid()}:"}
+    put = "from django.core.cache import cache; cache.set('snapshot', b'built once', 30); "
+    _settings("leaguesite.settings.production", tmp_path, script=put + "print('{}')", **env)
+    shown = _settings("leaguesite.settings.production", tmp_path, script=CACHE_SHOW, **env)
+    assert shown == {
+        "backend": "django.core.cache.backends.redis.RedisCache",
+        "prefix": f"settings-test-{os.getpid()}:cache",
+        "kept": "built once",
+    }
