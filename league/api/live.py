@@ -41,6 +41,12 @@ SNAPSHOT_TTL = 30.0
 # One snapshot built at a time in this process: readers that miss together wait for the one
 # build instead of each making its own (a lock, not a cache: it holds nothing).
 _building = threading.Lock()
+# Between processes (several LM processes sharing Django's cache in Redis): the first to miss a
+# version claims its build in the cache for BUILD_CLAIM seconds, and the others wait for it, up to
+# that long, instead of building the same snapshot at the same moment (they push on the same
+# events); a build that never lands (its process died) is made by the first reader after.
+BUILD_CLAIM = 2.0
+BUILD_POLL = 0.01
 
 
 def version(league_id: str) -> str | None:
@@ -136,6 +142,8 @@ def _current(league_id: str) -> tuple[Snapshot, dict[str, Any] | None] | None:
     if blob is None:
         with _building:
             blob = cache.get(key)  # built while this reader waited for the lock
+            if blob is None and not cache.add(f"{key}:building", True, BUILD_CLAIM):
+                blob = _built_elsewhere(key)
             if blob is None:
                 data = snapshot_data(league_id)
                 if data is None:
@@ -144,6 +152,18 @@ def _current(league_id: str) -> tuple[Snapshot, dict[str, Any] | None] | None:
                 cache.set(key, blob, SNAPSHOT_TTL)
                 log.debug("built the snapshot of %s at version %s (%d bytes)", league_id, at, len(blob))
     return Snapshot(league_id, at, blob), data
+
+
+def _built_elsewhere(key: str) -> bytes | None:
+    """The snapshot under ``key`` once the process that claimed its build has put it there; None
+    when it has not within ``BUILD_CLAIM`` seconds."""
+    deadline = time.monotonic() + BUILD_CLAIM
+    while time.monotonic() < deadline:
+        time.sleep(BUILD_POLL)
+        blob = cache.get(key)
+        if blob is not None:
+            return blob
+    return None
 
 
 def current_data(league_id: str) -> dict[str, Any] | None:

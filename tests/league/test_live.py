@@ -9,6 +9,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from django.core.cache import cache
 from django.db import connection
 from django.test import Client
 
@@ -51,6 +52,28 @@ def test_a_snapshot_is_built_once_per_version_however_many_readers_ask(caplog, c
     body = client.get("/api/leagues/spring_cup/live/").json()
     assert body["progress"]["matches_finished"] == 1
     assert builds(caplog) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_snapshot_another_process_is_building_is_waited_for_not_built_again(caplog):
+    caplog.set_level(logging.DEBUG, logger="league.api.live")
+    make_league("spring_cup", players=4)
+    key = live._key(live.version("spring_cup"))
+    assert cache.add(f"{key}:building", True, live.BUILD_CLAIM)  # another LM process claims the build
+    threading.Timer(0.2, cache.set, (key, b'{"built": "elsewhere"}', live.SNAPSHOT_TTL)).start()
+    assert live.current_data("spring_cup") == {"built": "elsewhere"}
+    assert builds(caplog) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_build_claimed_by_a_process_that_died_is_made_once_the_claim_runs_out(caplog, monkeypatch):
+    caplog.set_level(logging.DEBUG, logger="league.api.live")
+    monkeypatch.setattr(live, "BUILD_CLAIM", 0.2)
+    make_league("spring_cup", players=4)
+    key = live._key(live.version("spring_cup"))
+    assert cache.add(f"{key}:building", True, 60)  # claimed, and never built
+    assert live.current_data("spring_cup")["league"]["league_id"] == "spring_cup"
+    assert builds(caplog) == 1
 
 
 @pytest.mark.django_db
