@@ -72,6 +72,13 @@ def push_interval(viewers: int) -> float:
     return min(LATEST, max(THROTTLE, viewers / PUSHES_PER_SECOND))
 
 
+def next_push_in(viewers: int, spent: float, cost: float) -> float:
+    """Seconds to wait after a push that took ``spent`` seconds and ``cost`` seconds of CPU: the
+    interval counts from the push's start (its read can take a while on a busy machine), the
+    reads' share (``READ_SHARE``) from its end."""
+    return max(push_interval(viewers) - spent, (READ_SHARE - 1) * cost, 0.0)
+
+
 class Audience:
     """The viewers of one league in this process, and the one task that pushes to them."""
 
@@ -152,12 +159,13 @@ class Audience:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.changed.wait(), POLL)
             self.changed.clear()
+            began = self.loop.time()
             try:
                 await self.push()
             except Exception:  # a failed read is tried again on the next tick
                 log.exception("push to the viewers of %s failed", self.league_id)
             cost = self.step.cpu_seconds if self.step else 0.0
-            await asyncio.sleep(max(push_interval(len(self.viewers)), (READ_SHARE - 1) * cost))
+            await asyncio.sleep(next_push_in(len(self.viewers), self.loop.time() - began, cost))
 
     async def refresh(self) -> bool:
         """Move to the league's current version; False when the league is gone."""

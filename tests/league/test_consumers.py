@@ -205,6 +205,15 @@ def test_the_push_interval_grows_with_the_audience_up_to_a_second():
     assert consumers.push_interval(500) == consumers.push_interval(10_000) == consumers.LATEST == 1.0
 
 
+def test_the_next_push_counts_from_the_start_of_the_last_and_leaves_the_league_its_share():
+    assert consumers.next_push_in(1, spent=0.1, cost=0.01) == pytest.approx(0.15)
+    assert consumers.next_push_in(500, spent=0.25, cost=0.0) == pytest.approx(0.75)
+    assert consumers.next_push_in(1, spent=0.4, cost=0.0) == 0.0  # late already: at once
+    # A push that built a snapshot for 0.2 s of CPU: the next waits 0.6 s, so that reads take a
+    # quarter of a core at most.
+    assert consumers.next_push_in(1, spent=0.3, cost=0.2) == pytest.approx(0.6)
+
+
 async def test_a_push_to_a_page_that_has_gone_is_not_an_error():
     viewer = consumers.LeagueConsumer()
 
