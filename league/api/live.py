@@ -142,14 +142,18 @@ def _current(league_id: str) -> tuple[Snapshot, dict[str, Any] | None] | None:
     if blob is None:
         with _building:
             blob = cache.get(key)  # built while this reader waited for the lock
-            if blob is None and not cache.add(f"{key}:building", True, BUILD_CLAIM):
+            claim = f"{key}:building"
+            if blob is None and not cache.add(claim, True, BUILD_CLAIM):
                 blob = _built_elsewhere(key)
             if blob is None:
-                data = snapshot_data(league_id)
-                if data is None:
-                    return None
-                blob = orjson.dumps(data)
-                cache.set(key, blob, SNAPSHOT_TTL)
+                try:
+                    data = snapshot_data(league_id)
+                    if data is None:
+                        return None
+                    blob = orjson.dumps(data)
+                    cache.set(key, blob, SNAPSHOT_TTL)
+                finally:
+                    cache.delete(claim)  # (a failed build leaves no one waiting for it)
                 log.debug("built the snapshot of %s at version %s (%d bytes)", league_id, at, len(blob))
     return Snapshot(league_id, at, blob), data
 

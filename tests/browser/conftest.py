@@ -86,6 +86,6 @@ def browser():
 def page(browser):
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     page = context.new_page()
-    page.set_default_timeout(5000)
+    page.set_default_timeout(10_000)  # (a CI machine busy with the rest of the suite)
     yield page
     context.close()

@@ -74,6 +74,7 @@ def test_a_build_claimed_by_a_process_that_died_is_made_once_the_claim_runs_out(
     assert cache.add(f"{key}:building", True, 60)  # claimed, and never built
     assert live.current_data("spring_cup")["league"]["league_id"] == "spring_cup"
     assert builds(caplog) == 1
+    assert cache.get(f"{key}:building") is None  # the build that landed lets go of the claim
 
 
 @pytest.mark.django_db
