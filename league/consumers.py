@@ -1,8 +1,9 @@
 """The dashboard's websockets: a league's viewers, and the league list.
 
 A league's viewers in this process share one :class:`Audience`: the one member of the league's
-channel layer group here, so an event costs one message per process, not one per viewer. On
-events (or every ``POLL`` seconds, for changes made where this process cannot hear them) it reads
+channel layer group here, so an event costs one message per process, not one per viewer (and a
+commit's events to a league go as one message, ``events.layer_messages``). On events (or every
+``POLL`` seconds, for changes made where this process cannot hear them) it reads
 the league's snapshot at its current version (built once per version and shared,
 ``league.api.live``), works out the patch from what it sent last, and sends that one encoded
 text to every viewer: at most one push per ``push_interval`` (0.25 s, growing with the audience
@@ -150,7 +151,8 @@ class Audience:
         """Every event of the league's group marks the league changed (one message per process)."""
         while True:
             message = await layer.receive(self.channel)
-            self.news.append({"event": message.get("event"), "data": _named(message.get("data") or {})})
+            for item in events.events_of(message):
+                self.news.append({"event": item.get("event"), "data": _named(item.get("data") or {})})
             del self.news[:-EVENTS_PER_PUSH]
             self.changed.set()
 
@@ -324,6 +326,11 @@ class LeagueListConsumer(AsyncJsonWebsocketConsumer):
         for group in getattr(self, "groups_joined", ()):
             await self.channel_layer.group_discard(group, self.channel_name)
             events.left(group)
+
+    async def league_events(self, message: dict[str, Any]) -> None:
+        """Several events of one commit (``events.layer_messages``): each in turn."""
+        for item in events.events_of(message):
+            await self.league_event(item)
 
     async def league_event(self, message: dict[str, Any]) -> None:
         data = message.get("data") or {}

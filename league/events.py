@@ -188,9 +188,38 @@ def send(messages: list[tuple[str, str, dict[str, Any]]]) -> None:
             log.exception("broadcast of %d events failed", len(messages))
 
 
-async def _send_in_order(layer: Any, messages: list[tuple[str, str, dict[str, Any]]]) -> None:
+# The most events one layer message carries (``layer_messages``).
+EVENTS_PER_MESSAGE = 100
+
+
+def layer_messages(messages: list[tuple[str, str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    """``(group, layer message)`` for ``(group, event, data)`` messages, in order: a run of events
+    to one group (a commit's: a batch of reports finishes 20 matches) is one "league.events"
+    message of up to ``EVENTS_PER_MESSAGE``, ``{"events": [{"event", "data"}, …]}``, so that each
+    process listening hears the commit once (with Redis, a send and a receive each), not once per
+    event; a lone event is one "league.event" message, ``{"event", "data"}``."""
+    runs: list[tuple[str, list[dict[str, Any]]]] = []
     for group, event, data in messages:
+        if runs and runs[-1][0] == group and len(runs[-1][1]) < EVENTS_PER_MESSAGE:
+            runs[-1][1].append({"event": event, "data": data})
+        else:
+            runs.append((group, [{"event": event, "data": data}]))
+    return [
+        (group, {"type": "league.event", **items[0]} if len(items) == 1 else {"type": "league.events", "events": items})
+        for group, items in runs
+    ]
+
+
+def events_of(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``{"event", "data"}`` a layer message carries (``layer_messages``), in order."""
+    if message.get("type") == "league.events":
+        return list(message.get("events") or [])
+    return [message]
+
+
+async def _send_in_order(layer: Any, messages: list[tuple[str, str, dict[str, Any]]]) -> None:
+    for group, message in layer_messages(messages):
         try:
-            await layer.group_send(group, {"type": "league.event", "event": event, "data": data})
+            await layer.group_send(group, message)
         except Exception as exc:  # one failed send does not stop the others
-            log.error("broadcast of %s to %s failed: %r", event, group, exc)
+            log.error("broadcast of %d events to %s failed: %r", len(events_of(message)), group, exc)

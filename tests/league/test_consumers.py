@@ -15,7 +15,7 @@ from channels.testing import WebsocketCommunicator
 
 from league import consumers
 from league.api import live
-from league.events import announce_leagues, broadcast
+from league.events import announce_leagues, broadcast, layer_messages
 from league.models import Match
 from leaguesite.asgi import application
 from tests.browser.league_data import make_league, play, start
@@ -151,6 +151,21 @@ async def test_the_league_list_hears_an_event_sent_the_moment_its_socket_opens()
     await layer.group_send("league_early", {"type": "league.event", "event": "round_started", "data": {}})
     heard = [(await ws.receive_json_from(timeout=2))["event"] for _ in range(2)]
     assert heard == ["league_created", "round_started"]
+    await ws.disconnect()
+
+
+async def test_the_league_list_hears_each_event_of_a_commit_in_order():
+    await database_sync_to_async(make_league)("spring_cup", 2)
+    ws = communicator("/ws/leagues/")
+    assert (await ws.connect(timeout=2))[0]
+    sent = [("league_spring_cup", "match_finished", {"match_id": f"R1M{i}"}) for i in (1, 2)]
+    [(group, message)] = layer_messages(sent)  # one layer message for both
+    await get_channel_layer().group_send(group, message)
+    heard = [await ws.receive_json_from(timeout=2) for _ in sent]
+    assert [(e["event"], e["data"]["match_id"]) for e in heard] == [
+        ("match_finished", "R1M1"),
+        ("match_finished", "R1M2"),
+    ]
     await ws.disconnect()
 
 

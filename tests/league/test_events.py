@@ -68,18 +68,28 @@ def test_appended_rows_keep_their_order_one_timestamp_and_no_secrets():
 
 
 def received(channel: str, count: int) -> list[tuple[str, dict]]:
+    """The first ``count`` events ``channel`` hears, from however many layer messages."""
     layer = get_channel_layer()
-    return [(m["event"], m["data"]) for m in (async_to_sync(layer.receive)(channel) for _ in range(count))]
+    heard: list[tuple[str, dict]] = []
+    while len(heard) < count:
+        heard += [(m["event"], m["data"]) for m in events.events_of(async_to_sync(layer.receive)(channel))]
+    return heard
 
 
 SENT: list[tuple[str, str]] = []  # (group, event) each layer below was handed, in order
+MESSAGES: list[str] = []  # the group of each layer message the layers below were handed
+
+
+def _handed(group: str, message: dict) -> None:
+    MESSAGES.append(group)
+    SENT.extend((group, item["event"]) for item in events.events_of(message))
 
 
 class RecordingInMemory(InMemoryChannelLayer):
     """The in-memory layer, listing what it is handed."""
 
     async def group_send(self, group: str, message: dict) -> None:
-        SENT.append((group, message["event"]))
+        _handed(group, message)
         await super().group_send(group, message)
 
 
@@ -89,7 +99,7 @@ class OtherProcesses(BaseChannelLayer):
     extensions = ["groups"]
 
     async def group_send(self, group: str, message: dict) -> None:
-        SENT.append((group, message["event"]))
+        _handed(group, message)
 
 
 class Broken(OtherProcesses):
@@ -106,6 +116,7 @@ def use_layer(settings):
         settings.CHANNEL_LAYERS = {"default": {"BACKEND": f"{__name__}.{backend.__name__}"}}
         assert type(get_channel_layer()) is backend
         SENT.clear()
+        MESSAGES.clear()
         return SENT
 
     return use
@@ -140,6 +151,28 @@ def test_a_broadcast_is_sent_after_the_commit_in_order_and_never_after_a_rollbac
         ("round_completed", {}),
     ]
     assert len(SENT) == 3  # the rolled-back one never was
+    assert MESSAGES == ["league_one", "league_one"]  # broadcast_all's two events: one message
+
+
+def test_a_commits_events_go_as_one_message_per_run_of_one_group_in_order(use_layer):
+    sent = use_layer(OtherProcesses)
+    finished = [("league_one", "match_finished", {"match_id": f"R1M{i}"}) for i in range(1, 251)]
+    messages = [
+        ("league_one", "round_started", {}),
+        *finished,
+        ("league_two", "match_started", {}),
+        ("league_one", "round_completed", {}),
+    ]
+    events.send(messages)
+    assert sent == [(group, event) for group, event, _ in messages]
+    # 251 events to league_one in three messages of at most EVENTS_PER_MESSAGE, then the others.
+    assert MESSAGES == ["league_one"] * 3 + ["league_two", "league_one"]
+    shapes = [(m["type"], len(events.events_of(m))) for _, m in events.layer_messages(messages)]
+    assert shapes == [("league.events", 100), ("league.events", 100), ("league.events", 51)] + [("league.event", 1)] * 2
+    assert events.events_of(events.layer_messages(messages)[0][1])[1] == {
+        "event": "match_finished",
+        "data": {"match_id": "R1M1"},
+    }
 
 
 def test_on_the_in_memory_layer_only_groups_a_websocket_of_this_process_joined_are_sent_to(use_layer):
@@ -165,6 +198,6 @@ def test_a_failing_layer_never_breaks_the_caller(use_layer, caplog):
     use_layer(Broken)
     events.send([("league_one", "league_status", {}), ("league_two", "league_status", {})])
     assert [r.getMessage() for r in caplog.records].count(
-        "broadcast of league_status to league_one failed: ConnectionError('redis is down')"
+        "broadcast of 1 events to league_one failed: ConnectionError('redis is down')"
     ) == 1
     assert len(caplog.records) == 2  # the second was tried too
