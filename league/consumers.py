@@ -3,15 +3,15 @@
 A league's viewers in this process share one :class:`Audience`: the one member of the league's
 channel layer group here, so an event costs one message per process, not one per viewer (and a
 commit's events to a league go as one message, ``events.layer_messages``). On events (or every
-``POLL`` seconds, for changes made where this process cannot hear them) it reads
-the league's snapshot at its current version (built once per version and shared,
-``league.api.live``), works out the patch from what it sent last, and sends that one encoded
-text to every viewer: at most one push per ``push_interval`` (0.25 s, growing with the audience
-to at most ``LATEST``, 1 s), never later than that (a busy league is pushed to on every tick,
-not postponed). ``LeagueConsumer`` is thin: it joins the
-audience, sends the audience's snapshot on connect, and leaves. ``LeagueListConsumer`` (the home
-page) joins the group of every league and ``LEAGUES_GROUP``, where a league's creation or
-deletion is announced (``events.announce_leagues``). The ORM runs in ``database_sync_to_async``.
+``POLL`` seconds, for changes made where this process cannot hear them) it reads the league's
+snapshot at its current version (built once per version and shared, ``league.api.live``), works
+out the patch from what it sent last, and sends that one encoded text to every viewer: at most
+one push per ``push_interval`` (0.25 s, growing with the audience to at most ``LATEST``, 1 s),
+never later than that (a busy league is pushed to on every tick, not postponed).
+``LeagueConsumer`` is thin: it joins the audience, sends the audience's snapshot on connect, and
+leaves. ``LeagueListConsumer`` (the home page) joins the group of every league and
+``LEAGUES_GROUP``, where a league's creation or deletion is announced
+(``events.announce_leagues``). The ORM runs in ``database_sync_to_async``.
 """
 
 from __future__ import annotations

@@ -119,8 +119,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # -- channels -----------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
-# What this site keeps in Redis (channel layer, rate limits, cache) is under REDIS_PREFIX, so that several
-# sites can share one server.
+# What this site keeps in Redis (channel layer, rate limits, cache) is under REDIS_PREFIX, so that
+# several sites can share one server.
 REDIS_PREFIX = env_str("REDIS_PREFIX", "")
 # Calls in flight to one relay agent at once; one more is answered 503 without reaching the agent.
 RELAY_MAX_IN_FLIGHT = env_int("RELAY_MAX_IN_FLIGHT", 32)
