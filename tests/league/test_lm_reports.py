@@ -13,6 +13,7 @@ from channels.layers import BaseChannelLayer
 from django.test import override_settings
 
 from league import actions
+from league.events import events_of
 from league.mcp import toolset
 from league.mcp.reports import PendingReport, record_reports
 from league.models import Event, Match, MatchResult, Player, Referee, Round
@@ -169,7 +170,7 @@ class Dashboards(BaseChannelLayer):
     heard: list[tuple[str, dict]] = []  # (event, data), in order
 
     async def group_send(self, group: str, message: dict) -> None:
-        self.heard.append((message["event"], message["data"]))
+        self.heard.extend((item["event"], item["data"]) for item in events_of(message))
 
 
 def test_a_batch_of_reports_gets_one_answer_each_and_writes_exactly_its_rows(lm_server, settings):
