@@ -38,9 +38,11 @@ log = logging.getLogger(__name__)
 # How long a built snapshot is kept. A new version makes a new key at once; this only bounds
 # what the version cannot see (hand edits of names in the admin) and the cache's size.
 SNAPSHOT_TTL = 30.0
-# One snapshot built at a time in this process: readers that miss together wait for the one
-# build instead of each making its own (a lock, not a cache: it holds nothing).
-_building = threading.Lock()
+# One snapshot of a league built at a time in this process: readers that miss together wait for
+# the one build instead of each making its own. A lock per league (by its pk), so a build of one
+# league, or a wait for another process's build of it, never holds up another league's readers.
+# Locks, not a cache: they hold nothing, one per league this process has served.
+_building: dict[int, threading.Lock] = {}
 # Between processes (several LM processes sharing Django's cache in Redis): the first to miss a
 # version claims its build in the cache for BUILD_CLAIM seconds, and the others wait for it, up to
 # that long, instead of building the same snapshot at the same moment (they push on the same
@@ -140,7 +142,8 @@ def _current(league_id: str) -> tuple[Snapshot, dict[str, Any] | None] | None:
     blob = cache.get(key)
     data = None
     if blob is None:
-        with _building:
+        # setdefault is one step under the GIL: two threads meeting here get the same lock.
+        with _building.setdefault(int(at.split(".", 1)[0]), threading.Lock()):
             blob = cache.get(key)  # built while this reader waited for the lock
             claim = f"{key}:building"
             if blob is None and not cache.add(claim, True, BUILD_CLAIM):

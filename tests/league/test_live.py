@@ -77,6 +77,31 @@ def test_a_build_claimed_by_a_process_that_died_is_made_once_the_claim_runs_out(
     assert cache.get(f"{key}:building") is None  # the build that landed lets go of the claim
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_wait_for_one_leagues_build_does_not_hold_up_another_leagues_readers(monkeypatch):
+    make_league("spring_cup", players=4)
+    make_league("autumn_cup", players=4)
+    key = live._key(live.version("spring_cup"))
+    assert cache.add(f"{key}:building", True, live.BUILD_CLAIM)  # another LM process builds it
+    waiting = threading.Event()
+    wait = live._built_elsewhere
+
+    def noted_wait(at: str) -> bytes | None:
+        waiting.set()
+        return wait(at)
+
+    monkeypatch.setattr(live, "_built_elsewhere", noted_wait)
+    spring = ThreadPoolExecutor(max_workers=1)
+    read = spring.submit(lambda: (live.current_data("spring_cup"), connection.close())[0])
+    assert waiting.wait(5)
+    # The other league is read and built while spring_cup's reader still waits for its build.
+    assert live.current_data("autumn_cup")["league"]["league_id"] == "autumn_cup"
+    assert not read.done()
+    cache.set(key, b'{"built": "elsewhere"}', live.SNAPSHOT_TTL)
+    assert read.result(5) == {"built": "elsewhere"}
+    spring.shutdown()
+
+
 @pytest.mark.django_db
 def test_the_version_moves_with_what_the_page_shows():
     league = make_league("spring_cup", players=4)
