@@ -328,13 +328,14 @@ class LeagueListConsumer(AsyncJsonWebsocketConsumer):
             events.left(group)
 
     async def league_events(self, message: dict[str, Any]) -> None:
-        """Several events of one commit (``events.layer_messages``): each in turn."""
+        """The events of one commit (``events.layer_messages``), each in turn."""
         for item in events.events_of(message):
-            await self.league_event(item)
-
-    async def league_event(self, message: dict[str, Any]) -> None:
-        data = message.get("data") or {}
-        league_id = data.get("league_id")
-        if message.get("event") == "league_created" and isinstance(league_id, str) and not league_id_problem(league_id):
-            await self._join([group_name(league_id)])
-        await self.send_json({"type": "event", "event": message.get("event"), "data": data})
+            data = item.get("data") or {}
+            league_id = data.get("league_id")
+            if (
+                item.get("event") == "league_created"
+                and isinstance(league_id, str)
+                and not league_id_problem(league_id)
+            ):
+                await self._join([group_name(league_id)])
+            await self.send_json({"type": "event", "event": item.get("event"), "data": data})

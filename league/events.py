@@ -197,24 +197,19 @@ def layer_messages(messages: list[tuple[str, str, dict[str, Any]]]) -> list[tupl
     to one group (a commit's: a batch of reports finishes 20 matches) is one "league.events"
     message of up to ``EVENTS_PER_MESSAGE``, ``{"events": [{"event", "data"}, …]}``, so that each
     process listening hears the commit once (with Redis, a send and a receive each), not once per
-    event; a lone event is one "league.event" message, ``{"event", "data"}``."""
+    event. A lone event is a run of one: every layer message of the league's groups has this shape."""
     runs: list[tuple[str, list[dict[str, Any]]]] = []
     for group, event, data in messages:
         if runs and runs[-1][0] == group and len(runs[-1][1]) < EVENTS_PER_MESSAGE:
             runs[-1][1].append({"event": event, "data": data})
         else:
             runs.append((group, [{"event": event, "data": data}]))
-    return [
-        (group, {"type": "league.event", **items[0]} if len(items) == 1 else {"type": "league.events", "events": items})
-        for group, items in runs
-    ]
+    return [(group, {"type": "league.events", "events": items}) for group, items in runs]
 
 
 def events_of(message: dict[str, Any]) -> list[dict[str, Any]]:
     """The ``{"event", "data"}`` a layer message carries (``layer_messages``), in order."""
-    if message.get("type") == "league.events":
-        return list(message.get("events") or [])
-    return [message]
+    return list(message.get("events") or [])
 
 
 async def _send_in_order(layer: Any, messages: list[tuple[str, str, dict[str, Any]]]) -> None:

@@ -36,7 +36,7 @@ class Site:
         """``broadcast`` to any group (``leagues``: the league list's)."""
         from channels.layers import get_channel_layer
 
-        message = {"type": "league.event", "event": event, "data": data}
+        message = {"type": "league.events", "events": [{"event": event, "data": data}]}
         coro = get_channel_layer().group_send(group, message)
         asyncio.run_coroutine_threadsafe(coro, self.loop).result(5)
 

@@ -147,8 +147,12 @@ async def test_the_league_list_hears_an_event_sent_the_moment_its_socket_opens()
     connected, _ = await ws.connect(timeout=2)
     assert connected
     layer = get_channel_layer()
-    await layer.group_send("leagues", {"type": "league.event", "event": "league_created", "data": {"league_id": "x"}})
-    await layer.group_send("league_early", {"type": "league.event", "event": "round_started", "data": {}})
+    await layer.group_send(
+        "leagues", {"type": "league.events", "events": [{"event": "league_created", "data": {"league_id": "x"}}]}
+    )
+    await layer.group_send(
+        "league_early", {"type": "league.events", "events": [{"event": "round_started", "data": {}}]}
+    )
     heard = [(await ws.receive_json_from(timeout=2))["event"] for _ in range(2)]
     assert heard == ["league_created", "round_started"]
     await ws.disconnect()
@@ -176,8 +180,10 @@ async def test_it_only_sends_a_league_its_own_events():
     await ws.connect(timeout=2)
     await ws.receive_json_from(timeout=2)
     layer = get_channel_layer()
-    await layer.group_send("league_two", {"type": "league.event", "event": "round_started", "data": {}})
-    await layer.group_send("league_one", {"type": "league.event", "event": "round_completed", "data": {"round_id": 1}})
+    await layer.group_send("league_two", {"type": "league.events", "events": [{"event": "round_started", "data": {}}]})
+    await layer.group_send(
+        "league_one", {"type": "league.events", "events": [{"event": "round_completed", "data": {"round_id": 1}}]}
+    )
     heard = []
     while not heard or heard[-1] != "round_completed":
         heard += [e["event"] for e in (await ws.receive_json_from(timeout=3))["events"]]

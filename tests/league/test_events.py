@@ -168,7 +168,9 @@ def test_a_commits_events_go_as_one_message_per_run_of_one_group_in_order(use_la
     # 251 events to league_one in three messages of at most EVENTS_PER_MESSAGE, then the others.
     assert MESSAGES == ["league_one"] * 3 + ["league_two", "league_one"]
     shapes = [(m["type"], len(events.events_of(m))) for _, m in events.layer_messages(messages)]
-    assert shapes == [("league.events", 100), ("league.events", 100), ("league.events", 51)] + [("league.event", 1)] * 2
+    assert (
+        shapes == [("league.events", 100), ("league.events", 100), ("league.events", 51)] + [("league.events", 1)] * 2
+    )
     assert events.events_of(events.layer_messages(messages)[0][1])[1] == {
         "event": "match_finished",
         "data": {"match_id": "R1M1"},
