@@ -222,6 +222,12 @@ class Audience:
 _audiences: dict[str, Audience] = {}
 
 
+def viewers_of(league_id: str) -> list[LeagueConsumer]:
+    """This process's viewers of the league (its open pages' consumers)."""
+    audience = _audiences.get(league_id)
+    return list(audience.viewers) if audience else []
+
+
 def viewer_count(league_id: str) -> int:
     """How many viewers this process has of the league."""
     audience = _audiences.get(league_id)

@@ -92,7 +92,7 @@ async def test_every_viewer_gets_the_same_push_and_the_count_of_viewers():
         await ws.receive_json_from(timeout=2)
     assert consumers.viewer_count("spring_cup") == 3
     # The pages share the audience's one channel in the layer; none has its own.
-    assert [v.channel_layer for v in consumers._audiences["spring_cup"].viewers] == [None] * 3
+    assert [v.channel_layer for v in consumers.viewers_of("spring_cup")] == [None] * 3
     last = {}
     for ws in viewers:
         message = await ws.receive_json_from(timeout=3)
