@@ -28,6 +28,7 @@ or fragment).
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import socket
 import time
@@ -178,6 +179,7 @@ class ConnectPolicy:
         self._allowed: list[IPNetwork] = []
         self._relay: set[tuple[str, int]] = set()
         self._loaded_at = float("-inf")
+        self._reloading: asyncio.Future[None] | None = None
         # Verdicts per (host, port, address), kept until a reload changes the rules: the
         # conductor connects to the same agents thousands of times a league.
         self._verdicts = Verdicts()
@@ -213,15 +215,27 @@ class ConnectPolicy:
     async def __call__(self, host: str, port: int, address: str) -> str | None:
         """Why ``address`` (what ``host`` resolved to) may not be connected to on ``port``, or None."""
         if time.monotonic() - self._loaded_at > self.REFRESH:
-            from asgiref.sync import sync_to_async
+            # One reload at a time, and every call that found the rules stale waits for it: a
+            # round's hundreds of calls in flight read the leagues once, not once each.
+            reloading = self._reloading
+            if reloading is None or reloading.get_loop() is not asyncio.get_running_loop():
+                reloading = self._reloading = asyncio.ensure_future(self._reload())
+            await asyncio.shield(reloading)
+        key = (host, port, address, settings.ENDPOINT_ALLOW_SERVICE_PORTS)
+        return self._verdicts.of(key, lambda: self._judge(host, port, address))
 
+    async def _reload(self) -> None:
+        from asgiref.sync import sync_to_async
+
+        try:
             allowed = await sync_to_async(self._load)()
             relay = await sync_to_async(self._relay_targets)()
             if allowed != self._allowed or relay != self._relay:
                 self._allowed, self._relay, self._verdicts = allowed, relay, Verdicts()
             self._loaded_at = time.monotonic()
-        key = (host, port, address, settings.ENDPOINT_ALLOW_SERVICE_PORTS)
-        return self._verdicts.of(key, lambda: self._judge(host, port, address))
+        finally:
+            if self._reloading is asyncio.current_task():
+                self._reloading = None
 
     def _judge(self, host: str, port: int, address: str) -> str | None:
         parsed, problem = _port_and_address(port, address)
