@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
@@ -57,13 +57,17 @@ def table_of(
     results = list(results)
     names = entrants(players, results)
     table = StandingsTable.for_players(names, fmt.tie_breaks)
-    for result in results:
-        table.add(result)
-    for player_id, points, _ in fmt.byes:
-        if player_id in table.tallies:
-            table.add_bye(player_id, points)
+    _add(table, results, fmt.byes)
     table.stages = dict(fmt.stages)
     return table, names
+
+
+def _add(table: StandingsTable, results: Iterable[ResultRow], byes: Iterable[tuple[str, int, int]]) -> None:
+    for result in results:
+        table.add(result)
+    for player_id, points, _ in byes:
+        if player_id in table.tallies:
+            table.add_bye(player_id, points)
 
 
 def rank(
@@ -72,6 +76,30 @@ def rank(
     """The ranked rows of ``entrants(players, results)``, each with its player's display name."""
     table, names = table_of(players, results, fmt)
     return [(row, names[row.player_id]) for row in table.rows()]
+
+
+def rank_and_before(
+    players: Iterable[tuple[str, str, str]], results: Sequence[tuple[int, ResultRow]], fmt: TableFormat = ROUND_ROBIN
+) -> tuple[list[tuple[StandingRow, str]], dict[str, int] | None]:
+    """``rank`` of ``(round number, result)`` pairs, and each entrant's rank before the latest
+    round with results (its results and byes left out, and a knockout's stages); None until a
+    second round has results. One table for both: the earlier rounds are added and ranked first,
+    then the latest round on top (a page's table at every version: adding the results twice was
+    a third of it)."""
+    rows = [row for _, row in results]
+    names = entrants(players, rows)
+    table = StandingsTable.for_players(names, fmt.tie_breaks)
+    numbers = {number for number, _ in results}
+    before = None
+    if len(numbers) >= 2:
+        latest = max(numbers)
+        _add(table, (row for number, row in results if number < latest), (b for b in fmt.byes if b[2] < latest))
+        before = {row.player_id: row.rank for row in table.rows()}
+        _add(table, (row for number, row in results if number >= latest), (b for b in fmt.byes if b[2] >= latest))
+    else:
+        _add(table, rows, fmt.byes)
+    table.stages = dict(fmt.stages)
+    return [(row, names[row.player_id]) for row in table.rows()], before
 
 
 def standing_dict(row: StandingRow, display_name: str) -> dict[str, Any]:

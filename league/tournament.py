@@ -1,4 +1,4 @@
-"""What a live tournament page shows beyond the table: the crosstable, rank changes, recent form,
+"""What a live tournament page shows beyond the table: the crosstable, recent form,
 and how healthy each player's agent is.
 
 Pure functions over plain values (no Django, no clock): :mod:`league.api.readmodel` feeds them
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from leagueproto.scoring import TIE_BREAKS, ResultRow, TieBreak, compute_standings, result_mark
+from leagueproto.scoring import ResultRow, result_mark
 
 FORM_LENGTH = 5
 # What a call to an agent ended as (the referee's match log, the conductor's delivery Events).
@@ -70,29 +70,6 @@ class Played:
             "opponent_technical": their_technical,
             "score": f"{games[0]}–{games[1]}" if None not in games else f"{mine}–{theirs}",
         }
-
-
-def rank_moves(
-    player_ids: Sequence[str],
-    played: Sequence[Played],
-    ranks: Mapping[str, int],
-    tie_breaks: tuple[TieBreak, ...] = TIE_BREAKS,
-    byes: Iterable[tuple[str, int, int]] = (),
-) -> dict[str, int | None]:
-    """How many places each player moved since the start of the latest round with results
-    (positive: up). None before a second round has results: there is nothing to compare with.
-    A Swiss league's ``tie_breaks`` and ``byes`` ((player id, points, round)) rank the table before."""
-    numbers = sorted({p.round for p in played})
-    if len(numbers) < 2:
-        return dict.fromkeys(player_ids)
-    before = compute_standings(
-        player_ids,
-        [p.row() for p in played if p.round < numbers[-1]],
-        tie_breaks=tie_breaks,
-        byes=[player_id for player_id, _, number in byes if number < numbers[-1]],
-    )
-    earlier = {row.player_id: row.rank for row in before}
-    return {pid: earlier[pid] - ranks[pid] if pid in earlier and pid in ranks else None for pid in player_ids}
 
 
 def recent_form(player_ids: Iterable[str], played: Sequence[Played], length: int = FORM_LENGTH) -> dict[str, list]:

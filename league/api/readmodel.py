@@ -155,8 +155,8 @@ def standings(league: League, results: list[Played] | None = None) -> list[dict[
     players = {p.player_id: p for p in league.players.all()}
     results = results if results is not None else played(league)
     fmt = table_format(league)
-    ranked = standings_service.rank(
-        ((p.player_id, p.display_name, p.status) for p in players.values()), [p.row() for p in results], fmt
+    ranked, before = standings_service.rank_and_before(
+        ((p.player_id, p.display_name, p.status) for p in players.values()), [(p.round, p.row()) for p in results], fmt
     )
     swiss = league.schedule_format == League.ScheduleFormat.SWISS
     knockout = league.schedule_format == League.ScheduleFormat.KNOCKOUT
@@ -177,12 +177,11 @@ def standings(league: League, results: list[Played] | None = None) -> list[dict[
         entry["tie_break"] = TIE_BREAK_TEXT[row.decided_by] if broken else ""
         out.append(entry)
     ids = [row["player_id"] for row in out]
-    moves = tournament.rank_moves(
-        ids, results, {row["player_id"]: row["rank"] for row in out}, fmt.tie_breaks, fmt.byes
-    )
     form = tournament.recent_form(ids, results)
     for row in out:
-        row["rank_change"] = moves[row["player_id"]]
+        # Places moved since the latest round began (positive: up); None before a second round.
+        earlier = before.get(row["player_id"]) if before is not None else None
+        row["rank_change"] = earlier - row["rank"] if earlier is not None else None
         row["form"] = [{k: f[k] for k in ("mark", "match_id", "technical", "score")} for f in form[row["player_id"]]]
     return out
 

@@ -155,6 +155,21 @@ def test_entrants_is_the_one_rule_on_removed_players():
     assert entrants(players, []) == {"P01": "A"}
 
 
+def test_the_table_and_the_ranks_before_the_latest_round_come_from_one_pass():
+    players = [(f"P0{i}", f"N{i}", AgentStatus.ACTIVE) for i in (1, 2, 3)]
+    first = [(1, ResultRow("R1M1", "P01", "P02", 3, 0))]
+    ranked, before = standings.rank_and_before(players, first)
+    assert [row.player_id for row, _ in ranked] == ["P01", "P02", "P03"]
+    assert before is None  # one round: nothing to compare with
+    both = [*first, (2, ResultRow("R2M1", "P02", "P01", 3, 0)), (2, ResultRow("R2M2", "P02", "P03", 3, 0))]
+    ranked, before = standings.rank_and_before(players, both)
+    # The same table as ranking every result at once, and the ranks of round 1's table.
+    assert ranked == standings.rank(players, [row for _, row in both])
+    assert before == {row.player_id: row.rank for row, _ in standings.rank(players, [row for _, row in first])}
+    assert before == {"P01": 1, "P02": 2, "P03": 3}
+    assert [row.player_id for row, _ in ranked] == ["P02", "P01", "P03"]
+
+
 def test_new_results_are_added_to_the_cached_table_and_anything_else_reads_every_result(settings, full_reads):
     settings.STANDINGS_CACHE_TTL = 3600  # no full read for its age until the end
     league = make_league("incremental", players=6)

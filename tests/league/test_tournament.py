@@ -1,8 +1,8 @@
-"""The tournament views' pure rules: rank moves, form, crosstable, agent health."""
+"""The tournament views' pure rules: form, crosstable, agent health."""
 
 from __future__ import annotations
 
-from league.tournament import Call, Played, agent_health, crosstable, percentile, rank_moves, recent_form, slow_note
+from league.tournament import Call, Played, agent_health, crosstable, percentile, recent_form, slow_note
 from leagueproto.scoring import compute_standings
 
 
@@ -18,15 +18,6 @@ def win(match_id: str, rnd: int, a: str, b: str, **kw) -> Played:
 
 def draw(match_id: str, rnd: int, a: str, b: str) -> Played:
     return Played(match_id, rnd, a, b, 1, 1)
-
-
-def test_rank_moves_compare_with_the_standings_before_the_latest_round():
-    played = [win("R1M1", 1, "P01", "P02")]
-    ranks = {r["player_id"]: r["rank"] for r in _rows(["P01", "P02"], played)}
-    assert rank_moves(["P01", "P02"], played, ranks) == {"P01": None, "P02": None}  # one round: nothing to compare
-    played += [win("R2M1", 2, "P02", "P01"), win("R2M2", 2, "P02", "P03")]
-    ranks = {r["player_id"]: r["rank"] for r in _rows(["P01", "P02", "P03"], played)}
-    assert rank_moves(["P01", "P02", "P03"], played, ranks) == {"P01": -1, "P02": 1, "P03": 0}
 
 
 def test_recent_form_is_the_last_five_oldest_first_with_technical_losses_marked():
