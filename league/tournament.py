@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from leagueproto.scoring import ResultRow, result_mark
@@ -41,9 +41,13 @@ class Played:
     # Games won inside the match (best-of-5), when the game keeps such a score.
     games_a: int | None = None
     games_b: int | None = None
+    # The match as the ranking reads it, made once: the read model keeps a league's Played rows
+    # between versions (``readmodel.played``) and a page's table adds every one at each version.
+    result_row: ResultRow = field(init=False, repr=False, compare=False)
 
-    def row(self) -> ResultRow:
-        return ResultRow(
+    def __post_init__(self) -> None:
+        # A frozen dataclass sets a derived field this way (the dataclasses documentation's idiom).
+        row = ResultRow(
             self.match_id,
             self.player_a,
             self.player_b,
@@ -52,6 +56,10 @@ class Played:
             self.technical_a,
             self.technical_b,
         )
+        object.__setattr__(self, "result_row", row)
+
+    def row(self) -> ResultRow:
+        return self.result_row
 
     def seen_by(self, player_id: str) -> dict[str, Any]:
         """The match from one side: W/D/L, against whom, technical or not, the score."""
@@ -75,13 +83,22 @@ class Played:
 def recent_form(player_ids: Iterable[str], played: Sequence[Played], length: int = FORM_LENGTH) -> dict[str, list]:
     """Each player's last ``length`` results, oldest first (as sports tables show form)."""
     form: dict[str, list[dict[str, Any]]] = {pid: [] for pid in player_ids}
-    # Newest first, and only until a player has its ``length``: a league's page is rebuilt at
-    # every version, and most of its results are older than anyone's form.
-    for p in sorted(played, key=lambda p: (p.round, p.match_id), reverse=True):
-        for pid in (p.player_a, p.player_b):
-            marks = form.get(pid)
-            if marks is not None and len(marks) < length:
-                marks.append(p.seen_by(pid))
+    # Newest first, round by round, and only until every player has its ``length``: a league's
+    # page is rebuilt at every version, and most of its results are older than anyone's form
+    # (so the results are put in their rounds, and only the latest rounds are sorted).
+    by_round: dict[int, list[Played]] = {}
+    for p in played:
+        by_round.setdefault(p.round, []).append(p)
+    short = sum(1 for marks in form.values() if len(marks) < length)
+    for number in sorted(by_round, reverse=True):
+        if not short:
+            break
+        for p in sorted(by_round[number], key=lambda p: p.match_id, reverse=True):
+            for pid in (p.player_a, p.player_b):
+                marks = form.get(pid)
+                if marks is not None and len(marks) < length:
+                    marks.append(p.seen_by(pid))
+                    short -= len(marks) == length
     return {pid: marks[::-1] for pid, marks in form.items()}
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from league.tournament import Call, Played, agent_health, crosstable, percentile, recent_form, slow_note
 from leagueproto.scoring import compute_standings
 
@@ -27,6 +29,25 @@ def test_recent_form_is_the_last_five_oldest_first_with_technical_losses_marked(
     assert [f["mark"] for f in form["P01"]] == ["W", "W", "W", "W", "L"]
     assert form["P01"][-1]["technical"] and not form["P02"][-1]["technical"]
     assert [f["match_id"] for f in form["P02"]] == ["R3M1", "R4M1", "R5M1", "R6M1", "R7M1"]
+
+
+def test_recent_form_takes_each_players_latest_results_by_round_then_match_whatever_order_they_came_in():
+    rng = random.Random(7)
+    ids = [f"P{i:02d}" for i in range(1, 9)]
+    played = []
+    for rnd in range(1, 12):
+        order = rng.sample(ids, len(ids))
+        # Some players sit a round out, so their form reaches further back than the others'.
+        for m, (a, b) in enumerate(zip(order[0:6:2], order[1:6:2], strict=True), start=1):
+            played.append(Played(f"R{rnd}M{m}", rnd, a, b, *rng.choice([(3, 0), (1, 1), (0, 3)])))
+    rng.shuffle(played)  # recorded out of order: stragglers of earlier rounds come in late
+    newest_first = sorted(played, key=lambda p: (p.round, p.match_id), reverse=True)
+    form = recent_form([*ids, "P99"], played)
+    for pid in ids:
+        mine = [p.match_id for p in newest_first if pid in (p.player_a, p.player_b)][:5]
+        assert [f["match_id"] for f in form[pid]] == mine[::-1]
+    assert form["P99"] == []  # registered, never played
+    assert played[0].row() is played[0].row()  # the ranking's row is made once per result
 
 
 def test_crosstable_holds_both_legs_of_a_double_round_robin_and_best_of_five_scores():
