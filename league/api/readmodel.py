@@ -148,11 +148,13 @@ def _played_rows(results) -> list[Played]:
     return out
 
 
-def standings(league: League, results: list[Played] | None = None) -> list[dict[str, Any]]:
+def standings(
+    league: League, results: list[Played] | None = None, players: list[Player] | None = None
+) -> list[dict[str, Any]]:
     """Ranked standings with display names and statuses, and for each row the tie-break that
     placed it below the row above (``decided_by``), its move since the latest round began and its
     recent form; a Swiss league's rows add Buchholz and byes, a knockout's the seed."""
-    players = {p.player_id: p for p in league.players.all()}
+    players = {p.player_id: p for p in (players if players is not None else league.players.all())}
     results = results if results is not None else played(league)
     fmt = table_format(league)
     ranked, before = standings_service.rank_and_before(
@@ -445,10 +447,12 @@ def progress(league: League) -> dict[str, Any]:
     }
 
 
-def points_over_rounds(league: League, results: list[Played] | None = None) -> dict[str, Any]:
+def points_over_rounds(
+    league: League, results: list[Played] | None = None, players: list[Player] | None = None
+) -> dict[str, Any]:
     """Each player's cumulative points after every round that has results (the chart's data)."""
     results = results if results is not None else played(league)
-    players = list(league.players.order_by("id"))
+    players = sorted(players, key=lambda p: p.pk) if players is not None else list(league.players.order_by("id"))
     numbers = sorted({r.round for r in results})
     per_round: dict[int, Counter] = defaultdict(Counter)
     for r in results:
@@ -678,10 +682,12 @@ def arena_ratings(league: League, players: list[Player]) -> dict[int, Rating]:
     return Rating.objects.of_players(league.game_type, players)
 
 
-def with_arena_ratings(league: League, table: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_arena_ratings(
+    league: League, table: list[dict[str, Any]], players: list[Player] | None = None
+) -> list[dict[str, Any]]:
     """The standings with each player's arena rating (its ordinal in this game, league/ratings.py)
     beside them, or None for a player never rated in an arena."""
-    players = list(league.players.all())
+    players = players if players is not None else list(league.players.all())
     ratings = arena_ratings(league, players)
     by_id = {p.player_id: ratings.get(p.pk) for p in players}
     return [
@@ -700,8 +706,9 @@ def snapshot(league_id: str) -> dict[str, Any] | None:
 def league_snapshot(league: League) -> dict[str, Any]:
     """``snapshot`` of a league already read (with its champion)."""
     results = played(league)
+    players = list(league.players.all())  # read once for the table, the ratings and the chart
     summary, prog = league_summary(league), progress(league)
-    table = with_arena_ratings(league, standings(league, results))
+    table = with_arena_ratings(league, standings(league, results, players), players)
     big = len(table) > CROSSTABLE_MAX_PLAYERS
     return {
         "league": summary,
@@ -714,5 +721,5 @@ def league_snapshot(league: League) -> dict[str, Any]:
         "crosstable": None if big else tournament.crosstable(table, results),
         "rounds": page_rounds(league),
         "recent_matches": recent_matches(league),
-        "chart": points_over_rounds(league, results),
+        "chart": points_over_rounds(league, results, players),
     }

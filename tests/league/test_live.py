@@ -12,6 +12,7 @@ import pytest
 from django.core.cache import cache
 from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from league.api import live, readmodel
 from league.models import Match, Player
@@ -349,3 +350,15 @@ def test_the_results_read_for_the_tables_follow_the_results_recorded(settings):
     MatchResult.objects.filter(match=matches[0]).update(points_a=0, points_b=3)
     first = readmodel.played(league)[0]
     assert (first.points_a, first.points_b) == (0, 3)
+
+
+@pytest.mark.django_db
+def test_a_snapshot_reads_the_leagues_players_once_for_the_table_the_ratings_and_the_chart():
+    league = make_league("spring_cup", players=6)
+    play(Match.objects.get(league=league, match_id="R1M1"), "odd", "even", 3)
+    with CaptureQueriesContext(connection) as queries:
+        data = readmodel.snapshot("spring_cup")
+    assert len(data["standings"]) == len(data["chart"]["series"]) == 6
+    assert data["standings"][0]["arena_rating"] is None  # never rated in an arena
+    reads = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('SELECT "league_player"."id"')]
+    assert len(reads) == 1, reads
