@@ -15,8 +15,8 @@ from league.api.readmodel import (
     arena_ratings,
     iso,
     match_summary,
-    matches_queryset,
     standings,
+    summaries_queryset,
 )
 from league.models import MatchResult, Player, Referee
 from leagueproto.scoring import record_field, result_mark
@@ -80,7 +80,7 @@ def player_profile(player: Player) -> dict[str, Any]:
     table = {row["player_id"]: row for row in standings(league)}
     matches = [
         match_summary(m)
-        for m in matches_queryset(league).filter(Q(player_a=player) | Q(player_b=player)).order_by("round__number")
+        for m in summaries_queryset(league).filter(Q(player_a=player) | Q(player_b=player)).order_by("round__number")
     ]
     opponents: dict[str, dict[str, Any]] = {}
     parity: Counter = Counter()
@@ -137,7 +137,7 @@ def player_profile(player: Player) -> dict[str, Any]:
 
 
 def referee_profile(referee: Referee) -> dict[str, Any]:
-    matches = list(matches_queryset(referee.league).filter(referee=referee).order_by("-id"))
+    matches = list(summaries_queryset(referee.league).filter(referee=referee).order_by("-id"))
     running = sum(1 for m in matches if m.status in RUNNING_MATCH)
     reported = MatchResult.objects.filter(referee=referee).count()
     return {

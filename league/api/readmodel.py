@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Func, IntegerField, Max, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -230,7 +230,7 @@ def match_summary(match: Match) -> dict[str, Any]:
             "round_scores": details.get("scores"),
             "reason": details.get("reason") or "",
             "reported_at": _iso(result.reported_at),
-            "log_entries": len(result.log or []),
+            "log_entries": _log_entries(match, result),
             "games_score": games_score(details),
             "game_rounds": _game_rounds(details, a.player_id, b.player_id),
             "label": _result_label(result, a.player_id, b.player_id, games_score(details)),
@@ -239,6 +239,16 @@ def match_summary(match: Match) -> dict[str, Any]:
         }
         data["finished_at"] = data["finished_at"] or _iso(result.reported_at)
     return data
+
+
+def _log_entries(match: Match, result: MatchResult) -> int:
+    """How many entries the match's log has (0 for a log that is not a list): counted by the
+    database when the match was read with ``summaries_queryset`` (its log left unread), else
+    from the log."""
+    counted = getattr(match, "log_entries", None)
+    if counted is not None:
+        return counted
+    return len(result.log) if isinstance(result.log, list) else 0
 
 
 def _game_rounds(details: dict[str, Any], a: str, b: str) -> list[dict[str, Any]]:
@@ -288,6 +298,52 @@ def _result_label(result: MatchResult, a: str, b: str, games: dict[str, int] | N
     if games is not None and a in games and b in games:
         return f"{games[a]}–{games[b]}"
     return f"{result.points_a}–{result.points_b}"
+
+
+class JSONArrayLength(Func):
+    """How many items a JSON array column holds; 0 for any other JSON value (a count read in the
+    database, so the array itself is not sent and decoded)."""
+
+    function = "JSON_ARRAY_LENGTH"  # SQLite's: 0 for a value that is not an array
+    output_field = IntegerField()
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        # PostgreSQL's refuses a value that is not an array.
+        template = (
+            "CASE WHEN JSONB_TYPEOF(%(expressions)s) = 'array' THEN JSONB_ARRAY_LENGTH(%(expressions)s) ELSE 0 END"
+        )
+        return self.as_sql(compiler, connection, template=template, **extra_context)
+
+
+# What a match's summary reads (``match_summary``), for lists of many: a player's row and a
+# result's log are wide, and decoding them was most of the feed's cost. The log's length comes
+# from the database (``log_entries``).
+SUMMARY_FIELDS = (
+    "match_id",
+    "game_type",
+    "status",
+    "assigned_at",
+    "finished_at",
+    "round__number",
+    "player_a__player_id",
+    "player_a__display_name",
+    "player_b__player_id",
+    "player_b__display_name",
+    "referee__referee_id",
+    "result__outcome",
+    "result__points_a",
+    "result__points_b",
+    "result__technical_loss_a",
+    "result__technical_loss_b",
+    "result__details",
+    "result__reported_at",
+    "result__winner__player_id",
+)
+
+
+def summaries_queryset(league: League):
+    """``matches_queryset`` with what ``match_summary`` reads only."""
+    return matches_queryset(league).only(*SUMMARY_FIELDS).annotate(log_entries=JSONArrayLength("result__log"))
 
 
 def matches_queryset(league: League):
@@ -511,7 +567,7 @@ def league_summary(league: League) -> dict[str, Any]:
 def recent_matches(league: League, limit: int = RECENT_MATCHES) -> list[dict[str, Any]]:
     """The feed: running matches, then the latest finished ones, newest first (two queries that
     read ``limit`` rows at most, whatever the league's size)."""
-    qs = matches_queryset(league)
+    qs = summaries_queryset(league)
     running = list(qs.filter(status__in=RUNNING_MATCH).order_by("-assigned_at", "-id")[:limit])
     # The latest finished are picked by id first: sorting the league's finished matches with
     # every joined column (a result's log among them) would cost more than the rest of the page.

@@ -144,7 +144,7 @@ RESULTS_CSV = [
 def finished_match_rows(league: League) -> list[dict[str, Any]]:
     """Every finished match as one flat row (``results`` and results.csv)."""
     rows = []
-    for match in readmodel.matches_queryset(league).filter(status=Match.Status.FINISHED):
+    for match in readmodel.summaries_queryset(league).filter(status=Match.Status.FINISHED):
         m = readmodel.match_summary(match)
         r = m["result"]
         if r is None:
@@ -293,7 +293,7 @@ class MatchViewSet(LeagueScopedMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Match.objects.none()  # for the schema; get_queryset scopes to the league
 
     def get_queryset(self):
-        qs = readmodel.matches_queryset(self.get_league())
+        qs = readmodel.summaries_queryset(self.get_league())
         params = self.request.query_params
         if params.get("round"):
             try:

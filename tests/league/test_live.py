@@ -15,7 +15,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from league.api import live, readmodel
-from league.models import Match, Player
+from league.models import Match, MatchResult, Player
 from tests.browser.league_data import make_league, play, start
 
 BUILT = "built the snapshot of"
@@ -309,6 +309,24 @@ def test_the_feed_lists_the_running_matches_then_the_latest_finished_newest_firs
     start(matches[40])
     feed = [row["match_id"] for row in readmodel.recent_matches(league)]
     assert feed == [matches[40].match_id] + [m.match_id for m in reversed(finished)][: readmodel.RECENT_MATCHES - 1]
+
+
+@pytest.mark.django_db
+def test_the_feed_has_each_matchs_summary_and_counts_its_log_without_reading_it():
+    league = make_league("spring_cup", players=4)
+    one, two, three = Match.objects.filter(league=league).order_by("id")[:3]
+    for match in (one, two):
+        play(match, "odd", "even", 3)
+    MatchResult.objects.filter(match=one).update(log=[{"seq": i} for i in range(7)])
+    MatchResult.objects.filter(match=two).update(log={"not": "a list"})  # a hand edit
+    start(three)
+    feed = {row["match_id"]: row for row in readmodel.recent_matches(league)}
+    full = {m.match_id: readmodel.match_summary(m) for m in readmodel.matches_queryset(league)}
+    assert feed == {match_id: full[match_id] for match_id in feed}
+    assert [feed[m.match_id]["result"]["log_entries"] for m in (one, two)] == [7, 0]
+    assert feed[three.match_id]["result"] is None
+    read = readmodel.summaries_queryset(league).get(pk=one.pk)
+    assert "log" in read.result.get_deferred_fields()
 
 
 @pytest.mark.django_db
