@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Count, Q
 
 from league import tournament
 from league.api.readmodel import (
@@ -18,7 +18,7 @@ from league.api.readmodel import (
     standings,
     summaries_queryset,
 )
-from league.models import MatchResult, Player, Referee
+from league.models import Match, MatchResult, Player, Referee
 from leagueproto.scoring import record_field, result_mark
 from leagueproto.timeouts import MOVE_CALLS
 
@@ -137,8 +137,12 @@ def player_profile(player: Player) -> dict[str, Any]:
 
 
 def referee_profile(referee: Referee) -> dict[str, Any]:
-    matches = list(summaries_queryset(referee.league).filter(referee=referee).order_by("-id"))
-    running = sum(1 for m in matches if m.status in RUNNING_MATCH)
+    # Counted in the database; the page lists the latest 100 (a busy referee holds thousands).
+    counts = Match.objects.filter(referee=referee).aggregate(
+        assigned=Count("pk"), running=Count("pk", filter=Q(status__in=RUNNING_MATCH))
+    )
+    running = counts["running"]
+    latest = summaries_queryset(referee.league).filter(referee=referee).order_by("-id")[:100]
     reported = MatchResult.objects.filter(referee=referee).count()
     return {
         "referee_id": referee.referee_id,
@@ -152,7 +156,7 @@ def referee_profile(referee: Referee) -> dict[str, Any]:
         "running": running,
         "load_percent": round(100 * running / referee.max_concurrent_matches) if referee.max_concurrent_matches else 0,
         "matches_reported": reported,
-        "matches_assigned": len(matches),
+        "matches_assigned": counts["assigned"],
         "failures": referee.failures,
-        "matches": [match_summary(m) for m in matches[:100]],
+        "matches": [match_summary(m) for m in latest],
     }
