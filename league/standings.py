@@ -84,8 +84,8 @@ def rank_and_before(
     """``rank`` of ``(round number, result)`` pairs, and each entrant's rank before the latest
     round with results (its results and byes left out, and a knockout's stages); None until a
     second round has results. One table for both: the earlier rounds are added and ranked first,
-    then the latest round on top (a page's table at every version: adding the results twice was
-    a third of it)."""
+    then the latest round on top (a page's table is built at every version, and adding every
+    result twice would cost it half as much again)."""
     rows = [row for _, row in results]
     names = entrants(players, rows)
     table = StandingsTable.for_players(names, fmt.tie_breaks)

@@ -316,7 +316,7 @@ class JSONArrayLength(Func):
 
 
 # What a match's summary reads (``match_summary``), for lists of many: a player's row and a
-# result's log are wide, and decoding them was most of the feed's cost. The log's length comes
+# result's log are wide, and decoding them would be most of a list's cost. The log's length comes
 # from the database (``log_entries``).
 SUMMARY_FIELDS = (
     "match_id",
