@@ -27,7 +27,12 @@ from leagueproto.envelope import AGENT_PROTOCOL_VERSION, make_message
 MIX = ("league_query", "league_query", "get_standings", "get_standings", "register_player")
 
 
-def registration(league_id: str, n: int) -> dict[str, Any]:
+def registration(league_id: str, n: int, lm_port: int) -> dict[str, Any]:
+    """Bench player ``n``'s registration: a contact endpoint of its own that nobody serves (the
+    bench only registers), on a port that is never the LM's (the LM refuses its own address, and
+    the bench's free ports come from the same range)."""
+    port = 20000 + n % 40000
+    port += port >= lm_port
     return make_message(
         "LEAGUE_REGISTER_REQUEST",
         f"player:bench{n}",
@@ -37,7 +42,7 @@ def registration(league_id: str, n: int) -> dict[str, Any]:
             "version": "1.0.0",
             "protocol_version": AGENT_PROTOCOL_VERSION,
             "game_types": ["even_odd"],
-            "contact_endpoint": f"http://127.0.0.1:{20000 + n % 40000}/mcp",
+            "contact_endpoint": f"http://127.0.0.1:{port}/mcp",
         },
     )
 
@@ -73,7 +78,7 @@ class ApiBench:
         try:
             lm = cluster.start_site(port, self.lm_server)
             url = f"http://127.0.0.1:{port}/mcp"
-            report = asyncio.run(self._load(url, league.league_id, newcomers.league_id, planned))
+            report = asyncio.run(self._load(url, port, league.league_id, newcomers.league_id, planned))
             cluster.sample()
         finally:
             cluster.stop()
@@ -85,11 +90,11 @@ class ApiBench:
         )
         return report
 
-    async def _load(self, url: str, league_id: str, newcomers_id: str, planned: int) -> dict[str, Any]:
+    async def _load(self, url: str, lm_port: int, league_id: str, newcomers_id: str, planned: int) -> dict[str, Any]:
         client = AgentClient()
         agents = []
         for n in range(self.players):
-            reply = (await client.call(url, "register_player", registration(league_id, n), timeout=10)).reply
+            reply = (await client.call(url, "register_player", registration(league_id, n, lm_port), timeout=10)).reply
             agents.append((reply["player_id"], reply["auth_token"]))
         latencies: dict[str, list[float]] = defaultdict(list)
         errors: Counter = Counter()
@@ -106,7 +111,7 @@ class ApiBench:
             elif kind == "get_standings":
                 params = {"league_id": league_id}
             else:
-                params = registration(newcomers_id, next(counter))
+                params = registration(newcomers_id, next(counter), lm_port)
             try:
                 result = await client.call(url, kind, params, timeout=10)
             except CallFailed as exc:

@@ -69,14 +69,14 @@ class ScaleBench:
             lm.sample()
             before = lm.usage.cpu_seconds
             report = {"league_id": league.league_id}
-            report |= asyncio.run(self._burst(f"http://127.0.0.1:{port}/mcp", league.league_id))
+            report |= asyncio.run(self._burst(f"http://127.0.0.1:{port}/mcp", port, league.league_id))
             lm.sample()
             report["lm_cpu_seconds"] = round(lm.usage.cpu_seconds - before, 2)
             return report
         finally:
             cluster.stop()
 
-    async def _burst(self, url: str, league_id: str) -> dict[str, Any]:
+    async def _burst(self, url: str, lm_port: int, league_id: str) -> dict[str, Any]:
         client = AgentClient()
         latencies: list[float] = []
         errors: list[str] = []
@@ -85,7 +85,7 @@ class ScaleBench:
         async def worker() -> None:
             for n in queue:
                 try:
-                    result = await client.call(url, "register_player", registration(league_id, n), timeout=30)
+                    result = await client.call(url, "register_player", registration(league_id, n, lm_port), timeout=30)
                 except CallFailed as exc:
                     errors.append(f"call failed: {exc}")
                     continue
