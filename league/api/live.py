@@ -214,7 +214,9 @@ def diff(old: Any, new: Any) -> dict[str, Any] | None:
     that is not a dict is the entry's new value itself (most changes are numbers and strings);
     ``{"$a": tail, "x": k}`` drops a list's first ``k`` items and appends ``tail``; ``{"$l":
     id_field, "o": ids or None, "i": {id: patch}}`` patches a list of rows by id (``o``: the new
-    order of ids when it changed; a new row comes as ``{"$r": row}``)."""
+    order of ids when it changed; a new row comes as ``{"$r": row}``); ``{"$t": tail, "n": n}``
+    keeps a list's first ``n`` items and appends ``tail`` (a chart's series while a round is
+    played: its last point changes, the points before it do not)."""
     if old == new:
         return None
     if isinstance(old, dict) and isinstance(new, dict) and old.keys() == new.keys():
@@ -238,7 +240,20 @@ def diff(old: Any, new: Any) -> dict[str, Any] | None:
                     items[str(row[key])] = d
             ids = [row[key] for row in new]
             return {"$l": key, "o": ids if ids != [row[key] for row in old] else None, "i": items}
+        kept = _common_prefix(old, new)
+        if kept:
+            return {"$t": new[kept:], "n": kept}
     return {"$r": new}
+
+
+def _common_prefix(old: list[Any], new: list[Any]) -> int:
+    """How many items ``old`` and ``new`` have alike at their start."""
+    kept = 0
+    for a, b in zip(old, new, strict=False):
+        if a != b:
+            break
+        kept += 1
+    return kept
 
 
 def apply(value: Any, patch: dict[str, Any] | None) -> Any:
@@ -254,6 +269,8 @@ def apply(value: Any, patch: dict[str, Any] | None) -> Any:
         }
     if "$a" in patch:
         return value[patch["x"] :] + patch["$a"]
+    if "$t" in patch:
+        return value[: patch["n"]] + patch["$t"]
     key, items = patch["$l"], patch["i"]
     rows = {str(row[key]): row for row in value}
     order = patch["o"] if patch["o"] is not None else [row[key] for row in value]

@@ -108,8 +108,10 @@
     if (msg.type === "snapshot" && msg.data) { version = msg.version; render(msg.data, null); return; }
     if (msg.type !== "patch" || msg.version === version) return;
     if (msg.from !== version || !msg.data) { resync(); return; }
+    var next;
+    try { next = site.applyPatch(state, msg.data); } catch (e) { resync(); return; }  // the snapshot instead
     version = msg.version;
-    render(site.applyPatch(state, msg.data), "$d" in msg.data ? msg.data.$d : null);
+    render(next, "$d" in msg.data ? msg.data.$d : null);
   }
   document.addEventListener("visibilitychange", function () { if (!document.hidden) resync(); });
   function connect() {

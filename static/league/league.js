@@ -343,8 +343,10 @@
     if (msg.events && msg.events.length) root.dataset.lastEvent = msg.events[msg.events.length - 1].event || "";
     if (msg.version === version) return;  // already there (a snapshot sent as this patch went out)
     if (msg.from !== version || !msg.data) { resync(); return; }
+    var next;
+    try { next = applyPatch(state, msg.data); } catch (e) { resync(); return; }  // the snapshot instead
     version = msg.version;
-    render(applyPatch(state, msg.data), true, "$d" in msg.data ? msg.data.$d : null);
+    render(next, true, "$d" in msg.data ? msg.data.$d : null);
   }
   // A registration window that closes changes the page without any event (site.js's countdown):
   // the server sees it within its poll; a tab that wakes takes the snapshot again.

@@ -69,6 +69,9 @@
       return out;
     }
     if ("$a" in patch) return value.slice(patch.x).concat(patch.$a);
+    if ("$t" in patch) return value.slice(0, patch.n).concat(patch.$t);
+    // An op this script does not know (a server newer than the page): the caller resyncs.
+    if (!("$l" in patch)) throw new Error("unknown patch op: " + Object.keys(patch).join(","));
     var key = patch.$l, rows = {};
     value.forEach(function (row) { rows[String(row[key])] = row; });
     var order = patch.o || value.map(function (row) { return row[key]; });

@@ -101,3 +101,77 @@ def test_the_pages_apply_patches_as_the_server_makes_them(site, page):
     for old, new in PATCH_CASES:
         patch = live.diff(old, new)
         assert page.evaluate("([value, patch]) => window.leagueSite.applyPatch(value, patch)", [old, patch]) == new
+
+
+SNAPSHOT_ASKS = """() => {
+  window.__asked = 0;
+  const send = window.leagueSocket.send.bind(window.leagueSocket);
+  window.leagueSocket.send = (text) => { if (JSON.parse(text).type === 'snapshot') window.__asked += 1; send(text); };
+}"""
+
+
+def test_a_charts_last_point_changes_in_place_while_a_round_is_played(site, page):
+    """Mid-round a player's last point changes and the points before it do not: the patch keeps
+    them ("$t") and the chart shows the league's own series, with no snapshot asked for."""
+    from league.api import readmodel
+
+    league = make_league("spring_cup", players=4)
+    page.goto(f"{site.base}/leagues/spring_cup/")
+    wait_live(page)
+    page.evaluate(SNAPSHOT_ASKS)
+    page.evaluate(
+        """() => {
+          window.__kept = 0;
+          window.leagueSocket.addEventListener('message', (ev) => {
+            const text = typeof ev.data === 'string' ? Promise.resolve(ev.data)
+              : new Response(new Blob([ev.data]).stream().pipeThrough(new DecompressionStream('deflate'))).text();
+            text.then((t) => { if (t.includes('"$t"')) window.__kept += 1; });
+          });
+        }"""
+    )
+    notify = on_commit(site)
+    for match in Match.objects.filter(league=league).order_by("round__number", "id")[:4]:
+        play(match, "odd", "even", 3, notify=notify)  # player A wins each
+        series = {s["display_name"]: s["points"] for s in readmodel.points_over_rounds(league)["series"]}
+        page.wait_for_function(
+            "(series) => Object.entries(series).every(([name, points]) => JSON.stringify("
+            "window.leagueChart.data.datasets.find(d => d.label === name).data) === JSON.stringify(points))",
+            arg=series,
+        )
+    assert max(len(points) for points in series.values()) == 2  # the second round's points came too
+    assert page.evaluate("window.__kept") >= 1
+    assert page.evaluate("window.__asked") == 0
+
+
+def test_a_patch_the_page_cannot_apply_makes_it_take_the_snapshot(site, page):
+    """An op the page's script does not know (a server newer than the page) is not applied half
+    way: the page asks for the snapshot at once and goes on following the league."""
+    league = make_league("spring_cup", players=4)
+    page.goto(f"{site.base}/leagues/spring_cup/")
+    wait_live(page)
+    page.evaluate(SNAPSHOT_ASKS)
+    notify = on_commit(site)
+    play(Match.objects.get(league=league, match_id="R1M1"), "odd", "even", 3, notify=notify)
+    page.wait_for_function("() => document.getElementById('progress-text').textContent.startsWith('1 of 6')")
+    # The page's version is the one of the patch it last applied: catch the next real patch's
+    # "from" by asking for the snapshot (its version is the page's).
+    version = page.evaluate(
+        """() => new Promise((resolve) => {
+          const text = (d) => typeof d === 'string' ? Promise.resolve(d)
+            : new Response(new Blob([d]).stream().pipeThrough(new DecompressionStream('deflate'))).text();
+          window.leagueSocket.addEventListener('message', (ev) => text(ev.data).then((t) => {
+            const msg = JSON.parse(t);
+            if (msg.type === 'snapshot') resolve(msg.version);
+          }));
+          window.leagueSocket.send(JSON.stringify({type: 'snapshot'}));
+        })"""
+    )
+    page.wait_for_function("() => window.__asked === 1")
+    page.evaluate(
+        """(version) => window.leagueSocket.onmessage({data: JSON.stringify({
+          type: 'patch', from: version, version: version + '+1', data: {'$d': {progress: {'$unknown': 1}}}})})""",
+        version,
+    )
+    page.wait_for_function("() => window.__asked === 2")
+    play(Match.objects.get(league=league, match_id="R1M2"), "odd", "even", 3, notify=notify)
+    page.wait_for_function("() => document.getElementById('progress-text').textContent.startsWith('2 of 6')")

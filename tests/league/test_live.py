@@ -175,6 +175,9 @@ PATCH_CASES = [
         {"form": [{"match_id": "M2", "mark": "L"}, {"match_id": "M3", "mark": "D"}]},
     ),
     ({"zeros": [0, 0, 0]}, {"zeros": [0, 0, 0, 0]}),
+    ({"points": [0, 3, 4]}, {"points": [0, 3, 7]}),
+    ({"points": [0, 3, 4]}, {"points": [0, 3, 7, 7]}),
+    ({"l": [1, 2, 3]}, {"l": [1]}),
     ({"l": [1, 2, 3]}, {"l": [3, 2, 1]}),
     ({"l": [1, 2]}, {"l": []}),
     ({"l": []}, {"l": [1]}),
@@ -189,13 +192,24 @@ def test_a_patch_takes_a_value_to_the_other(old, new):
 
 
 def test_a_patch_sends_changed_numbers_as_themselves_and_a_growing_list_as_its_tail():
-    old = {"row": {"points": 3, "rank": 2, "name": "Alpha"}, "chart": [0, 3], "form": ["W", "L", "D", "W", "W"]}
-    new = {"row": {"points": 4, "rank": 1, "name": "Alpha"}, "chart": [0, 3, 4], "form": ["D", "W", "W", "L", "D"]}
+    old = {
+        "row": {"points": 3, "rank": 2, "name": "Alpha"},
+        "chart": [0, 3],
+        "form": ["W", "L", "D", "W", "W"],
+        "series": [0, 3, 3, 6],
+    }
+    new = {
+        "row": {"points": 4, "rank": 1, "name": "Alpha"},
+        "chart": [0, 3, 4],
+        "form": ["D", "W", "W", "L", "D"],
+        "series": [0, 3, 3, 7],  # a round under way: its point changes, the earlier ones stay
+    }
     assert live.diff(old, new) == {
         "$d": {
             "row": {"$d": {"points": 4, "rank": 1}},
             "chart": {"$a": [4], "x": 0},
             "form": {"$a": ["L", "D"], "x": 2},
+            "series": {"$t": [7], "n": 3},
         }
     }
 
