@@ -293,7 +293,9 @@ class MatchViewSet(LeagueScopedMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Match.objects.none()  # for the schema; get_queryset scopes to the league
 
     def get_queryset(self):
-        qs = readmodel.summaries_queryset(self.get_league())
+        league = self.get_league()
+        # A match's log is in its result's row: read with the match, not left for a second query.
+        qs = readmodel.matches_queryset(league) if self.action == "log" else readmodel.summaries_queryset(league)
         params = self.request.query_params
         if params.get("round"):
             try:

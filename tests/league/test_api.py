@@ -6,6 +6,8 @@ import json
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from league.models import Match
@@ -90,7 +92,10 @@ def test_it_shows_a_match_and_its_log(api, league):
     assert body["result"]["status"] == "TECHNICAL_LOSS"
     assert body["result"]["technical_loss"] == ["P01"]
     assert body["result"]["winner"] == "P03"
-    log = api.get("/api/leagues/spring_cup/matches/R2M1/log/").json()
+    with CaptureQueriesContext(connection) as queries:
+        log = api.get("/api/leagues/spring_cup/matches/R2M1/log/").json()
+    # The league, then the match with its result and log in one query.
+    assert len(queries) == 2, [q["sql"] for q in queries]
     assert log["referee_id"] == "REF01"
     assert [e["outcome"] for e in log["entries"]].count("timeout") == 2
     assert [e["seq"] for e in log["entries"]] == sorted(e["seq"] for e in log["entries"])
