@@ -87,17 +87,15 @@ def rank_and_before(
     then the latest round on top (a page's table is built at every version, and adding every
     result twice would cost it half as much again)."""
     rows = [row for _, row in results]
+    numbers = {number for number, _ in results}
+    if len(numbers) < 2:
+        return rank(players, rows, fmt), None
+    latest = max(numbers)
     names = entrants(players, rows)
     table = StandingsTable.for_players(names, fmt.tie_breaks)
-    numbers = {number for number, _ in results}
-    before = None
-    if len(numbers) >= 2:
-        latest = max(numbers)
-        _add(table, (row for number, row in results if number < latest), (b for b in fmt.byes if b[2] < latest))
-        before = {row.player_id: row.rank for row in table.rows()}
-        _add(table, (row for number, row in results if number >= latest), (b for b in fmt.byes if b[2] >= latest))
-    else:
-        _add(table, rows, fmt.byes)
+    _add(table, (row for number, row in results if number < latest), (b for b in fmt.byes if b[2] < latest))
+    before = {row.player_id: row.rank for row in table.rows()}
+    _add(table, (row for number, row in results if number >= latest), (b for b in fmt.byes if b[2] >= latest))
     table.stages = dict(fmt.stages)
     return [(row, names[row.player_id]) for row in table.rows()], before
 
