@@ -22,6 +22,7 @@ from league.bench.league_run import BENCH_TIMEOUTS
 from league.bench.machine import machine_info, percentiles
 from league.bench.processes import Cluster, free_port
 from leagueproto.client import AgentClient, CallFailed
+from leagueproto.endpoint_policy import SERVICE_PORTS
 from leagueproto.envelope import AGENT_PROTOCOL_VERSION, make_message
 
 MIX = ("league_query", "league_query", "get_standings", "get_standings", "register_player")
@@ -29,10 +30,13 @@ MIX = ("league_query", "league_query", "get_standings", "get_standings", "regist
 
 def registration(league_id: str, n: int, lm_port: int) -> dict[str, Any]:
     """Bench player ``n``'s registration: a contact endpoint of its own that nobody serves (the
-    bench only registers), on a port that is never the LM's (the LM refuses its own address, and
-    the bench's free ports come from the same range)."""
-    port = 20000 + n % 40000
-    port += port >= lm_port
+    bench only registers), on a port the LM accepts: never its own (the bench's free ports come
+    from the same range) nor a service's."""
+    first = 20000
+    port = first + n % 40000
+    for refused in sorted(p for p in {lm_port, *SERVICE_PORTS} if p >= first):  # the n-th port that is neither
+        if refused <= port:
+            port += 1
     return make_message(
         "LEAGUE_REGISTER_REQUEST",
         f"player:bench{n}",
