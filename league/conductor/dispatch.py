@@ -34,9 +34,9 @@ from league.conductor.common import (
 )
 from league.conductor.delivery_log import delivery_row
 from league.conductor.reachability import decide_unreachable
-from league.endpoints import networks
 from league.events import EventValues, append_events, broadcast_all, event_values, record_event
 from league.models import AgentStatus, League, Match, MatchResult, Referee, Round
+from leagueproto.endpoint_policy import network_names
 from leagueproto.envelope import deadline_in, format_timestamp
 from leagueproto.scoring import record_field
 
@@ -132,7 +132,7 @@ def start_match_message(
         max_invalid_moves=league.max_invalid_moves,
         standings={p: dict(records.get(p, NO_RECORD)) for p in (a_id, b_id)},
         # The referee applies the league's endpoint policy when it connects (docs/protocol.md).
-        allowed_networks=[str(net) for net in networks(league.allowed_networks)],
+        allowed_networks=list(network_names(league.allowed_networks)),
         allow_service_ports=settings.ENDPOINT_ALLOW_SERVICE_PORTS,
     )
 

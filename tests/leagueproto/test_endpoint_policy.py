@@ -14,6 +14,7 @@ from leagueproto.endpoint_policy import (
     address_problem,
     ip_of,
     legacy_ipv4,
+    network_names,
     networks,
     port_problem,
 )
@@ -27,6 +28,12 @@ def test_networks_read_a_league_text_or_a_start_match_list_and_skip_what_does_no
     assert networks("10.0.0.0/8, ::1/128,,nonsense") == networks(["10.0.0.0/8", "::1/128", "nonsense", 7])
     assert [str(n) for n in networks("10.1.2.3/8")] == ["10.0.0.0/8"]
     assert len(networks(DEFAULT_ALLOWED_NETWORKS)) == 5
+
+
+def test_a_leagues_networks_go_to_a_referee_as_the_texts_it_reads_back():
+    names = network_names("10.1.2.3/8, fd00::1/8 ,nonsense")
+    assert names == ("10.0.0.0/8", "fd00::/8")
+    assert networks(list(names)) == networks("10.1.2.3/8, fd00::1/8 ,nonsense")
 
 
 def test_addresses_are_read_in_every_spelling_a_connection_would_use():
