@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models import Count, Q
 
 from league import tournament
+from league.api import live
 from league.api.readmodel import (
     RUNNING_MATCH,
     agent_calls,
@@ -74,10 +75,24 @@ def arena_rating(player: Player) -> dict[str, Any] | None:
     }
 
 
+def standing_of(player: Player) -> dict[str, Any] | None:
+    """The player's row of its league's standings (None when it has none). The table is the
+    league's, not the player's: it comes from the league's snapshot at its current version, built
+    once per version and shared by every page and reader (``live.current``), so that a class with
+    each student on their own player's page does not rank the whole league once per page; an
+    arena's snapshot is its leaderboard, so its players' rows are ranked here."""
+    league = player.league
+    snapshot = None if league.is_arena else live.current(league.league_id)
+    rows = snapshot.data()["standings"] if snapshot is not None else standings(league)
+    for row in rows:
+        if row["player_id"] == player.player_id:
+            return {name: value for name, value in row.items() if name != "arena_rating"}
+    return None
+
+
 def player_profile(player: Player) -> dict[str, Any]:
     """A player's record: standing row, history, opponents, how often it picks even or odd."""
     league = player.league
-    table = {row["player_id"]: row for row in standings(league)}
     matches = [
         match_summary(m)
         for m in summaries_queryset(league).filter(Q(player_a=player) | Q(player_b=player)).order_by("round__number")
@@ -123,7 +138,7 @@ def player_profile(player: Player) -> dict[str, Any]:
         "last_seen_at": iso(player.last_seen_at),
         "unreachable_since": iso(player.unreachable_since),
         "unreachable_reason": player.unreachable_reason,
-        "standing": table.get(player.player_id),
+        "standing": standing_of(player),
         "arena_rating": arena_rating(player),
         "parity": {
             "even": parity["even"],
