@@ -21,6 +21,7 @@ import contextlib
 import logging
 import zlib
 from typing import Any
+from urllib.parse import parse_qs
 
 import orjson
 from channels.db import database_sync_to_async
@@ -51,6 +52,13 @@ READ_SHARE = 4
 POLL = 2.0
 # The events named in one push, at most (the page shows the latest).
 EVENTS_PER_PUSH = 20
+# A page about one agent or match (``?brief=1&about=<id>``: a player's, a referee's, a match's
+# page, which re-read themselves) is told at once of a change that names its subject, and of the
+# league's other changes at most every BRIEF_EVERY seconds (its rank, the round): a class with each
+# student on their own player's page re-reads each page a few times a round, not on every push.
+BRIEF_EVERY = 5.0
+# The longest ``about`` taken (ids are short; anything longer names nothing).
+ABOUT_MAX = 100
 # zlib's level for the pushes sent compressed (``?deflate=1``): 6, its default, takes a 60 KB
 # patch to ~8 KB in about a millisecond, once per push.
 PUSH_COMPRESSION = 6
@@ -90,6 +98,7 @@ class Audience:
         self.step: live.Step | None = None
         self.snapshot_json = ""  # the snapshot at the version the viewers were last sent
         self.news: list[dict[str, Any]] = []
+        self.named: set[str] = set()  # the ids the events since the last push named (all of them)
         self.changed = asyncio.Event()
         self.counted = 0  # the viewer count the pages were last told
         self.tasks: list[asyncio.Task] = []
@@ -152,7 +161,9 @@ class Audience:
         while True:
             message = await layer.receive(self.channel)
             for item in events.events_of(message):
-                self.news.append({"event": item.get("event"), "data": _named(item.get("data") or {})})
+                named = _named(item.get("data") or {})
+                self.news.append({"event": item.get("event"), "data": named})
+                self.named.update(value for value in named.values() if isinstance(value, str))
             del self.news[:-EVENTS_PER_PUSH]
             self.changed.set()
 
@@ -188,8 +199,8 @@ class Audience:
         """Send every viewer what changed since the last push: one text, encoded once. The
         events sent are those heard before the league was read, so a page never hears of an
         event before it can see what the event changed."""
-        previous, news = self.step, self.news
-        self.news = []
+        previous, news, named = self.step, self.news, self.named
+        self.news, self.named = [], set()
         async with self.ready:
             if not await self.refresh():
                 for viewer in list(self.viewers):
@@ -197,7 +208,8 @@ class Audience:
                 return
         step = self.step
         moved = previous is None or step.snapshot.version != previous.snapshot.version
-        if not moved and not news and self.counted == len(self.viewers):
+        now = self.loop.time()
+        if not moved and not news and self.counted == len(self.viewers) and not any(v.due(now) for v in self.viewers):
             return
         self.counted = len(self.viewers)
         message = {
@@ -210,12 +222,17 @@ class Audience:
         }
         text = orjson.dumps(message)
         brief = orjson.dumps({**message, "type": "changed", "data": None, "moved": moved}).decode()
+        # A page about one subject is only told when it has something to re-read.
+        told = orjson.dumps({**message, "type": "changed", "data": None, "moved": True}).decode()
         # Compressed once for every page that asked (a tenth of the bytes on the class's network),
         # not per socket as per-message deflate would.
         packed = zlib.compress(text, PUSH_COMPRESSION) if any(v.deflate for v in self.viewers) else b""
         plain = text.decode()
         for viewer in list(self.viewers):
-            viewer.offer(brief if viewer.brief else packed if viewer.deflate else plain)
+            if viewer.about is None:
+                viewer.offer(brief if viewer.brief else packed if viewer.deflate else plain)
+            elif viewer.concerned(moved, named, now):
+                viewer.offer(told)
 
 
 # The audiences of this process, by league id: each removes itself when its last viewer leaves.
@@ -240,7 +257,9 @@ class LeagueConsumer(AsyncJsonWebsocketConsumer):
     patch, ``league.api.live.diff``). With ``?deflate=1`` (the league page, where the browser
     has ``DecompressionStream``) each patch comes as a binary frame: the same JSON, compressed
     with zlib (RFC 1950, the browser's "deflate"). With ``?brief=1`` (pages that re-read
-    themselves) only {"type": "changed", "version", "moved", "viewers", "events"}."""
+    themselves) only {"type": "changed", "version", "moved", "viewers", "events"}; with
+    ``&about=<id>`` too (a page about one player, referee or match) only when a change names that
+    id, or at most every ``BRIEF_EVERY`` seconds when the league changed otherwise."""
 
     # No channel of its own: the audience is the league's one member of its group here, and a
     # channel per page would be one more receiver for the layer to keep (the in-memory layer looks
@@ -250,7 +269,23 @@ class LeagueConsumer(AsyncJsonWebsocketConsumer):
     audience: Audience | None = None
     brief = False
     deflate = False
+    about: str | None = None  # the id a brief page is about (its events are told at once)
+    pending = False  # a change this page was not told of yet (``about``)
+    told_at = 0.0  # when this page was last told of a change (the event loop's time; ``about``)
     sending: asyncio.Task | None = None
+
+    def due(self, now: float) -> bool:
+        """Whether a change this page was not told of is now to be told (``BRIEF_EVERY``)."""
+        return self.pending and now - self.told_at >= BRIEF_EVERY
+
+    def concerned(self, moved: bool, named: set[str], now: float) -> bool:
+        """Whether to tell this page (``about``) of a push that ``moved`` the league and whose
+        events ``named`` these ids; one it is not told of is remembered (``due``)."""
+        self.pending = self.pending or moved
+        if self.about in named or self.due(now):
+            self.pending, self.told_at = False, now
+            return True
+        return False
 
     def offer(self, message: str | bytes) -> None:
         """Send ``text`` unless this page is still taking the previous push: a slow page (a
@@ -272,8 +307,12 @@ class LeagueConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         league_id = self.scope["url_route"]["kwargs"]["league_id"]
-        asked = self.scope.get("query_string", b"").split(b"&")
-        self.brief, self.deflate = b"brief=1" in asked, b"deflate=1" in asked
+        asked = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        self.brief, self.deflate = asked.get("brief") == ["1"], asked.get("deflate") == ["1"]
+        about = asked.get("about", [""])[0]
+        if self.brief and 0 < len(about) <= ABOUT_MAX:
+            self.about = about
+            self.told_at = asyncio.get_running_loop().time()  # the page was just read
         if league_id_problem(league_id) is not None:  # channel groups cannot carry other names
             snapshot = await database_sync_to_async(live.current)(league_id)
             if snapshot is None:

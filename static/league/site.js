@@ -114,6 +114,9 @@
   }
   document.addEventListener("league:stale", schedule);
   var brief = path === "/ws/leagues/" ? "" : (path.indexOf("?") < 0 ? "?" : "&") + "brief=1";
+  // A page about one player, referee or match is told at once of what names it, of the rest of
+  // the league now and then (league/consumers.py, BRIEF_EVERY).
+  if (brief && main.dataset.liveAbout) brief += "&about=" + encodeURIComponent(main.dataset.liveAbout);
   function connect() {
     var socket = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + path + brief);
     window.pageSocket = socket;

@@ -122,13 +122,24 @@ def make_knockout(league_id: str, players: int, ratings: dict[str, float]) -> Le
     return League.objects.get(pk=league.pk)
 
 
+def match_news(match: Match) -> dict[str, Any]:
+    """What the LM's events of a match name (league/actions/results.py, league/conductor/dispatch.py)."""
+    return {
+        "match_id": match.match_id,
+        "round_id": match.round.number,
+        "player_A_id": match.player_a.player_id,
+        "player_B_id": match.player_b.player_id,
+        "referee_id": match.referee.referee_id if match.referee_id else None,
+    }
+
+
 def start(match: Match, notify: Notify = broadcast) -> None:
     with transaction.atomic():
         match.referee = match.league.referees.first()
         match.status = Match.Status.RUNNING
         match.assigned_at = timezone.now()
         match.save(update_fields=["referee", "status", "assigned_at"])
-        notify(match.league.league_id, "match_started", {"match_id": match.match_id})
+        notify(match.league.league_id, "match_started", match_news(match))
 
 
 def play(
@@ -205,7 +216,7 @@ def play(
                 league.current_round = nxt.number
                 league.save(update_fields=["current_round"])
             notify(league.league_id, "round_completed", {"round_id": rnd.number})
-        notify(match.league.league_id, "match_finished", {"match_id": match.match_id})
+        notify(match.league.league_id, "match_finished", match_news(match))
     return result
 
 
@@ -249,7 +260,7 @@ def play_bo5(match: Match, moves: list[tuple[int, int]], notify: Notify = broadc
         match.referee = result.referee
         match.save(update_fields=["status", "finished_at", "referee"])
         League.objects.filter(pk=match.league_id).changed()  # as recording a result does
-        notify(match.league.league_id, "match_finished", {"match_id": match.match_id})
+        notify(match.league.league_id, "match_finished", match_news(match))
     return result
 
 

@@ -110,7 +110,9 @@ def test_the_player_referee_and_match_pages_follow_the_websocket(site, page):
     assert page.locator("#history .badge").count() == 0
     play(Match.objects.get(match_id="R1M1"), "even", "odd", 4, technical="B")
     Player.objects.filter(league=league, player_id="P02").update(status=AgentStatus.SUSPENDED)
-    site.broadcast("spring_cup", "match_finished", {"match_id": "R1M1"})
+    # The page is about P02 (it is told at once of what names it, as the LM's events do).
+    assert page.evaluate("window.pageSocket.url").endswith("?brief=1&about=P02")
+    site.broadcast("spring_cup", "match_finished", {"match_id": "R1M1", "player_A_id": "P01", "player_B_id": "P02"})
     page.wait_for_function("() => document.getElementById('player-status').textContent === 'SUSPENDED'")
     assert page.locator("#history .badge").inner_text() == "L"
     page.goto(f"{site.base}/leagues/spring_cup/referees/REF01/")

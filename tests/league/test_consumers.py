@@ -124,6 +124,38 @@ async def test_a_brief_viewer_is_told_that_the_league_changed():
     await ws.disconnect()
 
 
+def _round_one(league) -> list[Match]:
+    return list(Match.objects.filter(league=league, round__number=1).select_related("player_a", "player_b"))
+
+
+async def test_a_page_about_one_player_is_told_of_its_changes_at_once_and_of_the_others_now_and_then(monkeypatch):
+    """``?brief=1&about=P03`` (P03's page): a result of others is not a reason to re-read the page
+    (until BRIEF_EVERY has passed); P03's own is, at once."""
+    monkeypatch.setattr(consumers, "BRIEF_EVERY", 60.0)
+    league = await database_sync_to_async(make_league)("spring_cup", 4)
+    ws = communicator("/ws/leagues/spring_cup/?brief=1&about=P03")
+    assert (await ws.connect(timeout=2))[0]
+    [viewer] = consumers.viewers_of("spring_cup")
+    assert (viewer.brief, viewer.about) == (True, "P03")
+    matches = await database_sync_to_async(_round_one)(league)
+    mine = next(m for m in matches if "P03" in (m.player_a.player_id, m.player_b.player_id))
+    other = next(m for m in matches if m is not mine)
+    await database_sync_to_async(play)(other, "odd", "even", 4)
+    assert await ws.receive_nothing(timeout=1.5)
+    await database_sync_to_async(play)(mine, "odd", "even", 4)
+    message = await ws.receive_json_from(timeout=3)
+    assert (message["type"], message["data"], message["moved"]) == ("changed", None, True)
+    assert mine.match_id in [e["data"].get("match_id") for e in message["events"]]
+    # The league's other changes: told once BRIEF_EVERY has passed since the page was last told.
+    monkeypatch.setattr(consumers, "BRIEF_EVERY", 0.0)
+    later = await database_sync_to_async(Match.objects.get)(league=league, round__number=2, player_a__player_id="P04")
+    assert "P03" not in (await database_sync_to_async(lambda: (later.player_a.player_id, later.player_b.player_id))())
+    await database_sync_to_async(play)(later, "odd", "even", 4)
+    message = await ws.receive_json_from(timeout=5)
+    assert (message["type"], message["moved"]) == ("changed", True)
+    await ws.disconnect()
+
+
 async def test_the_league_list_hears_of_a_new_league_and_then_of_its_events():
     ws = communicator("/ws/leagues/")
     connected, _ = await ws.connect(timeout=2)
