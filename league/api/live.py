@@ -142,8 +142,11 @@ def _current(league_id: str) -> tuple[Snapshot, dict[str, Any] | None] | None:
     blob = cache.get(key)
     data = None
     if blob is None:
-        # setdefault is one step under the GIL: two threads meeting here get the same lock.
-        with _building.setdefault(int(at.split(".", 1)[0]), threading.Lock()):
+        league_pk = int(at.split(".", 1)[0])
+        # setdefault is one step under the GIL: two threads meeting here get the same lock (a new
+        # one is made only for a league this process has not built yet).
+        lock = _building.get(league_pk) or _building.setdefault(league_pk, threading.Lock())
+        with lock:
             blob = cache.get(key)  # built while this reader waited for the lock
             claim = f"{key}:building"
             if blob is None and not cache.add(claim, True, BUILD_CLAIM):
