@@ -308,7 +308,7 @@ class LeagueConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         league_id = self.scope["url_route"]["kwargs"]["league_id"]
         asked = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
-        self.brief, self.deflate = asked.get("brief") == ["1"], asked.get("deflate") == ["1"]
+        self.brief, self.deflate = "1" in asked.get("brief", ()), "1" in asked.get("deflate", ())
         about = asked.get("about", [""])[0]
         if self.brief and 0 < len(about) <= ABOUT_MAX:
             self.about = about
