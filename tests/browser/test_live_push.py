@@ -175,3 +175,27 @@ def test_a_patch_the_page_cannot_apply_makes_it_take_the_snapshot(site, page):
     page.wait_for_function("() => window.__asked === 2")
     play(Match.objects.get(league=league, match_id="R1M2"), "odd", "even", 3, notify=notify)
     page.wait_for_function("() => document.getElementById('progress-text').textContent.startsWith('2 of 6')")
+
+
+def test_a_players_page_is_read_again_for_its_own_results_not_for_every_other(site, page, monkeypatch):
+    """P03's page (it re-reads itself when told): another pair's result does not make it read
+    itself again (the league's other changes are told every BRIEF_EVERY seconds), its own does."""
+    from league import consumers
+
+    monkeypatch.setattr(consumers, "BRIEF_EVERY", 60.0)  # however slow the machine, not within the test
+    league = make_league("spring_cup", players=4)
+    first = list(Match.objects.filter(league=league, round__number=1).select_related("player_a", "player_b"))
+    mine = next(m for m in first if "P03" in (m.player_a.player_id, m.player_b.player_id))
+    other = next(m for m in first if m is not mine)
+    reads = []
+    page.on("request", lambda r: reads.append(r.url) if r.url.endswith("/players/P03/") else None)
+    page.goto(f"{site.base}/leagues/spring_cup/players/P03/")
+    page.wait_for_function("() => document.getElementById('main').dataset.live === 'live'")
+    assert page.evaluate("window.pageSocket.url").endswith("?brief=1&about=P03")
+    notify = on_commit(site)
+    play(other, "odd", "even", 3, notify=notify)
+    page.wait_for_timeout(1500)  # (Playwright hands over the page's requests while it waits)
+    assert len(reads) == 1  # the page's own load only
+    play(mine, "odd", "even", 3, notify=notify)
+    page.wait_for_function("() => document.querySelectorAll('#history .badge').length === 1")
+    assert len(reads) == 2
