@@ -48,6 +48,7 @@ from leagueproto.endpoint_policy import (
     ip_of,
     is_local_address,
     legacy_ipv4,
+    network_names,
     networks,
     port_and_address,
     this_machine,
@@ -209,7 +210,7 @@ class ConnectPolicy:
     def _load(self) -> list[IPNetwork]:
         found: dict[str, None] = {}
         for value in self._leagues().values_list("allowed_networks", flat=True):
-            found.update(dict.fromkeys(str(n) for n in networks(value)))
+            found.update(dict.fromkeys(network_names(value)))
         return [ipaddress.ip_network(n) for n in found]
 
     async def __call__(self, host: str, port: int, address: str) -> str | None:
