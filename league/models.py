@@ -16,6 +16,7 @@ from league.arena import identity_of
 from league.seats import seat_endpoint
 from leagueproto.endpoint_policy import DEFAULT_ALLOWED_NETWORKS  # the referees fall back on it too
 from leagueproto.endpoints import canonical_endpoint as canonical_form
+from leagueproto.jsonutil import OrjsonEncoder
 from leagueproto.timeouts import DEFAULT_TIMEOUTS
 
 # The one rule for league ids, everywhere one is typed (the ``league`` command, the admin, the API's
@@ -460,8 +461,10 @@ class MatchResult(models.Model):
     points_b = models.PositiveSmallIntegerField()
     technical_loss_a = models.BooleanField(default=False)
     technical_loss_b = models.BooleanField(default=False)
-    details = models.JSONField(default=dict, help_text="Choices, drawn number, rounds, reasons.")
-    log = models.JSONField(default=list, help_text="The referee's ordered message log (for the replay).")
+    details = models.JSONField(default=dict, encoder=OrjsonEncoder, help_text="Choices, drawn number, rounds, reasons.")
+    log = models.JSONField(
+        default=list, encoder=OrjsonEncoder, help_text="The referee's ordered message log (for the replay)."
+    )
     report_digest = models.CharField(
         max_length=64, help_text="Digest of the report, to tell duplicates from conflicts."
     )

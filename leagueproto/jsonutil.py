@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -14,6 +15,18 @@ def dumps(obj: Any) -> bytes:
 
 def dumps_str(obj: Any) -> str:
     return dumps(obj).decode()
+
+
+class OrjsonEncoder(json.JSONEncoder):
+    """A ``json.JSONEncoder`` that writes with orjson, for Django's ``JSONField(encoder=...)``:
+    a match's log (~100 nodes) costs json's Python encoder ~10 times orjson's. What orjson
+    cannot write (an integer beyond 64 bits) is written by json's own encoder."""
+
+    def encode(self, o: Any) -> str:
+        try:
+            return dumps_str(o)
+        except TypeError:  # orjson.JSONEncodeError is one
+            return super().encode(o)
 
 
 def loads(data: bytes | str) -> Any:
