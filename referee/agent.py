@@ -262,9 +262,9 @@ class Referee:
         self.reports: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.last_round: dict[str, Any] | None = None
         self.league_completed: dict[str, Any] | None = None
-        self._match_tasks: dict[str, asyncio.Task] = {}
-        # The match tasks still being played, kept apart from _match_tasks (which also holds up to
-        # FINISHED_KEPT finished ones) so that capacity checks need no scan on every start_match.
+        self._match_tasks: dict[str, asyncio.Task] = {}  # until each ends (a finished match is its runner)
+        # The match tasks still being played, kept apart from _match_tasks (which also holds those
+        # telling their players) so that capacity checks need no scan on every start_match.
         self._running: set[asyncio.Task] = set()
         self._report_tasks: dict[str, asyncio.Task[dict[str, Any]]] = {}
         # Report messages waiting for the sender, each with the future its delivery task awaits.
@@ -878,7 +878,13 @@ class Referee:
         # Done callbacks run before any coroutine awaiting the task resumes, and before a request
         # that arrives later is handled, so no caller sees a finished match counted as running.
         task.add_done_callback(self._running.discard)
+        # A task that has ended is dropped: the runner it leaves is what a finished match keeps.
+        task.add_done_callback(lambda done: self._forget_match_task(key, done))
         return task
+
+    def _forget_match_task(self, key: str, task: asyncio.Task) -> None:
+        if self._match_tasks.get(key) is task:  # not a newer task for the same match
+            del self._match_tasks[key]
 
     def _new_runner(self, spec: MatchSpec) -> MatchRunner:
         assert self.player_client is not None, "the referee serves only after startup()"

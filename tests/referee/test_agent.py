@@ -4,6 +4,7 @@ report delivery across restarts, over real HTTP."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
 
@@ -389,6 +390,28 @@ def test_it_keeps_only_undelivered_report_tasks_and_the_latest_acknowledgements(
         statuses = [_report_status(running.url, match_id) for match_id in match_ids]
         assert statuses == ["PENDING", "PENDING", "RECORDED", "RECORDED", "RECORDED"]
         assert running.referee.undelivered_reports == 0
+
+
+def _match_tasks_alive() -> list[asyncio.Task]:
+    return [o for o in gc.get_objects() if isinstance(o, asyncio.Task) and o.get_name().startswith("match-")]
+
+
+def test_a_matchs_task_is_let_go_once_the_match_has_ended_and_its_state_is_kept(lm, players):
+    """A referee keeps its last finished matches for get_match_state; not the tasks that played
+    them (each with its coroutine and context: a thousand of them the collector walked)."""
+    _, lm_url = lm
+    _, url_a = players(ScriptedPlayer("P01"))
+    _, url_b = players(ScriptedPlayer("P02"))
+    match_ids = ["R1M1", "R1M2", "R1M3"]
+    with run_referee(league_url=lm_url) as running:
+        running.wait_registered()
+        for match_id in match_ids:
+            message = start_match_message(url_a, url_b, match_id=match_id, timeouts=ROOMY_TIMEOUTS)
+            assert rpc(running.url, "start_match", message)["status"] == "ACCEPTED"
+        for match_id in match_ids:
+            _wait_recorded(running.url, match_id)
+        wait_until(lambda: not _match_tasks_alive(), what="no match task left once the matches ended")
+        assert [_report_status(running.url, match_id) for match_id in match_ids] == ["RECORDED"] * 3
 
 
 def test_a_report_the_lm_could_not_take_is_sent_again_after_the_wait_it_asked_for(referee, lm, players, caplog):
