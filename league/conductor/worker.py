@@ -36,7 +36,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, connections, transaction
 
 from league.conductor.arena import ArenaDriver
-from league.conductor.common import DB_OUTAGE, EMBEDDED_CAPACITY, WORKING
+from league.conductor.common import DB_OUTAGE, EMBEDDED_CAPACITY
 from league.conductor.dispatch import InPlay, in_play_matches, referee_capacity
 from league.conductor.dispatcher import Dispatcher
 from league.conductor.notices import league_end_messages, round_boundary
@@ -58,6 +58,7 @@ from league.conductor.transitions import (
     next_round,
     notices_sent,
     round_progress,
+    working_leagues,
 )
 from league.endpoints import ConnectPolicy
 from league.models import League, Round
@@ -275,10 +276,7 @@ class Conductor:
     def survey(self, rounds: dict[int, int], due: set[int]) -> Survey:
         """The tick's reads: the leagues in progress; for ``rounds`` (league pk → round pk being
         played) their progress; for the leagues in ``due`` their matches in play and capacity."""
-        leagues = League.objects.filter(status__in=WORKING).order_by("id")
-        if self.league_id:
-            leagues = leagues.filter(league_id=self.league_id)
-        working = {league.pk: league for league in leagues}
+        working = {league.pk: league for league in working_leagues(self.league_id)}
         return Survey(
             list(working.values()),
             {rnd: round_progress(rnd) for league_pk, rnd in rounds.items() if league_pk in working},

@@ -454,3 +454,48 @@ def test_starting_matches_locks_only_their_rows_so_reports_finishing_the_round_n
     finally:
         done.set()
         thread.join(10)
+
+
+def test_a_rounds_progress_counts_its_matches_waiting_and_in_play():
+    """``round_progress``, the query every tick makes for each round being played (SQL of its own)."""
+    league = running(make_league("log_progress"))
+    players = add_players(league, 8)
+    rnd = Round.objects.create(league=league, number=1, status=Round.Status.ANNOUNCED)
+    empty = Round.objects.create(league=league, number=2, status=Round.Status.PENDING)
+    statuses = [Match.Status.SCHEDULED, Match.Status.ASSIGNED, Match.Status.RUNNING, Match.Status.FINISHED]
+    for n, status in enumerate(statuses):
+        a, b = players[2 * n], players[2 * n + 1]
+        Match.objects.create(
+            league=league,
+            round=rnd,
+            match_id=f"R1M{n + 1}",
+            player_a=a,
+            player_b=b,
+            game_type="even_odd",
+            status=status,
+        )
+    assert transitions.round_progress(rnd.pk) == transitions.RoundProgress(Round.Status.ANNOUNCED, 1, 2)
+    Match.objects.filter(round=rnd).update(status=Match.Status.FINISHED)
+    Round.objects.filter(pk=rnd.pk).update(status=Round.Status.PLAYED)
+    assert transitions.round_progress(rnd.pk) == transitions.RoundProgress(Round.Status.PLAYED, 0, 0)
+    assert transitions.round_progress(empty.pk) == transitions.RoundProgress(Round.Status.PENDING, 0, 0)
+    gone = empty.pk
+    empty.delete()
+    assert transitions.round_progress(gone) == transitions.RoundProgress(Round.Status.PENDING, 0, 0)
+
+
+def test_the_leagues_a_tick_works_on_are_those_in_progress_in_order():
+    """``working_leagues``, the other read of every tick (SQL of its own): whole League rows."""
+    made = {
+        status: make_league(f"log_work_{status.lower()}")
+        for status in (League.Status.RUNNING, League.Status.COMPLETED, League.Status.REGISTERING, League.Status.PAUSED)
+    }
+    for status, league in made.items():
+        League.objects.filter(pk=league.pk).update(status=status, match_deadline=42)
+    working = transitions.working_leagues()
+    assert [league.league_id for league in working] == ["log_work_running", "log_work_registering"]
+    assert working[0] == League.objects.get(league_id="log_work_running") and working[0].match_deadline == 42
+    assert [league.league_id for league in transitions.working_leagues("log_work_registering")] == [
+        "log_work_registering"
+    ]
+    assert transitions.working_leagues("log_work_completed") == []
