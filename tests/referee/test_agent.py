@@ -393,7 +393,8 @@ def test_it_keeps_only_undelivered_report_tasks_and_the_latest_acknowledgements(
 
 
 def _match_tasks_alive() -> list[asyncio.Task]:
-    return [o for o in gc.get_objects() if isinstance(o, asyncio.Task) and o.get_name().startswith("match-")]
+    # By type, not isinstance: a weak proxy among the objects would raise once its referent is gone.
+    return [o for o in gc.get_objects() if issubclass(type(o), asyncio.Task) and o.get_name().startswith("match-")]
 
 
 def test_a_matchs_task_is_let_go_once_the_match_has_ended_and_its_state_is_kept(lm, players):
