@@ -392,9 +392,12 @@ def test_it_keeps_only_undelivered_report_tasks_and_the_latest_acknowledgements(
         assert running.referee.undelivered_reports == 0
 
 
-def _match_tasks_alive() -> list[asyncio.Task]:
+def _match_tasks_alive(match_ids: list[str]) -> list[asyncio.Task]:
+    """The tasks of these matches still in memory (ids no other test uses: the suite's other
+    referees may run in this process)."""
+    names = {f"match-league_test:{match_id}" for match_id in match_ids}
     # By type, not isinstance: a weak proxy among the objects would raise once its referent is gone.
-    return [o for o in gc.get_objects() if issubclass(type(o), asyncio.Task) and o.get_name().startswith("match-")]
+    return [o for o in gc.get_objects() if issubclass(type(o), asyncio.Task) and o.get_name() in names]
 
 
 def test_a_matchs_task_is_let_go_once_the_match_has_ended_and_its_state_is_kept(lm, players):
@@ -403,7 +406,7 @@ def test_a_matchs_task_is_let_go_once_the_match_has_ended_and_its_state_is_kept(
     _, lm_url = lm
     _, url_a = players(ScriptedPlayer("P01"))
     _, url_b = players(ScriptedPlayer("P02"))
-    match_ids = ["R1M1", "R1M2", "R1M3"]
+    match_ids = ["R1M71", "R1M72", "R1M73"]
     with run_referee(league_url=lm_url) as running:
         running.wait_registered()
         for match_id in match_ids:
@@ -411,7 +414,7 @@ def test_a_matchs_task_is_let_go_once_the_match_has_ended_and_its_state_is_kept(
             assert rpc(running.url, "start_match", message)["status"] == "ACCEPTED"
         for match_id in match_ids:
             _wait_recorded(running.url, match_id)
-        wait_until(lambda: not _match_tasks_alive(), what="no match task left once the matches ended")
+        wait_until(lambda: not _match_tasks_alive(match_ids), what="no match task left once the matches ended")
         assert [_report_status(running.url, match_id) for match_id in match_ids] == ["RECORDED"] * 3
 
 
