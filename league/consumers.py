@@ -220,19 +220,25 @@ class Audience:
             "events": news,
             "data": step.patch if moved else None,
         }
-        text = orjson.dumps(message)
-        brief = orjson.dumps({**message, "type": "changed", "data": None, "moved": moved}).decode()
-        # A page about one subject is only told when it has something to re-read.
-        told = orjson.dumps({**message, "type": "changed", "data": None, "moved": True}).decode()
-        # Compressed once for every page that asked (a tenth of the bytes on the class's network),
-        # not per socket as per-message deflate would.
-        packed = zlib.compress(text, PUSH_COMPRESSION) if any(v.deflate for v in self.viewers) else b""
-        plain = text.decode()
+        # Each form a page takes, encoded once for all the pages that take it, and only if one does.
+        forms = {viewer.form for viewer in self.viewers}
+        encoded: dict[str, str | bytes] = {}
+        if forms & {"plain", "deflate"}:
+            text = orjson.dumps(message)
+            if "plain" in forms:
+                encoded["plain"] = text.decode()
+            if "deflate" in forms:
+                # Compressed once for every page that asked (a tenth of the bytes on the class's
+                # network), not per socket as per-message deflate would.
+                encoded["deflate"] = zlib.compress(text, PUSH_COMPRESSION)
+        if "brief" in forms:
+            encoded["brief"] = orjson.dumps({**message, "type": "changed", "data": None, "moved": moved}).decode()
+        if "told" in forms:
+            # A page about one subject is only told when it has something to re-read.
+            encoded["told"] = orjson.dumps({**message, "type": "changed", "data": None, "moved": True}).decode()
         for viewer in list(self.viewers):
-            if viewer.about is None:
-                viewer.offer(brief if viewer.brief else packed if viewer.deflate else plain)
-            elif viewer.concerned(moved, named, now):
-                viewer.offer(told)
+            if viewer.about is None or viewer.tell(moved, named, now):
+                viewer.offer(encoded[viewer.form])
 
 
 # The audiences of this process, by league id: each removes itself when its last viewer leaves.
@@ -278,9 +284,19 @@ class LeagueConsumer(AsyncJsonWebsocketConsumer):
         """Whether a change this page was not told of is now to be told (``BRIEF_EVERY``)."""
         return self.pending and now - self.told_at >= BRIEF_EVERY
 
-    def concerned(self, moved: bool, named: set[str], now: float) -> bool:
+    @property
+    def form(self) -> str:
+        """Which encoding of a push this page takes (``Audience.push``)."""
+        if self.about is not None:
+            return "told"
+        if self.brief:
+            return "brief"
+        return "deflate" if self.deflate else "plain"
+
+    def tell(self, moved: bool, named: set[str], now: float) -> bool:
         """Whether to tell this page (``about``) of a push that ``moved`` the league and whose
-        events ``named`` these ids; one it is not told of is remembered (``due``)."""
+        events ``named`` these ids, and if so, record that it was told; one it is not told of is
+        remembered (``due``)."""
         self.pending = self.pending or moved
         if self.about in named or self.due(now):
             self.pending, self.told_at = False, now
