@@ -195,20 +195,21 @@ class RoundProgress:
 # The two reads of every tick (100 a second) in SQL of their own: the ORM builds the round's
 # aggregate in ~700 µs where the database answers it in ~30, and the leagues' query in ~280 µs
 # more than ``raw`` takes to read the same rows (SQLite, a 100-player league; docs/benchmarks.md).
-_WORKING = "SELECT * FROM {leagues} WHERE {status} IN ({marks}){only} ORDER BY {pk}"
+def _working_sql(one_league: bool) -> str:
+    fields = League._meta
+    only = f" AND {fields.get_field('league_id').column} = %s" if one_league else ""
+    status = fields.get_field("status").column
+    marks = ", ".join(["%s"] * len(WORKING))
+    return f"SELECT * FROM {fields.db_table} WHERE {status} IN ({marks}){only} ORDER BY {fields.pk.column}"
+
+
+_WORKING = {False: _working_sql(False), True: _working_sql(True)}  # every league; one league
 
 
 def working_leagues(league_id: str | None = None) -> list[League]:
     """The leagues in progress (registering, ready or running), in order; only ``league_id`` if given."""
-    fields = League._meta
-    sql = _WORKING.format(
-        leagues=fields.db_table,
-        status=fields.get_field("status").column,
-        marks=", ".join(["%s"] * len(WORKING)),
-        only=f" AND {fields.get_field('league_id').column} = %s" if league_id else "",
-        pk=fields.pk.column,
-    )
-    return list(League.objects.raw(sql, [*WORKING, *([league_id] if league_id else [])]))
+    params = [*WORKING, league_id] if league_id else list(WORKING)
+    return list(League.objects.raw(_WORKING[bool(league_id)], params))
 
 
 _PROGRESS = (
