@@ -19,6 +19,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from league.models import Event, League
+from leagueproto.jsonutil import dumps, dumps_str
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def strip_secrets(value: Any) -> Any:
 
 def _encoded(value: Any) -> bytes | None:
     try:
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+        return dumps(value)
     except (TypeError, orjson.JSONEncodeError):
         return None  # what orjson cannot encode is walked in Python
 
@@ -115,7 +116,7 @@ def append_events(rows: list[EventValues]) -> None:
         return
     at = Event._meta.get_field("at").get_db_prep_value(timezone.now(), connection)
     values = [
-        (league, at, direction, kind, agent, match_id, orjson.dumps(payload, option=orjson.OPT_NON_STR_KEYS).decode())
+        (league, at, direction, kind, agent, match_id, dumps_str(payload))
         for league, direction, kind, agent, match_id, payload in rows
     ]
     with connection.cursor() as cursor:
