@@ -43,6 +43,14 @@ def test_it_lists_leagues_with_counts_and_pagination(api, league):
     assert [r["league_id"] for r in only] == ["autumn_cup"]
 
 
+def test_a_limit_or_offset_past_what_a_database_counts_is_a_page_not_an_error(api, league):
+    huge = "146458347417462551893336326140275458048"  # past 64 bits: the database cannot take it
+    body = api.get(f"/api/leagues/?limit={huge}").json()
+    assert [r["league_id"] for r in body["results"]] == ["spring_cup"]  # as many as max_limit
+    reply = api.get(f"/api/leagues/?offset={huge}")
+    assert reply.status_code == 200 and reply.json()["results"] == []
+
+
 def test_it_shows_one_league(api, league):
     body = api.get("/api/leagues/spring_cup/").json()
     assert body["name"] == "Spring Cup"
