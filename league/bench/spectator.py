@@ -3,6 +3,12 @@
 what the league page does (static/league/league.js), arriving over RAMP seconds; each leaves
 once its page shows the league completed (or on SIGTERM), and their records go to OUT.json
 with the lags of this process's event loop.
+
+Each page receives every frame on its own socket, but the pages of one process decode a frame
+and apply a patch once between them (``Frames``): a class's browsers each do that on their own
+machine, and done per page here it took more of the two cores than the league it watched (at 100
+pages, two thirds of a spectators' process in ``orjson.loads`` alone), which measured the bench's
+pages rather than the LM.
 """
 
 from __future__ import annotations
@@ -14,17 +20,60 @@ import signal
 import sys
 import time
 import zlib
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 
+class Frames:
+    """What this process's pages make of the frames they receive, worked out once per frame and
+    shared: the message a frame holds, and the state its patch makes. A patch names the version
+    it applies to, and pages at one version hold one state (the snapshot at that version, or the
+    patches that lead to it: ``league.api.live``'s contract, tests/league/test_live.py); pages
+    never change a state in place (``live.apply`` builds a new one). The last ``keep`` of each are
+    kept: a process's pages lag behind one another by a few frames at most."""
+
+    def __init__(self, keep: int = 64) -> None:
+        self.keep = keep
+        self._messages: OrderedDict[bytes | str, dict[str, Any]] = OrderedDict()
+        self._states: OrderedDict[bytes | str, Any] = OrderedDict()  # a patch's frame → the state it makes
+        self.decoded = self.applied = 0  # frames decoded and patches applied (once each, not per page)
+
+    def message(self, frame: bytes | str) -> dict[str, Any]:
+        """The message in ``frame``: a binary frame is a patch compressed as the page asks
+        (league.js); a page parses with the browser's native JSON.parse."""
+        found = self._messages.get(frame)
+        if found is None:
+            self.decoded += 1
+            found = orjson.loads(zlib.decompress(frame) if isinstance(frame, bytes) else frame)
+            self._remember(self._messages, frame, found)
+        return found
+
+    def apply(self, state: Any, frame: bytes | str) -> Any:
+        """``state``, at the version the patch in ``frame`` applies to, with that patch applied."""
+        from league.api import live
+
+        found = self._states.get(frame)
+        if found is None:
+            self.applied += 1
+            found = live.apply(state, self.message(frame)["data"])
+            self._remember(self._states, frame, found)
+        return found
+
+    def _remember(self, kept: OrderedDict, key: Any, value: Any) -> None:
+        kept[key] = value
+        if len(kept) > self.keep:
+            kept.popitem(last=False)
+
+
 class Spectator:
     """One page: its first load, its websocket, its state and when it was refreshed."""
 
-    def __init__(self, base: str, league_id: str) -> None:
+    def __init__(self, base: str, league_id: str, frames: Frames | None = None) -> None:
         self.base, self.league_id = base, league_id
+        self.frames = frames if frames is not None else Frames()
         self.page_ms: float | None = None
         self.snapshot_ms: float | None = None
         self.refreshes: list[float] = []
@@ -59,21 +108,17 @@ class Spectator:
     async def follow(self, stop: asyncio.Event) -> None:
         import websockets
 
-        from league.api import live
-
         url = self.base.replace("http://", "ws://") + f"/ws/leagues/{self.league_id}/?deflate=1"
         opened = time.perf_counter()
         # No keepalive pings of the client's own: a browser's page sends none.
         async with websockets.connect(url, origin="http://127.0.0.1", max_size=None, ping_interval=None) as ws:
             while not stop.is_set() and not self.completed():
                 try:
-                    text = await asyncio.wait_for(ws.recv(), 0.5)
+                    frame = await asyncio.wait_for(ws.recv(), 0.5)
                 except TimeoutError:
                     continue
-                self.bytes += len(text)
-                if isinstance(text, bytes):  # a patch, compressed as the page asks (league.js)
-                    text = zlib.decompress(text)
-                message = orjson.loads(text)  # a page parses with the browser's native JSON.parse
+                self.bytes += len(frame)
+                message = self.frames.message(frame)
                 if message["type"] == "snapshot":
                     if self.snapshot_ms is None:
                         self.snapshot_ms = round((time.perf_counter() - opened) * 1000, 1)
@@ -86,7 +131,7 @@ class Spectator:
                         self.resyncs += 1
                         await ws.send(json.dumps({"type": "snapshot"}))
                         continue
-                    self.state = live.apply(self.state, message["data"])
+                    self.state = self.frames.apply(self.state, frame)
                     self.version = message["version"]
                     self.refreshes.append(time.time())
 
@@ -124,7 +169,8 @@ async def spectate(base: str, league_id: str, count: int, ramp: float) -> dict[s
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    spectators = [Spectator(base, league_id) for _ in range(count)]
+    frames = Frames()
+    spectators = [Spectator(base, league_id, frames) for _ in range(count)]
     limits = httpx.Limits(max_connections=count, max_keepalive_connections=count)
     async with httpx.AsyncClient(timeout=60.0, limits=limits) as client:
 
@@ -137,7 +183,12 @@ async def spectate(base: str, league_id: str, count: int, ramp: float) -> dict[s
         tasks = [asyncio.create_task(arrive(i, s)) for i, s in enumerate(spectators)]
         await asyncio.gather(*tasks, return_exceptions=True)  # each ends at the league's end or on SIGTERM
         lagging.cancel()
-    return {"pages": [s.record() for s in spectators], "loop_lags": lags}
+    return {
+        "pages": [s.record() for s in spectators],
+        "loop_lags": lags,
+        "frames_decoded": frames.decoded,
+        "patches_applied": frames.applied,
+    }
 
 
 def main(argv: list[str]) -> None:

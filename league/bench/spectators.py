@@ -11,8 +11,10 @@ and asks for the snapshot again when a patch does not follow its version; a sock
 it is opened again (counted as a drop) and starts from a new snapshot. Spectators arrive
 spread over the league's first seconds (new viewers while results come in), in
 ``--spectator-procs`` processes of their own (``python -m league.bench.spectator``), so that
-their cost is not the bench's. Each reports its first-page and snapshot latencies, the times of
-its refreshes and its final state; the bench checks every page ended with the whole league.
+their cost is not the bench's; the pages of a process decode a frame and apply a patch once
+between them (``league.bench.spectator.Frames``), the work a class's browsers do on their own
+machines. Each reports its first-page and snapshot latencies, the times of its refreshes and its
+final state; the bench checks every page ended with the whole league.
 """
 
 from __future__ import annotations
@@ -89,6 +91,12 @@ class WatchedLeague(LeagueBench):
     def loop_lags(self) -> list[float]:
         """How late the spectators' event loops woke their timers, every 0.1 s, all processes."""
         return [lag for outcome in self.outcomes() for lag in outcome["loop_lags"]]
+
+    def shared_work(self) -> dict[str, int]:
+        """Frames the spectators' processes decoded and patches they applied, each once for the
+        pages of a process that received it (``league.bench.spectator.Frames``)."""
+        outcomes = self.outcomes()
+        return {key: sum(o.get(key, 0) for o in outcomes) for key in ("frames_decoded", "patches_applied")}
 
 
 @dataclass
@@ -190,6 +198,7 @@ class SpectatorsBench:
             "spectators_cpu_seconds": round(
                 sum(v["cpu_seconds"] for v in watched["processes"].values() if v["role"] == "spectators"), 2
             ),
+            **bench.shared_work(),
             "processes_watched": watched["processes"],
             "errors": errors,
             "valid": not errors,
