@@ -83,21 +83,99 @@ def rank_and_before(
 ) -> tuple[list[tuple[StandingRow, str]], dict[str, int] | None]:
     """``rank`` of ``(round number, result)`` pairs, and each entrant's rank before the latest
     round with results (its results and byes left out, and a knockout's stages); None until a
-    second round has results. One table for both: the earlier rounds are added and ranked first,
-    then the latest round on top (a page's table is built at every version, and adding every
-    result twice would cost it half as much again)."""
+    second round has results."""
+    return RunningRanking().rank_and_before(players, results, fmt)
+
+
+@dataclass
+class _Ranked:
+    """A table of results in the order they came, and what ``rank_and_before`` made of it."""
+
+    players: tuple[tuple[str, str, str], ...]
+    fmt: TableFormat
+    counted: list[tuple[int, ResultRow]]
+    latest: int | None  # the latest round with results
+    table: StandingsTable
+    names: dict[str, str]
+    before: dict[str, int] | None
+    ranked: list[tuple[StandingRow, str]]
+
+
+class RunningRanking:
+    """``rank_and_before`` of a list of results that grows at its end, kept between calls: a
+    league's page ranks every result at each version (4,950 of them for 100 players, a third of
+    building the page), where the results added since the last call are all that changed. Those
+    are added to the table kept from that call, and the ranks before the latest round are taken
+    once, when its first result comes. Anything else (a result before them changed or gone, a
+    player added or its name or status changed, a result of an earlier round after a later one,
+    a format with byes or stages) ranks them all afresh, as ``rank_and_before`` does."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # the table is changed in place, by one reader at a time
+        self._kept: _Ranked | None = None
+
+    def rank_and_before(
+        self,
+        players: Iterable[tuple[str, str, str]],
+        results: Sequence[tuple[int, ResultRow]],
+        fmt: TableFormat = ROUND_ROBIN,
+    ) -> tuple[list[tuple[StandingRow, str]], dict[str, int] | None]:
+        players = tuple(players)
+        with self._lock:
+            kept = self._kept
+            if kept is None or not _extended(kept, players, results, fmt):
+                kept = self._kept = _ranked_afresh(players, results, fmt)
+            return list(kept.ranked), dict(kept.before) if kept.before is not None else None
+
+
+def _ranked_afresh(
+    players: tuple[tuple[str, str, str], ...], results: Sequence[tuple[int, ResultRow]], fmt: TableFormat
+) -> _Ranked:
+    # One table for the ranks before and after the latest round: the earlier rounds are added
+    # and ranked first, then the latest round on top.
     rows = [row for _, row in results]
     numbers = {number for number, _ in results}
-    if len(numbers) < 2:
-        return rank(players, rows, fmt), None
-    latest = max(numbers)
+    latest = max(numbers, default=None)
     names = entrants(players, rows)
     table = StandingsTable.for_players(names, fmt.tie_breaks)
-    _add(table, (row for number, row in results if number < latest), (b for b in fmt.byes if b[2] < latest))
-    before = {row.player_id: row.rank for row in table.rows()}
-    _add(table, (row for number, row in results if number >= latest), (b for b in fmt.byes if b[2] >= latest))
+    before = None
+    if len(numbers) < 2:
+        _add(table, rows, fmt.byes)
+    else:
+        _add(table, (row for number, row in results if number < latest), (b for b in fmt.byes if b[2] < latest))
+        before = {row.player_id: row.rank for row in table.rows()}
+        _add(table, (row for number, row in results if number >= latest), (b for b in fmt.byes if b[2] >= latest))
     table.stages = dict(fmt.stages)
-    return [(row, names[row.player_id]) for row in table.rows()], before
+    ranked = [(row, names[row.player_id]) for row in table.rows()]
+    return _Ranked(players, fmt, list(results), latest, table, names, before, ranked)
+
+
+def _extended(
+    kept: _Ranked, players: tuple[tuple[str, str, str], ...], results: Sequence[tuple[int, ResultRow]], fmt: TableFormat
+) -> bool:
+    """Whether ``kept`` could be brought up to ``results`` by adding the ones after those it
+    counted (and was); False when they must be ranked afresh (``kept`` may then be half changed)."""
+    n = len(kept.counted)
+    unchanged = players == kept.players and fmt == kept.fmt and not fmt.byes and not fmt.stages
+    # The comparison of the results counted is mostly of the very same rows (readmodel.played keeps them).
+    if not unchanged or len(results) < n or list(results[:n]) != kept.counted:
+        return False
+    added = results[n:]
+    for number, row in added:
+        if kept.latest is not None and number < kept.latest:
+            return False  # an earlier round's result after a later one's
+        if row.player_a not in kept.table.tallies or row.player_b not in kept.table.tallies:
+            return False  # a removed player's first result puts it in the table (``entrants``)
+        if row.match_id in kept.table.match_ids:
+            return False
+        if kept.latest is not None and number > kept.latest:
+            kept.before = {r.player_id: r.rank for r in kept.table.rows()}
+        kept.latest = number if kept.latest is None else max(kept.latest, number)
+        kept.table.add(row)
+        kept.counted.append((number, row))
+    if added:
+        kept.ranked = [(row, kept.names[row.player_id]) for row in kept.table.rows()]
+    return True
 
 
 def standing_dict(row: StandingRow, display_name: str) -> dict[str, Any]:

@@ -126,6 +126,18 @@ def _keep(league: League, read: _Read) -> None:
         _reads[league.pk] = read
 
 
+# A league's table as its page last ranked it in this process: the next version's results are the
+# same with some added (``standings_service.RunningRanking`` checks that, and ranks afresh when not).
+_rankings: dict[int, standings_service.RunningRanking] = {}
+
+
+def _ranking(league: League) -> standings_service.RunningRanking:
+    with _reads_lock:
+        if len(_rankings) > 1000:
+            _rankings.clear()
+        return _rankings.setdefault(league.pk, standings_service.RunningRanking())
+
+
 def _played_rows(results) -> list[Played]:
     out = []
     rows = results.order_by("id").values_list(*PLAYED_FIELDS)
@@ -157,7 +169,7 @@ def standings(
     players = {p.player_id: p for p in (players if players is not None else league.players.all())}
     results = results if results is not None else played(league)
     fmt = table_format(league)
-    ranked, before = standings_service.rank_and_before(
+    ranked, before = _ranking(league).rank_and_before(
         ((p.player_id, p.display_name, p.status) for p in players.values()), [(p.round, p.row()) for p in results], fmt
     )
     swiss = league.schedule_format == League.ScheduleFormat.SWISS

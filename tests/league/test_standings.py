@@ -170,6 +170,66 @@ def test_the_table_and_the_ranks_before_the_latest_round_come_from_one_pass():
     assert [row.player_id for row, _ in ranked] == ["P02", "P01", "P03"]
 
 
+def _afresh(players, results, fmt=standings.ROUND_ROBIN):
+    return standings.rank_and_before(players, results, fmt)
+
+
+def test_a_running_ranking_is_the_ranking_afresh_whatever_comes_next():
+    import random
+
+    from league.formats import TableFormat
+
+    rng = random.Random(7)
+    ids = [f"P{i:02d}" for i in range(1, 9)]
+    players = [(p, f"N{p}", AgentStatus.ACTIVE) for p in ids]
+    results: list[tuple[int, ResultRow]] = []
+    running = standings.RunningRanking()
+    kept_tables = []
+    for number in range(1, 8):
+        for m in range(4):
+            a, b = rng.sample(ids, 2)
+            points = rng.choice([(3, 0), (1, 1), (0, 3)])
+            results.append((number, ResultRow(f"R{number}M{m}", a, b, *points, points[0] == 0 and rng.random() < 0.2)))
+            assert running.rank_and_before(players, list(results)) == _afresh(players, results)
+            kept_tables.append(running._kept.table)
+    # Results were added to the one table kept (the ranks before a round taken as it began).
+    assert all(t is kept_tables[0] for t in kept_tables)
+    # Whatever else changes, the ranking is the one afresh.
+    edited = [(1, ResultRow("R1M0", results[0][1].player_b, results[0][1].player_a, 3, 0)), *results[1:]]
+    assert running.rank_and_before(players, edited) == _afresh(players, edited)
+    assert running._kept.table is not kept_tables[0]
+    fewer = results[:-3]
+    assert running.rank_and_before(players, fewer) == _afresh(players, fewer)
+    renamed = [(p, "Another" if p == "P01" else n, s) for p, n, s in players]
+    assert running.rank_and_before(renamed, results) == _afresh(renamed, results)
+    late = [*results, (3, ResultRow("R3M9", "P01", "P02", 3, 0))]  # an earlier round's result after a later one
+    assert running.rank_and_before(renamed, late) == _afresh(renamed, late)
+    removed = [*players, ("P09", "Gone", AgentStatus.REMOVED)]
+    assert running.rank_and_before(removed, results) == _afresh(removed, results)
+    first_of_removed = [*results, (8, ResultRow("R8M0", "P09", "P01", 0, 3))]  # now in the table
+    assert running.rank_and_before(removed, first_of_removed) == _afresh(removed, first_of_removed)
+    swiss = TableFormat(tie_breaks=standings.ROUND_ROBIN.tie_breaks, byes=(("P03", 3, 8),))
+    assert running.rank_and_before(removed, first_of_removed, swiss) == _afresh(removed, first_of_removed, swiss)
+    # A caller's copy of the ranks before is its own.
+    ranked, before = running.rank_and_before(removed, first_of_removed)
+    before["P01"] = 99
+    assert running.rank_and_before(removed, first_of_removed)[1]["P01"] != 99
+
+
+def test_a_leagues_page_ranks_only_the_results_added_since_its_last_version():
+    league = make_league("running", players=6)
+    play_round(league, 1)
+    first = readmodel.standings(league)
+    table = readmodel._rankings[league.pk]._kept.table
+    play_round(league, 2)
+    second = readmodel.standings(league)
+    assert readmodel._rankings[league.pk]._kept.table is table  # round 2's results added to it
+    assert [row["player_id"] for row in second] == [row["player_id"] for row in standings.compute(league)]
+    assert [row["points"] for row in second] == [row["points"] for row in standings.compute(league)]
+    assert any(row["rank_change"] is not None for row in second)
+    assert first != second
+
+
 def test_new_results_are_added_to_the_cached_table_and_anything_else_reads_every_result(settings, full_reads):
     settings.STANDINGS_CACHE_TTL = 3600  # no full read for its age until the end
     league = make_league("incremental", players=6)
