@@ -15,7 +15,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from league.api import live, readmodel
-from league.models import Match, MatchResult, Player
+from league.models import Match, MatchResult, Player, Referee, Round
 from tests.browser.league_data import make_league, play, start
 
 BUILT = "built the snapshot of"
@@ -117,6 +117,23 @@ def test_the_version_moves_with_what_the_page_shows():
     league.save()
     seen.add(live.version("spring_cup"))
     assert len(seen) == 5
+    # Each count the version digests moves it: a round's status, a referee's, a player added or
+    # removed, a match given a referee, a result gone.
+    Round.objects.filter(league=league, number=1).update(status=Round.Status.PLAYED)
+    seen.add(live.version("spring_cup"))
+    Round.objects.filter(league=league, number=1).update(status=Round.Status.COMPLETED)
+    seen.add(live.version("spring_cup"))
+    Referee.objects.filter(league=league).update(status="SUSPENDED")
+    seen.add(live.version("spring_cup"))
+    Player.objects.create(league=league, player_id="P05", display_name="Late", endpoint="http://127.0.0.1:9/mcp")
+    seen.add(live.version("spring_cup"))
+    Player.objects.filter(league=league, player_id="P05").update(status="REMOVED")
+    seen.add(live.version("spring_cup"))
+    Match.objects.filter(league=league, match_id="R1M2").update(referee=Referee.objects.filter(league=league).first())
+    seen.add(live.version("spring_cup"))
+    MatchResult.objects.filter(league=league).delete()
+    seen.add(live.version("spring_cup"))
+    assert len(seen) == 12
     assert live.version("spring_cup") == live.version("spring_cup")
     assert live.version("nope") is None
     assert live.current("nope") is None
