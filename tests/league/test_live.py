@@ -411,3 +411,27 @@ def test_a_snapshot_reads_the_leagues_players_once_for_the_table_the_ratings_and
     assert data["standings"][0]["arena_rating"] is None  # never rated in an arena
     reads = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('SELECT "league_player"."id"')]
     assert len(reads) == 1, reads
+
+
+@pytest.mark.django_db
+def test_a_snapshot_reads_its_players_in_one_query_whatever_their_number():
+    """The page reads a few columns of each player (``readmodel.PAGE_PLAYER_FIELDS``); one it did
+    not read would cost a query per player."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from league.models import Rating
+
+    counts = []
+    for league_id, players in (("small_cup", 4), ("big_cup", 12)):
+        league = make_league(league_id, players=players)
+        play(Match.objects.get(league=league, match_id="R1M1"), "odd", "even", 3)
+        first = league.players.order_by("id").first()
+        seat = f"seat:{first.canonical_endpoint}"  # the leagues' first players share their seat
+        Rating.objects.get_or_create(identity=seat, game_type=league.game_type, mu=30, sigma=5, ordinal=15)
+        with CaptureQueriesContext(connection) as queries:
+            data = readmodel.snapshot(league_id)
+        counts.append(len(queries))
+        assert len(data["standings"]) == players and len(data["chart"]["series"]) == players
+        assert any(row["arena_rating"] is not None for row in data["standings"])
+    assert counts[0] == counts[1]
