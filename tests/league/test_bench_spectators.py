@@ -42,9 +42,8 @@ def test_bench_spectators_quick_watches_a_swiss_league_to_its_end(agent_env, man
     for key in ("first_page_ms", "snapshot_ms", "longest_wait_s", "refreshes_per_page", "spectators_loop_lag_s"):
         assert set(report[key]) == {"p50", "p95", "p99"}
     assert report["refreshes_per_page"]["p50"] >= 1
-    # Five pages in one process: a frame they all received was decoded once for them (each
-    # page's own snapshots, and each push once).
-    assert 1 <= report["frames_decoded"] <= report["refreshes_per_page"]["p99"] + 5 + report["resyncs"]
+    # What the pages decoded and applied once between them (tests/league/test_bench_spectator_frames.py).
+    assert report["frames_decoded"] >= 1 and report["patches_applied"] >= 0
     assert report["spectators_loop_lag_max_s"] >= report["spectators_loop_lag_s"]["p99"] >= 0
     assert report["lm_watched"]["cpu_seconds"] > 0 and report["lm_watched"]["peak_rss_mib"] > 0
     roles = [p["role"] for p in report["processes_watched"].values()]
