@@ -6,7 +6,7 @@ commit's events to a league go as one message, ``events.layer_messages``). On ev
 ``POLL`` seconds, for changes made where this process cannot hear them) it reads the league's
 snapshot at its current version (built once per version and shared, ``league.api.live``), works
 out the patch from what it sent last, and sends that one encoded text to every viewer: at most
-one push per ``push_interval`` (0.25 s, growing with the audience to at most ``LATEST``, 1 s),
+one push per ``push_interval`` (0.25 s, growing with the audience to at most ``LATEST``, 0.75 s),
 never later than that (a busy league is pushed to on every tick, not postponed).
 ``LeagueConsumer`` is thin: it joins the audience, sends the audience's snapshot on connect, and
 leaves. ``LeagueListConsumer`` (the home page) joins the group of every league and
@@ -39,12 +39,15 @@ log = logging.getLogger(__name__)
 # the league. Between the two the interval grows with the audience: this process sends at most
 # PUSHES_PER_SECOND messages a second over all its viewers (a push costs a send per viewer, and
 # the viewers' sends share the process with the recording of results), so 100 viewers are pushed
-# to every 0.25 s and 500 once a second. And the reads for the pushes take at most
+# to every 0.25 s and 300 or more every 0.75 s. LATEST stops short of a second because the
+# push's own read and sends come on top of it, and vary: with 1.0, the longest wait of 500 pages
+# of `bench spectators` was 1.08-1.26 s; with 0.75, 0.84-0.96 s (median), for a seventh more
+# of the LM's CPU (docs/benchmarks.md). And the reads for the pushes take at most
 # 1/READ_SHARE of a core: after a push that cost C seconds of CPU (a snapshot built for a new
 # version), the next waits (READ_SHARE - 1) × C at least, so that the recording of results
 # always has the rest.
 THROTTLE = 0.25
-LATEST = 1.0
+LATEST = 0.75
 PUSHES_PER_SECOND = 400
 READ_SHARE = 4
 # A look at the league's version this often when no event came: changes made by a process whose
