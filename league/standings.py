@@ -103,7 +103,7 @@ class _Ranked:
 
 class RunningRanking:
     """``rank_and_before`` of a list of results that grows at its end, kept between calls: a
-    league's page ranks every result at each version (4,950 of them for 100 players, a third of
+    league's page ranks every result at each version (4,950 of them for 100 players, two fifths of
     building the page), where the results added since the last call are all that changed. Those
     are added to the table kept from that call, and the ranks before the latest round are taken
     once, when its first result comes. Anything else (a result before them changed or gone, a

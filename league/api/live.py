@@ -112,7 +112,7 @@ def _counts_params(league: int) -> list[Any]:
 
 
 def version(league_id: str) -> str | None:
-    """The league's version: a digest of what its page shows, in two indexed queries (three
+    """The league's version: a digest of what its page shows, in two indexed queries (four
     while registration is open); None when there is no such league."""
     row = League.objects.filter(league_id=league_id).values().first()
     if row is None:
