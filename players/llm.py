@@ -33,8 +33,11 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 DEFAULT_TIMEOUT = 8.0
-# Time kept back from the budget so the fallback still answers before the deadline.
-FALLBACK_RESERVE = 0.05
+# Time kept back from the budget so the fallback still answers before the deadline, and before
+# the player's own cap on the strategy (players/agent.py ``decide``) gives the safe move instead:
+# an event loop on a busy machine wakes a timer tenths of a second late, and with 0.05 s both
+# timers were due in the same turn, the player's winning (a suite run on two loaded cores).
+FALLBACK_RESERVE = 0.2
 
 RULES_PARITY = (
     "You play the Even/Odd game in a league. Both players say 'even' or 'odd'. If both say the same, "

@@ -131,11 +131,12 @@ async def test_it_asks_for_bo5_moves_too():
 
 async def test_a_player_with_a_slow_llm_still_answers_in_time(serve_players, referee_client):
     strategy = LlmStrategy(client=FakeGenai(("sleep", 10.0)), rng=random.Random(1))
-    p = player("Oracle", strategy_obj=strategy, decision_cap=0.4)
+    p = player("Oracle", strategy_obj=strategy, decision_cap=0.8)
     serve_players(p)
     ref = ScriptedReferee(referee_client, p.endpoint, player_id="Oracle")
     await ref.call("handle_game_invitation", ref.invitation())
-    # The deadline is far enough that the 0.4 s cap decides the budget; the referee waits 1 s.
+    # The deadline is far enough that the 0.8 s cap decides the budget (0.55 s, of which the model
+    # gets 0.35: llm.FALLBACK_RESERVE); the referee waits 1 s.
     reply = (await ref.call("choose_parity", ref.parity_call(seconds=5), timeout=1.0)).reply
     assert reply["parity_choice"] in ("even", "odd")
     assert p.in_play["R1M1"]["decided_by"] == "strategy"  # the llm strategy fell back by itself
