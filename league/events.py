@@ -19,6 +19,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from league.models import Event, League
+from league.sql import column, table
 from leagueproto.jsonutil import dumps, dumps_str
 
 log = logging.getLogger(__name__)
@@ -103,10 +104,8 @@ def event_values(
 # Events are inserted with SQL of our own, not ``bulk_create``: a league appends six rows a match
 # (~30,000 for 100 players), and building a model and compiling its fields cost ~43 µs a row
 # against ~9 µs for this (a 50-row batch of START_MATCH rows, SQLite; docs/benchmarks.md).
-_COLUMNS = tuple(
-    Event._meta.get_field(name).column for name in ("league", "at", "direction", "kind", "agent", "match_id", "payload")
-)
-_INSERT = f"INSERT INTO {Event._meta.db_table} ({', '.join(_COLUMNS)}) VALUES ({', '.join(['%s'] * len(_COLUMNS))})"
+_COLUMNS = tuple(column(Event, name) for name in ("league", "at", "direction", "kind", "agent", "match_id", "payload"))
+_INSERT = f"INSERT INTO {table(Event)} ({', '.join(_COLUMNS)}) VALUES ({', '.join(['%s'] * len(_COLUMNS))})"
 
 
 def append_events(rows: list[EventValues]) -> None:

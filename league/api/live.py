@@ -33,6 +33,7 @@ from django.db.models import Max
 
 from league.api import arenaboard, readmodel
 from league.models import AgentStatus, Event, League, Match, MatchResult, Player, Referee, Round
+from league.sql import column, table
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +54,6 @@ BUILD_POLL = 0.01
 
 
 def _counts_sql() -> str:
-    match, result, rnd, player, referee = (m._meta for m in (Match, MatchResult, Round, Player, Referee))
-
-    def col(meta, name: str) -> str:
-        return meta.get_field(name).column
-
     return (
         "SELECT * FROM "
         "(SELECT COUNT(*), COUNT(CASE WHEN {m_status} = %s THEN 1 END), "
@@ -71,24 +67,24 @@ def _counts_sql() -> str:
         "(SELECT COUNT(*), COUNT(CASE WHEN {f_status} IN (%s, %s) THEN 1 END) "
         "FROM {referees} WHERE {f_league} = %s) f"
     ).format(
-        matches=match.db_table,
-        m_status=col(match, "status"),
-        m_assigned=col(match, "assigned_at"),
-        m_referee=col(match, "referee"),
-        m_league=col(match, "league"),
-        results=result.db_table,
-        r_pk=result.pk.column,
-        r_league=col(result, "league"),
-        rounds=rnd.db_table,
-        d_status=col(rnd, "status"),
-        d_league=col(rnd, "league"),
-        players=player.db_table,
-        p_pk=player.pk.column,
-        p_status=col(player, "status"),
-        p_league=col(player, "league"),
-        referees=referee.db_table,
-        f_status=col(referee, "status"),
-        f_league=col(referee, "league"),
+        matches=table(Match),
+        m_status=column(Match, "status"),
+        m_assigned=column(Match, "assigned_at"),
+        m_referee=column(Match, "referee"),
+        m_league=column(Match, "league"),
+        results=table(MatchResult),
+        r_pk=column(MatchResult, "pk"),
+        r_league=column(MatchResult, "league"),
+        rounds=table(Round),
+        d_status=column(Round, "status"),
+        d_league=column(Round, "league"),
+        players=table(Player),
+        p_pk=column(Player, "pk"),
+        p_status=column(Player, "status"),
+        p_league=column(Player, "league"),
+        referees=table(Referee),
+        f_status=column(Referee, "status"),
+        f_league=column(Referee, "league"),
     )
 
 

@@ -34,6 +34,7 @@ from league.conductor.notices import announcement, finished_in_round, next_round
 from league.events import append_events, broadcast, event_values, record_event
 from league.models import AgentStatus, Bye, Event, League, Match, Player, Round
 from league.schedule import schedule_matches
+from league.sql import column, table
 from leagueproto.scoring import BYE_POINTS
 
 log = logging.getLogger("league.conductor")
@@ -196,11 +197,12 @@ class RoundProgress:
 # aggregate in ~700 µs where the database answers it in ~30, and the leagues' query in ~280 µs
 # more than ``raw`` takes to read the same rows (SQLite, a 100-player league; docs/benchmarks.md).
 def _working_sql(one_league: bool) -> str:
-    fields = League._meta
-    only = f" AND {fields.get_field('league_id').column} = %s" if one_league else ""
-    status = fields.get_field("status").column
+    only = f" AND {column(League, 'league_id')} = %s" if one_league else ""
     marks = ", ".join(["%s"] * len(WORKING))
-    return f"SELECT * FROM {fields.db_table} WHERE {status} IN ({marks}){only} ORDER BY {fields.pk.column}"
+    return (
+        f"SELECT * FROM {table(League)} WHERE {column(League, 'status')} IN ({marks}){only} "
+        f"ORDER BY {column(League, 'pk')}"
+    )
 
 
 _WORKING = {False: _working_sql(False), True: _working_sql(True)}  # every league; one league
@@ -219,12 +221,12 @@ _PROGRESS = (
     "FROM {rounds} r LEFT JOIN {matches} m ON m.{round_of_match} = r.{round_pk} "
     "WHERE r.{round_pk} = %s GROUP BY r.{round_status}"
 ).format(
-    rounds=Round._meta.db_table,
-    matches=Match._meta.db_table,
-    round_pk=Round._meta.pk.column,
-    round_status=Round._meta.get_field("status").column,
-    match_status=Match._meta.get_field("status").column,
-    round_of_match=Match._meta.get_field("round").column,
+    rounds=table(Round),
+    matches=table(Match),
+    round_pk=column(Round, "pk"),
+    round_status=column(Round, "status"),
+    match_status=column(Match, "status"),
+    round_of_match=column(Match, "round"),
 )
 
 
