@@ -665,7 +665,18 @@ class Player:
             record = self.in_play[msg.match_id] = {"match_id": msg.match_id, "state": "INVITED"}
         if msg.round_id is not None:
             record["round_id"] = msg.round_id
+        addressed = getattr(msg, "player_id", None)
+        if addressed is not None and "addressed_as" not in record:
+            record["addressed_as"] = str(addressed)
         return record
+
+    def _me(self, record: dict[str, Any]) -> str | None:
+        """Our id in this match: the one the LM gave us, else the one its referee addresses us by.
+        A player restarted before its registration reply came (or whose reply was lost) has no id
+        until it registers again, while the LM, which knows its endpoint, keeps it in its matches:
+        the match's outcome is the one recorded for the seat the referee addressed, and a WIN is
+        not a LOSS because our id is not known yet."""
+        return self.player_id or record.get("addressed_as")
 
     def _activate(self) -> None:
         if self.lifecycle in (Lifecycle.INIT, Lifecycle.REGISTERED):
@@ -759,7 +770,7 @@ class Player:
             opponent = msg.context.opponent_id or record.get("opponent_id")
             record["opponent_id"] = opponent
             situation = ParitySituation(
-                player_id=self.player_id or self.name,
+                player_id=self._me(record) or self.name,
                 opponent_id=opponent,
                 match_id=msg.match_id,
                 round_id=msg.round_id if msg.round_id is not None else msg.context.round_id,
@@ -784,8 +795,9 @@ class Player:
         async def notify_game_start(msg: m.GameStart, ctx: CallContext) -> dict:
             """A best-of-5 match starts: learn our role (GAME_START → ACK)."""
             record = self._match(msg)
+            me = self._me(record)
             for entry in msg.players:
-                if entry.get("player_id") == self.player_id:
+                if entry.get("player_id") == me:
                     record["bo5_role"] = str(entry.get("role", "")).upper() or None
                 elif entry.get("player_id"):
                     record["opponent_id"] = entry["player_id"]
@@ -807,11 +819,10 @@ class Player:
             state = msg.game_state
             role = str(state.get("your_role") or record.get("bo5_role") or "ODD").upper()
             opponent = record.get("opponent_id")
-            this_match = _opponent_moves_in(state.get("previous_rounds"), self.player_id) or record.get(
-                "opponent_moves", []
-            )
+            me = self._me(record)
+            this_match = _opponent_moves_in(state.get("previous_rounds"), me) or record.get("opponent_moves", [])
             situation = MoveSituation(
-                player_id=self.player_id or self.name,
+                player_id=me or self.name,
                 opponent_id=opponent,
                 match_id=msg.match_id,
                 role=role,
@@ -838,8 +849,9 @@ class Player:
         async def notify_round_result(msg: m.RoundResult, ctx: CallContext) -> dict:
             """The outcome of one best-of-5 round (ROUND_RESULT → ACK)."""
             record = self._match(msg)
+            me = self._me(record)
             for pid, number in msg.moves.items():
-                if pid != self.player_id and isinstance(number, int):
+                if pid != me and isinstance(number, int):
                     record.setdefault("opponent_moves", []).append(number)
                     record.setdefault("opponent_id", pid)
             record["scores"] = msg.scores
@@ -996,20 +1008,23 @@ class Player:
             log.info("%s: %s told again; already counted", self.name, msg.match_id)
             return
         record = self.in_play.pop(msg.match_id, {"match_id": msg.match_id})
+        if msg.player_id is not None:
+            record.setdefault("addressed_as", str(msg.player_id))
+        me = self._me(record)
         result = msg.game_result
         status = str(result.get("status", "")).upper()
         winner = result.get("winner_player_id", result.get("winner"))
         choices = result.get("choices") if isinstance(result.get("choices"), dict) else {}
-        opponent = record.get("opponent_id") or next((p for p in choices if p != self.player_id), None)
+        opponent = record.get("opponent_id") or next((p for p in choices if p != me), None)
         if status == "DRAW":
             outcome, points = "DRAW", DRAW_POINTS
-        elif winner == self.player_id:
+        elif winner is not None and winner == me:
             outcome, points = "WIN", WIN_POINTS
         elif status == "TECHNICAL_LOSS":
             outcome, points = "TECHNICAL_LOSS", LOSS_POINTS
         else:
             outcome, points = "LOSS", LOSS_POINTS
-        opponent_moves = record.get("opponent_moves") or _opponent_moves_in(result.get("rounds"), self.player_id)
+        opponent_moves = record.get("opponent_moves") or _opponent_moves_in(result.get("rounds"), me)
         entry = {
             "match_id": msg.match_id,
             "round_id": record.get("round_id", msg.round_id),
@@ -1017,7 +1032,7 @@ class Player:
             "game_type": msg.game_type or record.get("game_type"),
             "opponent_id": opponent,
             "role": record.get("bo5_role") or record.get("role"),
-            "my_choice": choices.get(self.player_id, record.get("my_choice")),
+            "my_choice": choices.get(me, record.get("my_choice")),
             "opponent_choice": choices.get(opponent) if opponent else None,
             "drawn_number": result.get("drawn_number"),
             "my_moves": record.get("my_moves"),
@@ -1040,7 +1055,7 @@ class Player:
                 self._set_lifecycle(Lifecycle.ACTIVE)
         self.save()
         detail = f"chose {entry.get('my_choice')}, number {entry.get('drawn_number')}" if entry.get("my_choice") else ""
-        self.echo(f"{self.name}/{self.player_id}: {msg.match_id} vs {opponent}: {outcome} {detail}".rstrip())
+        self.echo(f"{self.name}/{me}: {msg.match_id} vs {opponent}: {outcome} {detail}".rstrip())
 
 
 _ABSENT = object()

@@ -238,8 +238,16 @@ def test_the_time_budget_keeps_a_margin_before_the_deadline():
     assert time_budget("not a time", None, cap=2, margin=0.25) == 1.6
 
 
-async def test_it_plays_a_best_of_five_match(scripted_lm, serve_players, referee_client):
-    p = registered(scripted_lm, serve_players, strategy="always_odd")
+@pytest.mark.parametrize("has_id", [True, False], ids=["registered", "registration-reply-not-come"])
+async def test_it_plays_a_best_of_five_match(scripted_lm, serve_players, referee_client, has_id):
+    """Also as a player restarted before its registration reply came (no id of its own yet): it
+    knows itself by the id the referee addresses it as, so its rounds and its result are its own."""
+    if has_id:
+        p = registered(scripted_lm, serve_players, strategy="always_odd")
+    else:
+        p = player("Alpha", strategy="always_odd")
+        serve_players(p)
+        assert p.player_id is None
     ref = ScriptedReferee(referee_client, p.endpoint)
     await ref.call("handle_game_invitation", ref.invitation(game_type="even_odd_bo5"))
     start = ref.message(
@@ -278,6 +286,34 @@ async def test_it_plays_a_best_of_five_match(scripted_lm, serve_players, referee
     assert record["result"] == "WIN" and record["points"] == 3
     assert record["opponent_moves"] == [2, 2, 2]
     assert p.memory.move_history("P02") == [2, 2, 2]
+
+
+async def test_a_player_without_its_id_yet_counts_each_outcome_as_the_referee_told_it(serve_players, referee_client):
+    """Restarted before its registration reply came, a player has no id until it registers again,
+    and the LM, which knows its endpoint, keeps it in its matches: what it remembers of each is
+    the outcome told to the seat the referee addresses (a WIN is not a LOSS for want of an id)."""
+    p = player("Zulu")
+    serve_players(p)
+    assert p.player_id is None
+    ref = ScriptedReferee(referee_client, p.endpoint, player_id="P05")
+    for match_id, theirs_same in (("R1M3", False), ("R2M3", True), ("R3M3", False)):
+        await ref.call("handle_game_invitation", ref.invitation(match_id))
+        mine = (await ref.call("choose_parity", ref.parity_call(match_id))).reply["parity_choice"]
+        other = "odd" if mine == "even" else "even"
+        number = {"R1M3": 4 if mine == "even" else 3, "R3M3": 3 if mine == "even" else 4}.get(match_id, 2)
+        await ref.call("notify_match_result", ref.game_over(match_id, mine, mine if theirs_same else other, number))
+    # Both lose on time: no winner, and the technical loss is ours only when it names us.
+    both_lost = {"status": "TECHNICAL_LOSS", "winner_player_id": None, "technical_loss": ["P05", "P02"]}
+    await ref.call("handle_game_invitation", ref.invitation("R4M3"))
+    await ref.call("notify_match_result", ref.message("GAME_OVER", "R4M3", game_result=both_lost))
+    told = [(m["match_id"], m["result"], m.get("opponent_id")) for m in p.memory.matches]
+    assert told == [
+        ("R1M3", "WIN", "P02"),
+        ("R2M3", "DRAW", "P02"),
+        ("R3M3", "LOSS", "P02"),
+        ("R4M3", "TECHNICAL_LOSS", "P02"),
+    ]
+    assert p.memory.stats["wins"] == 1 and p.memory.parity_history("P02")
 
 
 async def test_it_remembers_results_and_keeps_them_across_a_restart(
