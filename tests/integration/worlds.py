@@ -73,14 +73,18 @@ class MixedWorld(World):
         port = ["--port", str(self.ref_port + n), "--state-dir", str(self.tmp / f"ref{n}-state")]
         return [*self.manage, "runreferee", *port, *self.common()]
 
-    def common(self) -> list[str]:
-        return ["--league-url", self.lm_url, "--league-id", self.league.league_id]
+    def common(self, league_url: str | None = None) -> list[str]:
+        return ["--league-url", league_url or self.lm_url, "--league-id", self.league.league_id]
+
+    def host_url(self, host: Host) -> str:
+        """The LM's address as ``host`` reaches it."""
+        return self.lm_url
 
     def start_host(self, host: Host) -> Process:
         args = [*self.manage, "runplayer", "--port", str(self.host_ports[host.name]), "--count", str(host.count)]
         args += ["--name", host.name, "--strategy", host.strategy, "--state-dir", str(self.tmp / host.name)]
         # INFO: each match's GAME_OVER is printed (told equals recorded reads it).
-        proc = self.spawn(f"host-{host.name}", [*args, *self.common(), "--log-level", "INFO"])
+        proc = self.spawn(f"host-{host.name}", [*args, *self.common(self.host_url(host)), "--log-level", "INFO"])
         self.host_procs[host.name] = proc
         return proc
 
