@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,14 @@ from asgiref.sync import sync_to_async
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-database")
+# The public pages' reads (league/pages/views.py ``league_detail``): threads of their own, so that
+# a class opening a league page together never queues before the referees' reports, each with
+# its connection kept from one page to the next (a Django view under ASGI runs on a thread of
+# its own per request, which opens a connection each time: 6.7 ms of the LM's CPU per league page
+# of a 100-player league with it, 3.7 without; docs/benchmarks.md). Two: one may render a page
+# while the other serves the page as it is to everyone else.
+PAGE_READERS = 2
+_page_reads = ThreadPoolExecutor(max_workers=PAGE_READERS, thread_name_prefix="page-reads")
 
 
 def _healing[R](function: Callable[[], R]) -> R:
@@ -46,10 +55,26 @@ async def database_job[**P, R](function: Callable[P, R], *args: P.args, **kwargs
     return await sync_to_async(_healing, thread_sensitive=False, executor=_executor)(lambda: function(*args, **kwargs))
 
 
+async def page_read[**P, R](function: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """``function(*args, **kwargs)`` on one of the pages' reading threads."""
+    return await sync_to_async(_healing, thread_sensitive=False, executor=_page_reads)(
+        lambda: function(*args, **kwargs)
+    )
+
+
 async def close_connection() -> None:
-    """Close the database thread's connection (a server stopping; a test's database about to be
-    dropped, which PostgreSQL refuses while a connection is open)."""
+    """Close the connections of the database thread and the pages' reading threads (a server
+    stopping; a test's database about to be dropped, which PostgreSQL refuses while a connection
+    is open)."""
     await database_job(lambda: connection.close())  # the thread's connection: looked up there
+    # One job on each reading thread: each waits until the other has started.
+    both = threading.Barrier(PAGE_READERS)
+
+    def close_own() -> None:
+        both.wait(10)
+        connection.close()
+
+    await asyncio.gather(*(page_read(close_own) for _ in range(PAGE_READERS)))
 
 
 class GroupCommit[T, R]:

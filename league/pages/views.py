@@ -20,6 +20,7 @@ from django.utils.safestring import mark_safe
 
 from league.api import live, profiles, readmodel
 from league.api.views import leagues_with_counts
+from league.mcp.database import page_read
 from league.mcp.endpoint import MCP_PATH
 from league.models import League, MatchResult, Player, Referee
 
@@ -90,15 +91,22 @@ def registration_command(mcp_url: str, league_id: str, game_type: str) -> str:
 _rendering = threading.Lock()  # one rendering at a time; the others take what it made
 
 
-def league_detail(request: HttpRequest, league_id: str) -> HttpResponse:
+async def league_detail(request: HttpRequest, league_id: str) -> HttpResponse:
     """The league page, rendered at most once per league version (and at most once per
     ``LIVE_PAGE_FRESH`` seconds while the league moves on) and shared by every viewer, like the
     snapshot it shows (``league.api.live``): a class opening the page together costs one
     rendering, not one each. A page younger than ``LIVE_PAGE_FRESH`` is served without asking the
     league's version (a few aggregate queries: 500 viewers arriving within seconds would each
     pay them); an older one is brought up to date by one request while the others are served it
-    as it is (their websocket brings each page to the current version at once)."""
+    as it is (their websocket brings each page to the current version at once). The reading is
+    done on the pages' own threads (``page_read``: their connections kept, never in line before
+    /mcp's writes)."""
     mcp_url = request.build_absolute_uri(MCP_PATH)
+    return HttpResponse(await page_read(_league_page, request, league_id, mcp_url))
+
+
+def _league_page(request: HttpRequest, league_id: str, mcp_url: str) -> bytes:
+    """The page of ``league_id`` as kept (``league_detail``), brought up to date if it is not fresh."""
     # The league itself (its row and creation), not only its id: a league deleted and made again
     # under the same id is another page, however recently the first was rendered.
     identity = League.objects.filter(league_id=league_id).values_list("pk", "created_at").first()
@@ -108,18 +116,17 @@ def league_detail(request: HttpRequest, league_id: str) -> HttpResponse:
     key = f"live-page:{hashlib.blake2b(name.encode(), digest_size=8).hexdigest()}"
     kept = cache.get(key)
     if kept is not None and time.time() - kept[1] < settings.LIVE_PAGE_FRESH:
-        return HttpResponse(kept[2])
+        return kept[2]
     # Only a viewer with no page to be served waits for the rendering.
     if not _rendering.acquire(blocking=kept is None):
-        return HttpResponse(kept[2])
+        return kept[2]
     try:
-        kept = _brought_up_to_date(request, league_id, key, mcp_url)
+        return _brought_up_to_date(request, league_id, key, mcp_url)[2]
     finally:
         _rendering.release()
-    return HttpResponse(kept[2])
 
 
-def _brought_up_to_date(request: HttpRequest, league_id: str, key: str, mcp_url: str) -> tuple[str, float, str]:
+def _brought_up_to_date(request: HttpRequest, league_id: str, key: str, mcp_url: str) -> tuple[str, float, bytes]:
     """The page kept under ``key`` (version, checked at, page), at the league's current version:
     rendered again only when the version moved, else marked fresh again."""
     kept = cache.get(key)  # (brought up to date while this request waited)
@@ -136,7 +143,7 @@ def _brought_up_to_date(request: HttpRequest, league_id: str, key: str, mcp_url:
     return kept
 
 
-def _render_league(request: HttpRequest, league_id: str, mcp_url: str) -> tuple[str, float, str]:
+def _render_league(request: HttpRequest, league_id: str, mcp_url: str) -> tuple[str, float, bytes]:
     snapshot = live.current(league_id)
     if snapshot is None:
         raise Http404(f"no league {league_id!r}")
@@ -151,7 +158,8 @@ def _render_league(request: HttpRequest, league_id: str, mcp_url: str) -> tuple[
     # An arena (schedule_format "arena") has its leaderboard page instead (league/api/arenaboard.py).
     template = "league/arena_detail.html" if "leaderboard" in data else "league/league_detail.html"
     log.debug("rendered the page of %s at version %s", league_id, snapshot.version)
-    return snapshot.version, time.time(), render_to_string(template, context, request)
+    # Kept encoded: each viewer's response is these bytes as they are.
+    return snapshot.version, time.time(), render_to_string(template, context, request).encode()
 
 
 # What json_script escapes, so that the JSON cannot end its <script> element.

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
+from django.db import transaction
 
 from league import actions, formats, standings
 from league.actions.results import mark_round_played
@@ -61,7 +62,8 @@ def play_round(rnd: Round, decide: Decide = lower_id_wins) -> None:
             match=match, league=rnd.league, outcome=outcome, winner=winner, points_a=a, points_b=b, report_digest="-"
         )
         Match.objects.filter(pk=match.pk).update(status=Match.Status.FINISHED)
-    assert mark_round_played(rnd.pk)
+    with transaction.atomic():  # as record_results calls it (it locks the round on PostgreSQL)
+        assert mark_round_played(rnd.pk)
 
 
 def play_out(league: League, decide: Decide = lower_id_wins) -> list[Round]:
@@ -329,6 +331,7 @@ def test_an_export_recomputes_the_standings_the_league_serves(fmt):
     assert recompute_standings(data) == standings.standings(league)
 
 
+@pytest.mark.django_db(transaction=True)  # the league page is read on its own threads (page_read)
 def test_the_swiss_league_page_shows_a_buchholz_column_and_the_rule(client):
     league = started_league("swiss_html", 5, schedule_format="swiss", swiss_rounds=2)
     play_out(league)
@@ -369,6 +372,7 @@ def test_a_swiss_league_standings_csv_has_the_buchholz_and_byes_the_standings_se
     assert len({row["buchholz"] for row in rows}) > 1 and sum(int(row["byes"]) for row in rows) == 3
 
 
+@pytest.mark.django_db(transaction=True)  # the league page is read on its own threads (page_read)
 def test_a_knockouts_standings_and_page_show_each_players_seed(client):
     league = registered_league("ko_seeds", 4, schedule_format="knockout")
     before = client.get("/api/leagues/ko_seeds/standings/").json()

@@ -8,6 +8,7 @@ import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import pytest
 from django.core.cache import cache
 from django.db import connection
@@ -231,21 +232,36 @@ def test_a_patch_sends_changed_numbers_as_themselves_and_a_growing_list_as_its_t
     }
 
 
-@pytest.mark.django_db
-def test_a_page_rendered_a_moment_ago_is_served_without_asking_the_version(
-    client, settings, django_assert_max_num_queries
-):
+def counted_versions(monkeypatch) -> list[str]:
+    """The leagues whose version is asked from now on, in order (``live.version`` counted)."""
+    asked: list[str] = []
+    version = live.version
+
+    def counted(league_id: str) -> str | None:
+        asked.append(league_id)
+        return version(league_id)
+
+    monkeypatch.setattr(live, "version", counted)
+    return asked
+
+
+@pytest.mark.django_db(transaction=True)  # the page is read on the pages' own threads (page_read)
+def test_a_page_rendered_a_moment_ago_is_served_without_asking_the_version(client, settings, monkeypatch):
     """500 viewers opening the page within seconds each cost one indexed lookup (the league's
     identity), not the version's aggregate queries, while the page is younger than LIVE_PAGE_FRESH."""
     settings.LIVE_PAGE_FRESH = 60.0
     make_league("spring_cup", players=8)
-    assert client.get("/leagues/spring_cup/").status_code == 200  # rendered
-    with django_assert_max_num_queries(1):
-        assert client.get("/leagues/spring_cup/").status_code == 200
+    asked = counted_versions(monkeypatch)
+    first = client.get("/leagues/spring_cup/")
+    assert first.status_code == 200 and asked  # rendered, at the version asked
+    rendered = len(asked)
+    for _ in range(3):
+        assert client.get("/leagues/spring_cup/").content == first.content
+    assert len(asked) == rendered
     assert client.get("/leagues/nope/").status_code == 404
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_a_page_past_its_freshness_is_rendered_again_only_when_the_league_moved(caplog, client, settings):
     caplog.set_level(logging.DEBUG, logger="league.pages.views")
     league = make_league("spring_cup", players=6)
@@ -260,9 +276,7 @@ def test_a_page_past_its_freshness_is_rendered_again_only_when_the_league_moved(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_viewers_are_served_the_page_there_is_while_one_brings_it_up_to_date(
-    client, settings, monkeypatch, django_assert_max_num_queries
-):
+def test_viewers_are_served_the_page_there_is_while_one_brings_it_up_to_date(client, settings, monkeypatch):
     """A class arriving at a busy league: one request checks the version and renders; the others
     are not held behind it, nor do they each ask the version."""
     league = make_league("spring_cup", players=6)
@@ -271,8 +285,10 @@ def test_viewers_are_served_the_page_there_is_while_one_brings_it_up_to_date(
     settings.LIVE_PAGE_FRESH = 0.0
     checking, go_on = threading.Event(), threading.Event()
     version = live.version
+    asked: list[str] = []
 
     def held_version(league_id: str) -> str | None:
+        asked.append(league_id)
         checking.set()
         assert go_on.wait(30)
         return version(league_id)
@@ -288,8 +304,8 @@ def test_viewers_are_served_the_page_there_is_while_one_brings_it_up_to_date(
     with ThreadPoolExecutor(max_workers=1) as pool:
         updating = pool.submit(bring_up_to_date)
         assert checking.wait(30)
-        with django_assert_max_num_queries(1):
-            assert client.get("/leagues/spring_cup/").content == first
+        assert client.get("/leagues/spring_cup/").content == first  # not held, not asking the version
+        assert asked == ["spring_cup"]
         go_on.set()
         assert updating.result(30) != first
     monkeypatch.setattr(live, "version", version)
@@ -435,3 +451,33 @@ def test_a_snapshot_reads_its_players_in_one_query_whatever_their_number():
         assert len(data["standings"]) == players and len(data["chart"]["series"]) == players
         assert any(row["arena_rating"] is not None for row in data["standings"])
     assert counts[0] == counts[1]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_league_pages_are_read_on_threads_that_keep_their_connections(settings):
+    """Under ASGI a Django view runs on a thread of its own per request, which opens a database
+    connection each time; the league page is read on the pages' own threads, whose connections
+    last from one viewer to the next (and it is never in line behind /mcp's writes)."""
+    from asgiref.sync import sync_to_async
+    from django.core.asgi import get_asgi_application
+    from django.db.backends.signals import connection_created
+
+    from league.mcp.database import PAGE_READERS
+
+    settings.LIVE_PAGE_FRESH = 0.0  # each request asks the version too
+    await sync_to_async(make_league)("spring_cup", players=4)
+    opened: list[str] = []
+
+    def note(sender, connection, **kwargs) -> None:
+        opened.append(threading.current_thread().name)
+
+    connection_created.connect(note)
+    try:
+        # Django's own ASGI handler (the test client's skips its thread per request).
+        transport = httpx.ASGITransport(app=get_asgi_application())
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            for _ in range(6):
+                assert (await client.get("/leagues/spring_cup/")).status_code == 200
+    finally:
+        connection_created.disconnect(note)
+    assert len(opened) <= PAGE_READERS and all(name.startswith("page-reads") for name in opened), opened

@@ -26,6 +26,7 @@ def test_it_lists_leagues_and_says_when_there_are_none(client):
     assert "4 players" in page
 
 
+@pytest.mark.django_db(transaction=True)  # the league page is read on its own threads (page_read)
 def test_it_shows_registration_as_the_empty_state(client):
     league = make_league("open_cup", players=3, status="REGISTERING", scheduled=False)
     page = client.get("/leagues/open_cup/").content.decode()
@@ -36,6 +37,7 @@ def test_it_shows_registration_as_the_empty_state(client):
     assert "The schedule is drawn when the league starts." in page
 
 
+@pytest.mark.django_db(transaction=True)  # the league page is read on its own threads (page_read)
 def test_it_shows_standings_feed_and_schedule(client):
     league = make_league("spring_cup", players=4)
     play_round(league, 1)
@@ -144,6 +146,7 @@ def test_no_stored_data_makes_a_page_fail_in_any_state(client):
     assert "<script>alert(1)</script>" not in home
 
 
+@pytest.mark.django_db(transaction=True)  # the league page is read on its own threads (page_read)
 def test_the_league_list_and_the_api_show_the_same_progress(client):
     """One number for how far a league has come: the list's bar, the league page's bar and the
     API's ``progress.percent`` (a league completed without a match counts as done in all three)."""

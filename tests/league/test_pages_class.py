@@ -18,6 +18,7 @@ def client() -> Client:
     return Client()
 
 
+@pytest.mark.django_db(transaction=True)  # the league page is read on its own threads (page_read)
 def test_the_card_of_a_league_in_play_with_no_live_referee_warns_as_its_page_does(client):
     stalled = make_league("stalled_cup", players=4, referees=1)
     stalled.referees.update(status=AgentStatus.SUSPENDED)
@@ -58,6 +59,7 @@ def test_the_schema_marks_every_endpoint_public(client):
     assert "securitySchemes" not in schema.get("components", {})
 
 
+@pytest.mark.django_db(transaction=True)  # the league page is read on its own threads (page_read)
 def test_every_page_links_the_favicon(client):
     # An id of its own: pages are cached by league id and version (league/pages/views.py).
     make_league("favicon_cup", players=2)
