@@ -37,6 +37,7 @@ def test_it_requires_login_for_the_admin(db):
     assert "/admin/login/" in response["Location"]
 
 
+@pytest.mark.django_db(transaction=True)  # the league page is read on its own threads (page_read)
 def test_it_pauses_resumes_and_cancels_a_league(staff):
     league = make_league("spring_cup", players=4)
     run_action(staff, "league", "pause", league.pk)
