@@ -38,13 +38,18 @@ def test_it_requires_login_for_the_admin(db):
 
 
 @pytest.mark.django_db(transaction=True)  # the league page is read on its own threads (page_read)
+def test_a_paused_leagues_page_says_by_whom_and_when(staff):
+    league = make_league("spring_cup", players=4)
+    run_action(staff, "league", "pause", league.pk)
+    page = staff.get("/leagues/spring_cup/").content.decode()
+    assert "Paused by the organiser after 0 of 6 matches." in page
+
+
 def test_it_pauses_resumes_and_cancels_a_league(staff):
     league = make_league("spring_cup", players=4)
     run_action(staff, "league", "pause", league.pk)
     league.refresh_from_db()
     assert league.status == "PAUSED"
-    page = staff.get("/leagues/spring_cup/").content.decode()
-    assert "Paused by the organiser after 0 of 6 matches." in page
 
     run_action(staff, "league", "resume", league.pk)
     league.refresh_from_db()
