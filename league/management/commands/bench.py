@@ -8,6 +8,7 @@
 - ``bench chaos``: leagues while processes are killed and the database is cut; every league checked.
 - ``bench server``: the production server (docs/operations.md) under slow-header and idle sockets.
 - ``bench spectators``: a league unwatched, then the same league watched by N live pages.
+- ``bench pages``: the first pages of a played league served by the LM alone: pages/s, CPU a page.
 - ``bench arena``: a practice arena played by real processes; matches/s, each match rated once,
   a new agent's time to its first rated match.
 - ``bench fuzz``: invalid requests over the LM, a referee, a player and a relay endpoint; no 5xx,
@@ -51,7 +52,7 @@ def add_league_format_arguments(parser: CommandParser) -> None:
 
 
 class Command(BaseCommand):
-    help = "Benchmarks: ceiling, league, api, scale, soak, chaos, server, spectators, fuzz, arena."
+    help = "Benchmarks: ceiling, league, api, scale, soak, chaos, server, spectators, pages, fuzz, arena."
 
     def get_check_kwargs(self, options: dict[str, Any]) -> dict[str, Any]:
         """The model checks without a database: the bench chooses its own in ``handle`` (a new
@@ -173,13 +174,24 @@ class Command(BaseCommand):
         watch.add_argument("--timeout", type=float, default=900.0)
         watch.add_argument("--quick", action="store_true", help="small and short, for the suite")
         watch.add_argument("--json", dest="json_path")
+        pages = sub.add_parser("pages", help="a played league's first page served by the LM alone")
+        pages.add_argument("--players", type=int, default=100)
+        pages.add_argument("--referees", type=int, default=2)
+        pages.add_argument("--pages", type=int, default=500, help="page loads")
+        pages.add_argument("--concurrency", type=int, default=50, help="loads at a time")
+        pages.add_argument("--lm-server", default="uvicorn", choices=("uvicorn", "daphne"))
+        pages.add_argument(
+            "--lm-workers", type=int, default=1, help="uvicorn worker processes for the LM (needs REDIS_URL)"
+        )
+        pages.add_argument("--quick", action="store_true", help="small and short, for the suite")
+        pages.add_argument("--json", dest="json_path")
         fuzz = sub.add_parser("fuzz", help="invalid requests over every kind of endpoint: no 5xx, no state change")
         fuzz.add_argument("--requests", type=int, default=100_000)
         fuzz.add_argument("--concurrency", type=int, default=16)
         fuzz.add_argument("--seed", type=int, default=0)
         fuzz.add_argument("--targets", default="lm,referee,player,relay", help="endpoints that get requests")
         fuzz.add_argument("--json", dest="json_path")
-        for played in (league, api, scale, soak, chaos, server, watch, fuzz):
+        for played in (league, api, scale, soak, chaos, server, watch, pages, fuzz):
             played.add_argument(
                 "--keep-db",
                 action="store_true",
@@ -256,6 +268,24 @@ class Command(BaseCommand):
                 probes=10 if quick else options["probes"],
                 out=self.stderr,
             ).run()
+        elif what == "pages":
+            from league.bench.league_run import BenchFailed
+            from league.bench.pages import PagesBench
+
+            quick = options["quick"]
+            try:
+                report = PagesBench(
+                    players=6 if quick else options["players"],
+                    referees=options["referees"],
+                    pages=20 if quick else options["pages"],
+                    concurrency=5 if quick else options["concurrency"],
+                    lm_server=options["lm_server"],
+                    lm_workers=options["lm_workers"],
+                    timeout=120.0 if quick else 900.0,
+                    out=self.stderr,
+                ).run()
+            except BenchFailed as exc:
+                raise CommandError(f"bench pages failed: {exc}") from exc
         elif what == "fuzz":
             from league.bench.fuzz import FuzzBench
 
