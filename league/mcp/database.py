@@ -34,8 +34,8 @@ _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-database")
 # The public pages' reads (league/pages/views.py ``league_detail``): threads of their own, so that
 # a class opening a league page together never queues before the referees' reports, each with
 # its connection kept from one page to the next (a Django view under ASGI runs on a thread of
-# its own per request, which opens a connection each time: 6.7 ms of the LM's CPU per league page
-# of a 100-player league with it, 3.7 without; docs/benchmarks.md). Two: one may render a page
+# its own per request, which opens a connection each time: `bench pages` served 145–151 pages a
+# second on SQLite that way, 185–200 this way; docs/benchmarks.md). Two: one may render a page
 # while the other serves the page as it is to everyone else.
 PAGE_READERS = 2
 _page_reads = ThreadPoolExecutor(max_workers=PAGE_READERS, thread_name_prefix="page-reads")
