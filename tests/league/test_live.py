@@ -247,8 +247,8 @@ def counted_versions(monkeypatch) -> list[str]:
 
 @pytest.mark.django_db(transaction=True)  # the page is read on the pages' own threads (page_read)
 def test_a_page_rendered_a_moment_ago_is_served_without_asking_the_version(client, settings, monkeypatch):
-    """500 viewers opening the page within seconds each cost one indexed lookup (the league's
-    identity), not the version's aggregate queries, while the page is younger than LIVE_PAGE_FRESH."""
+    """500 viewers opening the page within seconds are served the page kept for them without
+    asking the version (its aggregate queries) while it is younger than LIVE_PAGE_FRESH."""
     settings.LIVE_PAGE_FRESH = 60.0
     make_league("spring_cup", players=8)
     asked = counted_versions(monkeypatch)
@@ -456,8 +456,8 @@ def test_a_snapshot_reads_its_players_in_one_query_whatever_their_number():
 @pytest.mark.django_db(transaction=True)
 async def test_league_pages_are_read_on_threads_that_keep_their_connections(settings):
     """Under ASGI a Django view runs on a thread of its own per request, which opens a database
-    connection each time; the league page is read on the pages' own threads, whose connections
-    last from one viewer to the next (and it is never in line behind /mcp's writes)."""
+    connection each time; the league page is read on the pages' own threads (not /mcp's database
+    thread), whose connections last from one viewer to the next."""
     from asgiref.sync import sync_to_async
     from django.core.asgi import get_asgi_application
     from django.db.backends.signals import connection_created
