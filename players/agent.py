@@ -1029,6 +1029,7 @@ class Player:
             "match_id": msg.match_id,
             "round_id": record.get("round_id", msg.round_id),
             "league_id": msg.league_id or self.league_id,
+            "player_id": me,  # the seat we were told the outcome as (league/bench/told.py reads it)
             "game_type": msg.game_type or record.get("game_type"),
             "opponent_id": opponent,
             "role": record.get("bo5_role") or record.get("role"),

@@ -35,20 +35,25 @@ def recorded_outcomes(league: League) -> dict[tuple[str, str], str]:
 
 def told_in_states(state_dir: Path, league_id: str) -> Told:
     """What the players whose state files are under ``state_dir`` (``players-*/``, as the bench
-    starts its hosts) were told in ``league_id``."""
+    starts its hosts) were told in ``league_id``: each match as the seat it names (the id its
+    referee addressed, which a player that has not heard its registration reply yet goes by),
+    else the player's own id."""
     told: Told = defaultdict(list)
     for path in sorted(state_dir.glob("players-*/*.json")):
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             continue  # a referee's files, or one being replaced
-        player_id = (data.get("identity") or {}).get("player_id") if isinstance(data, dict) else None
+        own = (data.get("identity") or {}).get("player_id") if isinstance(data, dict) else None
         memory = data.get("memory") if isinstance(data, dict) else None
-        if not player_id or not isinstance(memory, dict):
+        if not isinstance(memory, dict):
             continue
         for match in memory.get("matches") or []:
-            if isinstance(match, dict) and match.get("league_id") == league_id and match.get("result"):
-                told[player_id, str(match.get("match_id"))].append(str(match["result"]))
+            if not isinstance(match, dict) or match.get("league_id") != league_id or not match.get("result"):
+                continue
+            player_id = match.get("player_id") or own
+            if player_id:
+                told[str(player_id), str(match.get("match_id"))].append(str(match["result"]))
     return told
 
 

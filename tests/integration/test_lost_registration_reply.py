@@ -59,6 +59,7 @@ def test_a_player_that_never_hears_its_id_remembers_each_outcome_as_recorded(wor
     state = json.loads((world.tmp / UNHEARD.name / f"{UNHEARD.name}.json").read_text())
     assert state["identity"]["player_id"] is None  # it never learnt its id
     told = {m["match_id"]: m["result"] for m in state["memory"]["matches"]}
+    assert {m["player_id"] for m in state["memory"]["matches"]} == {unheard}  # the seat it was told as
     recorded = {
         match: outcome for (player, match), outcome in recorded_outcomes(world.league).items() if player == unheard
     }

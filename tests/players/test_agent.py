@@ -314,6 +314,7 @@ async def test_a_player_without_its_id_yet_counts_each_outcome_as_the_referee_to
         ("R4M3", "TECHNICAL_LOSS", "P02"),
     ]
     assert p.memory.stats["wins"] == 1 and p.memory.parity_history("P02")
+    assert {m["player_id"] for m in p.memory.matches} == {"P05"}  # the seat each was told as
 
 
 async def test_it_remembers_results_and_keeps_them_across_a_restart(
