@@ -1,12 +1,14 @@
 """Django's own checks for what the LM serves beside Django: ``/mcp`` (league/mcp/endpoint.py),
-the relay endpoint (league/relay/endpoint.py) and the agents' sockets (league/relay/consumer.py),
-ASGI applications that Channels routes to before Django's views (leaguesite/asgi.py).
+the relay endpoint (league/relay/endpoint.py), the agents' sockets (league/relay/consumer.py) and
+a league's page (league/pages/endpoint.py), ASGI applications that Channels routes to before
+Django's views (leaguesite/asgi.py).
 
 A request's head is read once into a :class:`Head` (its ``META`` as Django's ASGI handler fills
 it). The Host is judged by ``HttpRequest.get_host()`` itself (ALLOWED_HOSTS,
 USE_X_FORWARDED_HOST, the DEBUG default) and every answer gets the headers of Django's own
-``SecurityMiddleware`` and ``XFrameOptionsMiddleware``, run through the documented middleware
-protocol: a new Django default there reaches these routes as it reaches every view.
+``SecurityMiddleware``, ``XFrameOptionsMiddleware`` and ``ContentSecurityPolicyMiddleware``, run
+through the documented middleware protocol: a new Django default there reaches these routes as it
+reaches every view.
 
 Both are asked once per distinct input and settings state, not once per call: an agent's every
 call passes here, and a Django request and response built for each cost the LM about a tenth of
@@ -33,6 +35,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.middleware.clickjacking import XFrameOptionsMiddleware
+from django.middleware.csp import ContentSecurityPolicyMiddleware
 from django.middleware.security import SecurityMiddleware
 
 TEXT = "text/plain; charset=utf-8"
@@ -158,7 +161,7 @@ def _answer_of(request: HttpRequest) -> HttpResponse:
 def _chain() -> SecurityMiddleware:
     """The middleware chain, made once (as Django makes a site's): a middleware reads its settings
     when it is made, a dozen of them for the security middleware."""
-    return SecurityMiddleware(XFrameOptionsMiddleware(_answer_of))
+    return SecurityMiddleware(XFrameOptionsMiddleware(ContentSecurityPolicyMiddleware(_answer_of)))
 
 
 def _through_chain(request: HttpRequest, response: HttpResponse) -> HttpResponse:

@@ -1,5 +1,6 @@
 """ASGI entry point: Django for HTTP but the agents' endpoints (``/mcp``: league/mcp/endpoint.py; the
-relay's: league/relay/endpoint.py), Channels for the dashboard's websockets and the relay's."""
+relay's: league/relay/endpoint.py) and a league's page (league/pages/endpoint.py), Channels for
+the dashboard's websockets and the relay's."""
 
 import asyncio
 import contextvars
@@ -21,9 +22,10 @@ import_module(settings.ROOT_URLCONF)
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from django.urls import re_path  # noqa: E402
+from django.urls import path, re_path  # noqa: E402
 
 from league.mcp.endpoint import mcp_urlpatterns  # noqa: E402
+from league.pages.endpoint import LeaguePage  # noqa: E402
 from league.relay.routing import agent_sockets, http_urlpatterns  # noqa: E402
 from league.routing import websocket_urlpatterns  # noqa: E402
 from leaguesite.limits import RequestLimits  # noqa: E402
@@ -41,9 +43,20 @@ async def websockets(scope, receive, send) -> None:
 # own, not Django views: a 100-player league makes ~10,000 calls to /mcp and, relayed, ~59,500 to
 # the relay, and as a Django view each cost the LM ~4.8 ms of CPU (a thread per request, a hand-off
 # to it for each sync middleware hook and signal, a new database connection) against about 1 ms for
-# these endpoints (docs/benchmarks.md, "Why the code is shaped this way"). They have Django judge
-# the Host and add its security middleware's headers (league/sitechecks.py).
-routes = URLRouter([*mcp_urlpatterns, *http_urlpatterns, re_path(r"", django_asgi_app)])
+# these endpoints (docs/benchmarks.md, "Why the code is shaped this way"). A league's page, the
+# one request a whole class makes together, is served beside Django too (its kept bytes; anything
+# else about it is Django's view's). They have Django judge the Host and add its security
+# middleware's headers (league/sitechecks.py).
+league_page = LeaguePage(django_asgi_app)
+routes = URLRouter(
+    [
+        *mcp_urlpatterns,
+        *http_urlpatterns,
+        path("leagues/<str:league_id>/", league_page),
+        path("arenas/<str:league_id>/", league_page),
+        re_path(r"", django_asgi_app),
+    ]
+)
 static = static_files()  # WhiteNoise (leaguesite/static.py)
 STATIC_PREFIX = static_prefix()
 

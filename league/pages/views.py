@@ -100,12 +100,14 @@ async def league_detail(request: HttpRequest, league_id: str) -> HttpResponse:
     pay them); an older one is brought up to date by one request while the others are served it
     as it is (their websocket brings each page to the current version at once). The reading is
     done on the pages' own threads (``page_read``: their connections kept, never in line before
-    /mcp's writes)."""
+    /mcp's writes). The LM's server sends the same page beside Django's request cycle
+    (league/pages/endpoint.py); this view answers what that leaves to Django (a league that does
+    not exist, another method) and Django's own handlers."""
     mcp_url = request.build_absolute_uri(MCP_PATH)
-    return HttpResponse(await page_read(_league_page, request, league_id, mcp_url))
+    return HttpResponse(await page_read(kept_league_page, request, league_id, mcp_url))
 
 
-def _league_page(request: HttpRequest, league_id: str, mcp_url: str) -> bytes:
+def kept_league_page(request: HttpRequest, league_id: str, mcp_url: str) -> bytes:
     """The page of ``league_id`` as kept (``league_detail``), brought up to date if it is not fresh."""
     # The league itself (its row and creation), not only its id: a league deleted and made again
     # under the same id is another page, however recently the first was rendered.

@@ -1,0 +1,52 @@
+"""The league page (``/leagues/<id>/``, ``/arenas/<id>/``) as an ASGI application beside Django's
+views (leaguesite/asgi.py routes it), for the one request a class makes all together: a new
+viewer's first page.
+
+The page is kept per league version and shared (``views.kept_league_page``), so what a viewer
+costs is the request itself. Through Django's request cycle that is a thread of its own per
+request and a hand-off to it for each sync middleware hook (~5 ms of the LM's CPU a page, against
+~1 ms here: docs/benchmarks.md, "bench pages"), which 500 viewers arriving within two seconds
+cannot have on two cores beside their league. Here the page is read on the pages' own threads
+(``page_read``) and sent with the headers Django's security, clickjacking and
+Content-Security-Policy middleware add (league/sitechecks.py); the Host is judged by Django. The
+page reads no session, user or CSRF token (it is the same bytes for everyone), so the other
+middleware have nothing to add to it. Anything else (another method, a league that does not
+exist) goes to Django's view, which answers it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404
+
+from league.mcp.database import page_read
+from league.mcp.endpoint import MCP_PATH
+from league.pages.views import kept_league_page
+from league.sitechecks import django_request, head_of, host_answer, send_response
+
+HTML = "text/html; charset=utf-8"
+
+
+class LeaguePage:
+    """``GET``/``HEAD`` of a league's page; ``django`` (Django's ASGI application) answers the rest."""
+
+    def __init__(self, django: Any) -> None:
+        self.django = django
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("method") not in ("GET", "HEAD"):
+            await self.django(scope, receive, send)
+            return
+        head = head_of(scope)
+        if refused := host_answer(head):
+            await send_response(send, head, *refused)
+            return
+        request = django_request(head)
+        league_id = scope["url_route"]["kwargs"]["league_id"]
+        try:
+            page = await page_read(kept_league_page, request, league_id, request.build_absolute_uri(MCP_PATH))
+        except Http404:
+            await self.django(scope, receive, send)  # Django's own 404 page
+            return
+        await send_response(send, head, 200, page, [("Content-Type", HTML)])
