@@ -11,11 +11,12 @@ cannot have on two cores beside their league. Here the page is read on the pages
 Content-Security-Policy middleware add (league/sitechecks.py); the Host is judged by Django. The
 page reads no session, user or CSRF token (it is the same bytes for everyone), so the other
 middleware have nothing to add to it. Anything else (another method, a league that does not
-exist) goes to Django's view, which answers it.
+exist, a failed read) goes to Django's view, which answers it.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.http import Http404
@@ -26,6 +27,7 @@ from league.pages.views import kept_league_page
 from league.sitechecks import django_request, head_of, host_answer, send_response
 
 HTML = "text/html; charset=utf-8"
+log = logging.getLogger(__name__)
 
 
 class LeaguePage:
@@ -46,7 +48,12 @@ class LeaguePage:
         league_id = scope["url_route"]["kwargs"]["league_id"]
         try:
             page = await page_read(kept_league_page, request, league_id, request.build_absolute_uri(MCP_PATH))
-        except Http404:
-            await self.django(scope, receive, send)  # Django's own 404 page
+        except Exception as exc:
+            # What this cannot serve, Django's view answers: its 404 page for a league that does
+            # not exist; after a failed read (a database restarting: the reading thread's
+            # connection is closed with it) a second try, else Django's own 500 page and log.
+            if not isinstance(exc, Http404):
+                log.warning("the page of %s failed (%s); Django's view answers it", league_id, exc)
+            await self.django(scope, receive, send)
             return
         await send_response(send, head, 200, page, [("Content-Type", HTML)])

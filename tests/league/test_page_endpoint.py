@@ -99,3 +99,25 @@ async def test_a_host_django_refuses_is_refused():
     ours = await answer(application, "GET", "/leagues/spring_cup/", host="evil.example")
     assert ours.status_code == 400 and b"spring_cup" not in ours.content
     assert (await answer(django_only, "GET", "/leagues/spring_cup/", host="evil.example")).status_code == 400
+
+
+async def test_a_failed_read_is_tried_again_by_djangos_view(monkeypatch, caplog):
+    """A database restarting fails the first read on a reading thread (its connection closed with
+    it): the viewer is answered by Django's view, which reads again, not sent a bare 500."""
+    from django.db import OperationalError
+
+    from league.pages import endpoint
+
+    await sync_to_async(make_league)("spring_cup", players=4)
+    failed: list[str] = []
+
+    def fails(request, league_id, mcp_url):
+        failed.append(league_id)
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(endpoint, "kept_league_page", fails)
+    with caplog.at_level("WARNING", logger="league.pages.endpoint"):
+        ours = await answer(application, "GET", "/leagues/spring_cup/")
+    assert failed == ["spring_cup"]
+    assert ours.status_code == 200 and b"spring_cup" in ours.content
+    assert "server closed the connection" in caplog.text
