@@ -19,6 +19,14 @@ from tests.league import lm_support
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+
+@pytest.fixture(autouse=True)
+def own_cache(settings) -> None:
+    """A cache of these tests' own, which ``answer`` clears so that each app renders the page
+    itself: Django's Redis cache clears by flushing its whole database, every worker's keys."""
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "pages"}}
+
+
 # Django's answer, through its own ASGI handler and every middleware of the site.
 django_only = get_asgi_application()
 
