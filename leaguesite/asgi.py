@@ -22,10 +22,10 @@ import_module(settings.ROOT_URLCONF)
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from django.urls import path, re_path  # noqa: E402
+from django.urls import re_path  # noqa: E402
 
 from league.mcp.endpoint import mcp_urlpatterns  # noqa: E402
-from league.pages.endpoint import LeaguePage  # noqa: E402
+from league.pages.endpoint import page_urlpatterns  # noqa: E402
 from league.relay.routing import agent_sockets, http_urlpatterns  # noqa: E402
 from league.routing import websocket_urlpatterns  # noqa: E402
 from leaguesite.limits import RequestLimits  # noqa: E402
@@ -47,15 +47,8 @@ async def websockets(scope, receive, send) -> None:
 # one request a whole class makes together, is served beside Django too (its kept bytes; anything
 # else about it is Django's view's). They have Django judge the Host and add its security
 # middleware's headers (league/sitechecks.py).
-league_page = LeaguePage(django_asgi_app)
 routes = URLRouter(
-    [
-        *mcp_urlpatterns,
-        *http_urlpatterns,
-        path("leagues/<str:league_id>/", league_page),
-        path("arenas/<str:league_id>/", league_page),
-        re_path(r"", django_asgi_app),
-    ]
+    [*mcp_urlpatterns, *http_urlpatterns, *page_urlpatterns(django_asgi_app), re_path(r"", django_asgi_app)]
 )
 static = static_files()  # WhiteNoise (leaguesite/static.py)
 STATIC_PREFIX = static_prefix()

@@ -20,9 +20,11 @@ import logging
 from typing import Any
 
 from django.http import Http404
+from django.urls import URLPattern, path
 
 from league.mcp.database import page_read
 from league.mcp.endpoint import MCP_PATH
+from league.pages.urls import ARENA_PAGE, LEAGUE_PAGE
 from league.pages.views import kept_league_page
 from league.sitechecks import django_request, head_of, host_answer, send_response
 
@@ -57,3 +59,9 @@ class LeaguePage:
             await self.django(scope, receive, send)
             return
         await send_response(send, head, 200, page, [("Content-Type", HTML)])
+
+
+def page_urlpatterns(django: Any) -> list[URLPattern]:
+    """The league page's addresses (those of Django's view, league/pages/urls.py), routed here."""
+    page = LeaguePage(django)
+    return [path(LEAGUE_PAGE, page), path(ARENA_PAGE, page)]

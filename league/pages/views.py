@@ -102,7 +102,7 @@ async def league_detail(request: HttpRequest, league_id: str) -> HttpResponse:
     done on the pages' own threads (``page_read``: their connections kept, never in line before
     /mcp's writes). The LM's server sends the same page beside Django's request cycle
     (league/pages/endpoint.py); this view answers what that leaves to Django (a league that does
-    not exist, another method) and Django's own handlers."""
+    not exist, another method, a read that failed there) and Django's own handlers."""
     mcp_url = request.build_absolute_uri(MCP_PATH)
     return HttpResponse(await page_read(kept_league_page, request, league_id, mcp_url))
 
