@@ -79,6 +79,12 @@ def _snapshot_text(version: str, viewers: int, data: str) -> str:
     return f'{{"type":"snapshot","version":"{version}","viewers":{viewers},"data":{data}}}'
 
 
+def _patch_text(start: str, version: str, viewers: int, data: str) -> str:
+    """A patch message from ``start`` to ``version`` around ``data``, the patch's JSON as encoded
+    once (both versions are the audience's own, never a client's text)."""
+    return f'{{"type":"patch","from":"{start}","version":"{version}","viewers":{viewers},"events":[],"data":{data}}}'
+
+
 def push_interval(viewers: int) -> float:
     """Seconds between two pushes to ``viewers`` pages of one league in this process."""
     return min(LATEST, max(THROTTLE, viewers / PUSHES_PER_SECOND))
@@ -100,6 +106,11 @@ class Audience:
         self.viewers: set[LeagueConsumer] = set()
         self.step: live.Step | None = None
         self.snapshot_json = ""  # the snapshot at the version the viewers were last sent
+        # The version before the last one the viewers were sent, and the patch from it (encoded
+        # when a new viewer first asks for it): what a page rendered a push ago is sent instead of
+        # the whole snapshot.
+        self.moved_from: tuple[str, Any] | None = None
+        self.moved_json: str | None = None
         self.news: list[dict[str, Any]] = []
         self.named: set[str] = set()  # the ids the events since the last push named (all of them)
         self.changed = asyncio.Event()
@@ -127,10 +138,25 @@ class Audience:
                 await audience.start()
         return audience
 
-    def add(self, viewer: LeagueConsumer) -> str:
-        """Count ``viewer`` in; the snapshot to send it (every later push patches that one)."""
+    def add(self, viewer: LeagueConsumer, shown: str | None = None) -> str:
+        """Count ``viewer`` in; what to send it first (every later push patches what that makes)."""
         self.viewers.add(viewer)
         self.changed.set()  # the count shown on the pages
+        return self.opening(shown)
+
+    def opening(self, shown: str | None) -> str:
+        """What a new viewer whose page shows version ``shown`` (the version the page was rendered
+        at, or its socket's last) is sent first: an empty patch when that is the current version,
+        the last patch when it is the one before, else the whole snapshot. A class opening the page
+        together is sent a few bytes each, not the snapshot its pages already hold (~150 KB for
+        100 players)."""
+        current = self.step.snapshot.version
+        if shown == current:
+            return _patch_text(current, current, len(self.viewers), "null")
+        if self.moved_from is not None and shown == self.moved_from[0]:
+            if self.moved_json is None:
+                self.moved_json = orjson.dumps(self.moved_from[1]).decode()
+            return _patch_text(shown, current, len(self.viewers), self.moved_json)
         return self.snapshot_text()
 
     def snapshot_text(self) -> str:
@@ -196,6 +222,9 @@ class Audience:
         self.step = step
         if previous is None or step.snapshot.version != previous.snapshot.version:
             self.snapshot_json = step.snapshot.blob.decode()
+            moved = previous is not None and step.patch is not None
+            self.moved_from = (previous.snapshot.version, step.patch) if moved else None
+            self.moved_json = None
         return True
 
     async def push(self) -> None:
@@ -263,7 +292,9 @@ def viewer_count(league_id: str) -> int:
 class LeagueConsumer(AsyncJsonWebsocketConsumer):
     """ws/leagues/<league_id>/: {"type": "snapshot", "version", "viewers", "data"} first, then
     {"type": "patch", "from", "version", "viewers", "events", "data"} per change (``data``: the
-    patch, ``league.api.live.diff``). With ``?deflate=1`` (the league page, where the browser
+    patch, ``league.api.live.diff``). With ``?at=<version>`` (the version the page shows) the
+    first message is a patch from that version when the server can make one (``Audience.opening``:
+    ``data`` null when the page is current), else the snapshot. With ``?deflate=1`` (the league page, where the browser
     has ``DecompressionStream``) each patch comes as a binary frame: the same JSON, compressed
     with zlib (RFC 1950, the browser's "deflate"). With ``?brief=1`` (pages that re-read
     themselves) only {"type": "changed", "version", "moved", "viewers", "events"}; with
@@ -346,9 +377,9 @@ class LeagueConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.accept()
         self.audience = audience
-        snapshot = audience.add(self)
+        opening = audience.add(self, asked.get("at", [None])[0])
         if not self.brief:
-            await self.send(text_data=snapshot)
+            await self.send(text_data=opening)
 
     async def disconnect(self, code: int) -> None:
         if self.audience is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -25,6 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+# What league.js reads of its page: the version it shows and the snapshot it was rendered from.
+PAGE_VERSION = re.compile(rb'id="league-page"[^>]*\bdata-at="([^"]+)"')
+PAGE_SNAPSHOT = re.compile(rb'<script id="snapshot" type="application/json">(.*?)</script>', re.S)
 
 
 class Frames:
@@ -39,6 +44,7 @@ class Frames:
         self.keep = keep
         self._messages: OrderedDict[bytes | str, dict[str, Any]] = OrderedDict()
         self._states: OrderedDict[bytes | str, Any] = OrderedDict()  # a patch's frame → the state it makes
+        self._pages: OrderedDict[bytes, tuple[str | None, Any]] = OrderedDict()  # a page → (version, state)
         self.decoded = self.applied = 0  # frames decoded and patches applied (once each, not per page)
 
     def message(self, frame: bytes | str) -> dict[str, Any]:
@@ -49,6 +55,17 @@ class Frames:
             self.decoded += 1
             found = orjson.loads(zlib.decompress(frame) if isinstance(frame, bytes) else frame)
             self._remember(self._messages, frame, found)
+        return found
+
+    def page(self, html: bytes) -> tuple[str | None, Any]:
+        """The version a league page shows and its state, as the page's script reads them (its
+        ``data-at`` and its embedded snapshot); pages loaded at one version are the same bytes."""
+        found = self._pages.get(html)
+        if found is None:
+            version = PAGE_VERSION.search(html)
+            snapshot = PAGE_SNAPSHOT.search(html)
+            found = (version[1].decode() if version else None, orjson.loads(snapshot[1]) if snapshot else None)
+            self._remember(self._pages, html, found)
         return found
 
     def apply(self, state: Any, frame: bytes | str) -> Any:
@@ -75,7 +92,8 @@ class Spectator:
         self.base, self.league_id = base, league_id
         self.frames = frames if frames is not None else Frames()
         self.page_ms: float | None = None
-        self.snapshot_ms: float | None = None
+        self.snapshot_ms: float | None = None  # from opening the socket to the page live (at the server's version)
+        self.synced = False  # whether the socket open now has brought the page live
         self.refreshes: list[float] = []
         self.resyncs = 0
         self.bytes = 0
@@ -87,16 +105,17 @@ class Spectator:
 
     async def watch(self, client: Any, stop: asyncio.Event) -> None:
         """Load the page, then follow the websocket until the league ends; a dropped socket is
-        opened again after a pause and starts from a new snapshot, as the page does."""
+        opened again after a pause and asks for what changed since its version, as the page does."""
         import websockets
 
         began = time.perf_counter()
         try:
             async with client.get(f"{self.base}/leagues/{self.league_id}/") as response:
                 response.raise_for_status()
-                await response.read()
+                html = await response.read()
             self.page_ms = round((time.perf_counter() - began) * 1000, 1)
-            while not stop.is_set() and not self.completed():
+            self.version, self.state = self.frames.page(html)
+            while not stop.is_set() and not self.done():
                 try:
                     await self.follow(stop)
                 except websockets.ConnectionClosed as exc:
@@ -109,11 +128,15 @@ class Spectator:
     async def follow(self, stop: asyncio.Event) -> None:
         import websockets
 
+        # As the page asks: patches compressed, and what changed since the version it shows.
         url = self.base.replace("http://", "ws://") + f"/ws/leagues/{self.league_id}/?deflate=1"
+        if self.version:
+            url += f"&at={self.version}"
         opened = time.perf_counter()
+        self.synced = False
         # No keepalive pings of the client's own: a browser's page sends none.
         async with websockets.connect(url, origin="http://127.0.0.1", max_size=None, ping_interval=None) as ws:
-            while not stop.is_set() and not self.completed():
+            while not stop.is_set() and not self.done():
                 try:
                     frame = await asyncio.wait_for(ws.recv(), 0.5)
                 except TimeoutError:
@@ -121,23 +144,30 @@ class Spectator:
                 self.bytes += len(frame)
                 message = self.frames.message(frame)
                 if message["type"] == "snapshot":
-                    if self.snapshot_ms is None:
-                        self.snapshot_ms = round((time.perf_counter() - opened) * 1000, 1)
                     self.state, self.version = message["data"], message["version"]
-                    self.refreshes.append(time.time())
-                elif message["type"] == "patch" and message["data"] is not None:
+                elif message["type"] == "patch":
                     if message["version"] == self.version:
-                        continue
-                    if message["from"] != self.version:
+                        if self.synced:
+                            continue  # (a snapshot sent as this patch went out)
+                        # The page was current when its socket opened: live as it is.
+                    elif message["from"] != self.version or message["data"] is None:
                         self.resyncs += 1
                         await ws.send(json.dumps({"type": "snapshot"}))
                         continue
-                    self.state = self.frames.apply(self.state, frame)
-                    self.version = message["version"]
-                    self.refreshes.append(time.time())
+                    else:
+                        self.state = self.frames.apply(self.state, frame)
+                        self.version = message["version"]
+                else:
+                    continue
+                if self.snapshot_ms is None:  # the page live: at the server's version
+                    self.snapshot_ms = round((time.perf_counter() - opened) * 1000, 1)
+                self.synced = True
+                self.refreshes.append(time.time())
 
-    def completed(self) -> bool:
-        return bool(self.state) and self.state["league"]["status"] == "COMPLETED"
+    def done(self) -> bool:
+        """Whether the page is live (its socket brought it to the server's version) and shows the
+        league completed: a page loaded after the end still opens its socket, as league.js does."""
+        return self.synced and bool(self.state) and self.state["league"]["status"] == "COMPLETED"
 
     def record(self) -> dict[str, Any]:
         progress = (self.state or {}).get("progress") or {}

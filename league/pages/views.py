@@ -154,6 +154,7 @@ def _render_league(request: HttpRequest, league_id: str, mcp_url: str) -> tuple[
         "s": data,
         "snapshot_json": _script_json(snapshot.blob),
         "league_id": league_id,
+        "version": snapshot.version,  # the page's socket asks for what changed since (league.js)
         "mcp_url": mcp_url,
         "curl": registration_command(mcp_url, league_id, data["league"]["game_type"]),
     }

@@ -322,7 +322,8 @@
 
   // -- patches (the other half of league/api/live.py's diff: site.js's applyPatch) -----------
   var applyPatch = site.applyPatch;
-  var version = null;
+  var version = root.dataset.at || null;  // the version the page shows (rendered at, then patched to)
+  var synced = false;  // whether this socket has brought the page to the server's version
   function showViewers(n) {
     if (typeof n !== "number") return;
     $("viewers").hidden = false;
@@ -336,16 +337,23 @@
     showViewers(msg.viewers);
     if (msg.type === "snapshot" && msg.data) {
       version = msg.version;
+      synced = true;
       render(msg.data, true);
       return;
     }
     if (msg.type !== "patch") return;
     if (msg.events && msg.events.length) root.dataset.lastEvent = msg.events[msg.events.length - 1].event || "";
-    if (msg.version === version) return;  // already there (a snapshot sent as this patch went out)
+    if (msg.version === version) {
+      // Already there: a snapshot sent as this patch went out, or a page that was current when
+      // its socket opened (the server's first message then carries no data), shown as live.
+      if (!synced) { synced = true; render(state, true); }
+      return;
+    }
     if (msg.from !== version || !msg.data) { resync(); return; }
     var next;
     try { next = applyPatch(state, msg.data); } catch (e) { resync(); return; }  // the snapshot instead
     version = msg.version;
+    synced = true;
     render(next, true, "$d" in msg.data ? msg.data.$d : null);
   }
   // A registration window that closes changes the page without any event (site.js's countdown):
@@ -365,8 +373,12 @@
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
     // Patches come compressed (binary frames) where the browser can undo it.
     var deflate = typeof DecompressionStream === "function";
-    socket = new WebSocket(scheme + location.host + "/ws/leagues/" + encodeURIComponent(leagueId) + "/" +
-      (deflate ? "?deflate=1" : ""));
+    // The version the page shows: the server sends what changed since, not the whole snapshot.
+    var asked = new URLSearchParams();
+    if (deflate) asked.set("deflate", "1");
+    if (version) asked.set("at", version);
+    synced = false;
+    socket = new WebSocket(scheme + location.host + "/ws/leagues/" + encodeURIComponent(leagueId) + "/?" + asked);
     socket.binaryType = "arraybuffer";
     window.leagueSocket = socket;  // lets people (and tests) poke at the connection
     socket.onopen = function () {

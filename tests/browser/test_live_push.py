@@ -4,6 +4,7 @@ reads), a busy league still refreshing it, and the count of viewers."""
 from __future__ import annotations
 
 import time
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -46,8 +47,11 @@ def test_the_page_shows_pushed_changes_without_reading_the_api(site, page):
     assert page.evaluate("document.getElementById('league-page').dataset.lastEvent") == "match_finished"
     assert page.evaluate("window.__marker") == "same page"
     assert reads == []
-    # Chromium inflates: the patches it applied came compressed (league.js asks where it can).
-    assert page.evaluate("window.leagueSocket.url").endswith("/ws/leagues/spring_cup/?deflate=1")
+    # Chromium inflates: the patches it applied came compressed (league.js asks where it can), and
+    # its socket asked for what changed since the version the page was rendered at (``at``).
+    url = urlsplit(page.evaluate("window.leagueSocket.url"))
+    rendered = page.evaluate("document.getElementById('league-page').dataset.at")
+    assert url.path == "/ws/leagues/spring_cup/" and parse_qs(url.query) == {"deflate": ["1"], "at": [rendered]}
 
 
 def test_the_page_shows_how_many_are_watching(site, page, browser):

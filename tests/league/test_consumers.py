@@ -6,8 +6,10 @@ Runs on whichever channel layer settings choose: in-memory here, Redis when REDI
 
 from __future__ import annotations
 
+import re
 import zlib
 
+import httpx
 import pytest
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
@@ -81,6 +83,50 @@ async def test_a_page_that_asks_gets_its_patches_compressed_once_for_all():
     # The push of the result: the same text for both.
     assert zlib.decompress(frames[-1]["bytes"]).decode() == texts[-1]
     for ws in (plain, packed):
+        await ws.disconnect()
+
+
+async def page_version(league_id: str) -> str:
+    """The version a league page shows (its ``data-at``, which league.js sends as ``?at=``), the
+    page loaded through the LM's ASGI application as a browser loads it."""
+    transport = httpx.ASGITransport(app=application)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+        page = await client.get(f"/leagues/{league_id}/")
+    return re.search(r'id="league-page"[^>]*\bdata-at="([^"]+)"', page.text)[1]
+
+
+async def test_a_page_is_sent_what_changed_since_the_version_it_shows_not_the_snapshot():
+    """``?at=``: a page at the audience's version is sent an empty patch (it holds the snapshot
+    already), a page one push behind that push's patch, any other the snapshot."""
+    league = await database_sync_to_async(make_league)("spring_cup", 4)
+    shown = await page_version("spring_cup")
+    current = communicator(f"/ws/leagues/spring_cup/?deflate=1&at={shown}")
+    assert (await current.connect(timeout=2))[0]
+    opening = await current.receive_json_from(timeout=2)  # (text, not compressed: it is small)
+    assert opening == {"type": "patch", "from": shown, "version": shown, "viewers": 1, "events": [], "data": None}
+    snapshot = await database_sync_to_async(live.current_data)("spring_cup")
+
+    match = await database_sync_to_async(Match.objects.get)(league=league, match_id="R1M2")
+    await database_sync_to_async(play)(match, "odd", "even", 4)
+    plain = communicator("/ws/leagues/spring_cup/")  # (a viewer that takes its pushes as text)
+    assert (await plain.connect(timeout=2))[0]
+    at = (await plain.receive_json_from(timeout=2))["version"]
+    while at == shown:  # until the audience has pushed the result
+        at = (await plain.receive_json_from(timeout=5))["version"]
+    state = await database_sync_to_async(live.current_data)("spring_cup")
+
+    behind = communicator(f"/ws/leagues/spring_cup/?at={shown}")
+    assert (await behind.connect(timeout=2))[0]
+    opening = await behind.receive_json_from(timeout=2)
+    assert (opening["type"], opening["from"], opening["version"]) == ("patch", shown, at)
+    assert live.apply(snapshot, opening["data"]) == state
+    for other in ("1.0123456789abcdef", "%22%7D%7B"):  # a version not the last two; not a version
+        ws = communicator(f"/ws/leagues/spring_cup/?at={other}")
+        assert (await ws.connect(timeout=2))[0]
+        opening = await ws.receive_json_from(timeout=2)
+        assert (opening["type"], opening["version"], opening["data"]) == ("snapshot", at, state)
+        await ws.disconnect()
+    for ws in (current, plain, behind):
         await ws.disconnect()
 
 
