@@ -294,9 +294,9 @@ class LeagueConsumer(AsyncJsonWebsocketConsumer):
     {"type": "patch", "from", "version", "viewers", "events", "data"} per change (``data``: the
     patch, ``league.api.live.diff``). With ``?at=<version>`` (the version the page shows) the
     first message is a patch from that version when the server can make one (``Audience.opening``:
-    ``data`` null when the page is current), else the snapshot. With ``?deflate=1`` (the league page, where the browser
-    has ``DecompressionStream``) each patch comes as a binary frame: the same JSON, compressed
-    with zlib (RFC 1950, the browser's "deflate"). With ``?brief=1`` (pages that re-read
+    ``data`` null when the page is current), else the snapshot. With ``?deflate=1`` (the league
+    page, where the browser has ``DecompressionStream``) each patch comes as a binary frame: the
+    same JSON, compressed with zlib (RFC 1950, the browser's "deflate"). With ``?brief=1`` (pages that re-read
     themselves) only {"type": "changed", "version", "moved", "viewers", "events"}; with
     ``&about=<id>`` too (a page about one player, referee or match) only when a change names that
     id, or at most every ``BRIEF_EVERY`` seconds when the league changed otherwise."""
