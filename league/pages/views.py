@@ -8,6 +8,8 @@ import logging
 import shlex
 import threading
 import time
+import uuid
+from collections import OrderedDict
 
 from django.conf import settings
 from django.core.cache import cache
@@ -89,6 +91,14 @@ def registration_command(mcp_url: str, league_id: str, game_type: str) -> str:
 
 
 _rendering = threading.Lock()  # one rendering at a time; the others take what it made
+# The kept pages' bytes in this process, by league page, with the rendering they come from (a
+# token of its own: a page is never served from here for another rendering). What the cache
+# shares between processes (Redis) is a small record per page, (version, checked at, token), and
+# the bytes once per rendering: a viewer costs no 250 KB read from Redis, and the page's bytes
+# are read from it once per rendering a process did not make itself.
+_pages: OrderedDict[str, tuple[str, bytes]] = OrderedDict()
+_pages_lock = threading.Lock()
+PAGES_KEPT = 32  # leagues' pages kept in a process (a page of 100 players is ~250 KB)
 
 
 async def league_detail(request: HttpRequest, league_id: str) -> HttpResponse:
@@ -116,7 +126,7 @@ def kept_league_page(request: HttpRequest, league_id: str, mcp_url: str) -> byte
         raise Http404(f"no league {league_id!r}")
     name = f"{league_id} {identity} {mcp_url}"
     key = f"live-page:{hashlib.blake2b(name.encode(), digest_size=8).hexdigest()}"
-    kept = cache.get(key)
+    kept = _kept(key)
     if kept is not None and time.time() - kept[1] < settings.LIVE_PAGE_FRESH:
         return kept[2]
     # Only a viewer with no page to be served waits for the rendering.
@@ -128,21 +138,58 @@ def kept_league_page(request: HttpRequest, league_id: str, mcp_url: str) -> byte
         _rendering.release()
 
 
-def _brought_up_to_date(request: HttpRequest, league_id: str, key: str, mcp_url: str) -> tuple[str, float, bytes]:
-    """The page kept under ``key`` (version, checked at, page), at the league's current version:
-    rendered again only when the version moved, else marked fresh again."""
-    kept = cache.get(key)  # (brought up to date while this request waited)
+Kept = tuple[str, float, bytes, str]  # a kept page: version, checked at, page, its rendering's token
+
+
+def _brought_up_to_date(request: HttpRequest, league_id: str, key: str, mcp_url: str) -> Kept:
+    """The page kept under ``key``, at the league's current version: rendered again only when
+    the version moved, else marked fresh again."""
+    kept = _kept(key)  # (brought up to date while this request waited)
     if kept is not None and time.time() - kept[1] < settings.LIVE_PAGE_FRESH:
         return kept
     at = live.version(league_id)
     if at is None:
         raise Http404(f"no league {league_id!r}")
     if kept is not None and kept[0] == at:
-        kept = (at, time.time(), kept[2])
+        kept = (at, time.time(), kept[2], kept[3])
+        cache.touch(_page_key(key, kept[3]), live.SNAPSHOT_TTL)
     else:
-        kept = _render_league(request, league_id, mcp_url)
-    cache.set(key, kept, live.SNAPSHOT_TTL)
+        version, _, page = _render_league(request, league_id, mcp_url)
+        kept = (version, time.time(), page, uuid.uuid4().hex)
+        cache.set(_page_key(key, kept[3]), page, live.SNAPSHOT_TTL)  # (before the record that names it)
+        _remember(key, kept[3], page)
+    cache.set(key, kept[:2] + kept[3:], live.SNAPSHOT_TTL)
     return kept
+
+
+def _kept(key: str) -> Kept | None:
+    """The page kept under ``key``, its bytes from this process when it holds that rendering;
+    None when there is none (or its bytes are gone from the cache)."""
+    record = cache.get(key)
+    if record is None or not isinstance(record[-1], str):  # (none, or one a version before kept whole)
+        return None
+    version, checked_at, token = record
+    with _pages_lock:
+        held = _pages.get(key)
+    if held is not None and held[0] == token:
+        return version, checked_at, held[1], token
+    page = cache.get(_page_key(key, token))
+    if page is None:
+        return None
+    _remember(key, token, page)
+    return version, checked_at, page, token
+
+
+def _page_key(key: str, token: str) -> str:
+    return f"{key}:{token}"
+
+
+def _remember(key: str, token: str, page: bytes) -> None:
+    with _pages_lock:
+        _pages[key] = (token, page)
+        _pages.move_to_end(key)
+        while len(_pages) > PAGES_KEPT:
+            _pages.popitem(last=False)
 
 
 def _render_league(request: HttpRequest, league_id: str, mcp_url: str) -> tuple[str, float, bytes]:

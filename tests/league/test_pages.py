@@ -185,3 +185,44 @@ def test_the_player_page_says_when_its_answers_keep_every_round_waiting(client):
     assert "answers a move in 4.8 s" in slow
     assert "the move timeout is 5 s: every round waits for this player" in slow
     assert 'id="slow-note"' not in client.get("/leagues/spring_cup/players/P02/").content.decode()
+
+
+class CacheReads:
+    """Django's cache as the league page's view uses it, with the keys it reads noted."""
+
+    def __init__(self) -> None:
+        from django.core.cache import cache
+
+        self.cache, self.keys = cache, []
+
+    def __getattr__(self, name: str):
+        return getattr(self.cache, name)
+
+    def get(self, key: str, *args, **kwargs):
+        self.keys.append(key)
+        return self.cache.get(key, *args, **kwargs)
+
+    def page_reads(self) -> int:
+        """How many times a kept page's bytes were read (``<record key>:<rendering>``)."""
+        return sum(1 for key in self.keys if key.startswith("live-page:") and key.count(":") == 2)
+
+
+@pytest.mark.django_db(transaction=True)  # the league page is read on its own threads (page_read)
+def test_a_process_serves_the_kept_page_it_holds_and_reads_anothers_rendering_once(client, monkeypatch):
+    """What the cache shares between processes (Redis) is a small record per page and the page's
+    bytes once per rendering: a process's viewers are served the bytes it holds, not a read of
+    ~250 KB from the cache each; a rendering it did not make is read once, then held."""
+    from league.pages import views
+
+    make_league("spring_cup", players=4)
+    reads = CacheReads()
+    monkeypatch.setattr(views, "cache", reads)
+    page = client.get("/leagues/spring_cup/").content
+    assert all(client.get("/leagues/spring_cup/").content == page for _ in range(5))
+    assert reads.page_reads() == 0  # rendered here: held since
+    key = next(key for key in reads.keys if key.startswith("live-page:") and key.count(":") == 1)
+    token, held = views._pages[key]
+    assert held == page
+    views._pages[key] = ("another rendering", b"not this page")  # as if held from an older one
+    assert all(client.get("/leagues/spring_cup/").content == page for _ in range(5))
+    assert reads.page_reads() == 1 and views._pages[key] == (token, page)
