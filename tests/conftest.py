@@ -47,8 +47,22 @@ def mcp_database_closed(django_db_setup, django_db_blocker) -> Iterator[None]:
     next, one test's servers to the next, and so does asgiref's one thread for thread-sensitive
     ``sync_to_async`` calls made outside ``async_to_sync`` (async tests call the ORM so); both are
     closed before the test database is dropped, which PostgreSQL refuses while a connection is
-    open."""
+    open. So are the connections left on threads that have ended: each async test's event loop
+    has a default executor of its own, where the dashboard's reads run (``database_sync_to_async``
+    with ``thread_sensitive=False``), and its threads end with the loop, their connections open."""
+    import threading
+    import weakref
+
+    from django.db.backends.signals import connection_created
+
+    opened: list[tuple[threading.Thread, weakref.ref]] = []
+
+    def note(sender, connection, **kwargs) -> None:
+        opened.append((threading.current_thread(), weakref.ref(connection)))
+
+    connection_created.connect(note, weak=False)
     yield
+    connection_created.disconnect(note)
     import asyncio
 
     from asgiref.sync import async_to_sync, sync_to_async
@@ -60,6 +74,10 @@ def mcp_database_closed(django_db_setup, django_db_blocker) -> Iterator[None]:
         async_to_sync(close_connection)()
         # Run from no event loop, a thread-sensitive call runs on asgiref's shared sync thread.
         asyncio.run(sync_to_async(connections.close_all)())
+    for thread, ref in opened:
+        wrapper = ref()
+        if wrapper is not None and wrapper.connection is not None and not thread.is_alive():
+            wrapper.connection.close()  # (the driver's own: the wrapper belongs to a thread gone)
 
 
 @pytest.fixture
