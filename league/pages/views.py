@@ -154,7 +154,7 @@ def _brought_up_to_date(request: HttpRequest, league_id: str, key: str, mcp_url:
         kept = (at, time.time(), kept[2], kept[3])
         cache.touch(_page_key(key, kept[3]), live.SNAPSHOT_TTL)
     else:
-        version, _, page = _render_league(request, league_id, mcp_url)
+        version, page = _render_league(request, league_id, mcp_url)
         kept = (version, time.time(), page, uuid.uuid4().hex)
         cache.set(_page_key(key, kept[3]), page, live.SNAPSHOT_TTL)  # (before the record that names it)
         _remember(key, kept[3], page)
@@ -166,7 +166,7 @@ def _kept(key: str) -> Kept | None:
     """The page kept under ``key``, its bytes from this process when it holds that rendering;
     None when there is none (or its bytes are gone from the cache)."""
     record = cache.get(key)
-    if record is None or not isinstance(record[-1], str):  # (none, or one a version before kept whole)
+    if record is None or not isinstance(record[-1], str):  # (none, or not a record of this shape)
         return None
     version, checked_at, token = record
     with _pages_lock:
@@ -192,7 +192,7 @@ def _remember(key: str, token: str, page: bytes) -> None:
             _pages.popitem(last=False)
 
 
-def _render_league(request: HttpRequest, league_id: str, mcp_url: str) -> tuple[str, float, bytes]:
+def _render_league(request: HttpRequest, league_id: str, mcp_url: str) -> tuple[str, bytes]:
     snapshot = live.current(league_id)
     if snapshot is None:
         raise Http404(f"no league {league_id!r}")
@@ -209,7 +209,7 @@ def _render_league(request: HttpRequest, league_id: str, mcp_url: str) -> tuple[
     template = "league/arena_detail.html" if "leaderboard" in data else "league/league_detail.html"
     log.debug("rendered the page of %s at version %s", league_id, snapshot.version)
     # Kept encoded: each viewer's response is these bytes as they are.
-    return snapshot.version, time.time(), render_to_string(template, context, request).encode()
+    return snapshot.version, render_to_string(template, context, request).encode()
 
 
 # What json_script escapes, so that the JSON cannot end its <script> element.
