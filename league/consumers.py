@@ -1,16 +1,17 @@
 """The dashboard's websockets: a league's viewers, and the league list.
 
-A league's viewers in this process share one :class:`Audience`: the one member of the league's
-channel layer group here, so an event costs one message per process, not one per viewer (and a
-commit's events to a league go as one message, ``events.layer_messages``). On events (or every
-``POLL`` seconds, for changes made where this process cannot hear them) it reads the league's
-snapshot at its current version (built once per version and shared, ``league.api.live``), works
-out the patch from what it sent last, and sends that one encoded text to every viewer: at most
-one push per ``push_interval`` (0.25 s, growing with the audience to at most ``LATEST``, 0.75 s),
-never later than that (a busy league is pushed to on every tick, not postponed).
-``LeagueConsumer`` is thin: it joins the audience, sends the audience's snapshot on connect, and
-leaves. ``LeagueListConsumer`` (the home page) joins the group of every league and
-``LEAGUES_GROUP``, where a league's creation or deletion is announced
+A league's viewers in this process share one :class:`Audience`, so an event costs one message
+per process, not one per viewer (and a commit's events to a league go as one message,
+``events.layer_messages``). One audience of the league, whichever process it is in, leads: it
+hears the league's events (or every ``POLL`` seconds looks, for changes made where it cannot
+hear them), reads the league's snapshot at its current version (built once per version and
+shared, ``league.api.live``), works out the patch from what it sent last, encodes it once, sends
+it to its viewers and publishes it to the audiences of the other processes, which forward it to
+theirs: at most one push per ``push_interval`` (0.25 s, growing with the audience to at most
+``LATEST``, 0.75 s), never later than that (a busy league is pushed to on every tick, not
+postponed). ``LeagueConsumer`` is thin: it joins the audience, sends the audience's opening
+(``Audience.opening``) on connect, and leaves. ``LeagueListConsumer`` (the home page) joins the
+group of every league and ``LEAGUES_GROUP``, where a league's creation or deletion is announced
 (``events.announce_leagues``). The ORM runs in ``database_sync_to_async``.
 """
 
@@ -24,9 +25,11 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import orjson
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
+from django.core.cache import cache
 
 from league import events
 from league.api import live
@@ -53,6 +56,11 @@ READ_SHARE = 4
 # A look at the league's version this often when no event came: changes made by a process whose
 # events cannot reach this one (the conductor on the in-memory channel layer).
 POLL = 2.0
+# Several LM processes: the lead's lease on a league's audiences lasts LEASE seconds unless renewed
+# (at every wake, at least every POLL), so a follower takes over within LEASE + POLL of its lead's
+# process dying; a lead forgets a follower's pages when it has not heard from it in REPORT_STALE.
+LEASE = 5.0
+REPORT_STALE = 3 * POLL
 # The events named in one push, at most (the page shows the latest).
 EVENTS_PER_PUSH = 20
 # A page about one agent or match (``?brief=1&about=<id>``: a player's, a referee's, a match's
@@ -98,23 +106,41 @@ def next_push_in(viewers: int, spent: float, cost: float) -> float:
 
 
 class Audience:
-    """The viewers of one league in this process, and the one task that pushes to them."""
+    """The viewers of one league in this process, and the one task that pushes to them.
+
+    With several LM processes (a Redis channel layer and cache) one audience of a league *leads*:
+    it holds the league's lease in Django's cache (``LEASE``, renewed on every wake), hears the
+    league's events, works out each push and publishes its encodings to the league's pushes group;
+    the audiences of the other processes *follow*: they forward what they are published to their
+    own pages, and tell the lead how many pages they have (``live.viewers``), so a push counts the
+    whole class. A change is read, diffed and encoded once for all the processes, and only the
+    lead hears every event. A follower whose lead stops renewing (its process died) takes the
+    lease and goes on from the version its pages show."""
 
     def __init__(self, league_id: str) -> None:
         self.league_id = league_id
         self.group = group_name(league_id)
         self.viewers: set[LeagueConsumer] = set()
-        self.step: live.Step | None = None
-        self.snapshot_json = ""  # the snapshot at the version the viewers were last sent
+        self.lead = False
+        self.step: live.Step | None = None  # the lead's last step (its data is the next diff's start)
+        self.version: str | None = None  # the version the viewers were last sent
+        self.snapshot_json: str | None = None  # the snapshot at that version (read when asked)
         # The version before the last one the viewers were sent, and the patch from it (encoded
         # when a new viewer first asks for it): what a page rendered a push ago is sent instead of
-        # the whole snapshot.
-        self.moved_from: tuple[str, Any] | None = None
+        # the whole snapshot. A follower takes the patch from the last push's text.
+        self.moved_from: str | None = None
+        self.moved_patch: Any = None
         self.moved_json: str | None = None
+        self.published: dict[str, Any] = {}  # a follower's last push, as published
         self.news: list[dict[str, Any]] = []
         self.named: set[str] = set()  # the ids the events since the last push named (all of them)
         self.changed = asyncio.Event()
         self.counted = 0  # the viewer count the pages were last told
+        self.others: dict[str, tuple[int, float]] = {}  # the lead's followers: channel -> (pages, when)
+        self.lead_channel: str | None = None  # a follower's lead (the lease's holder)
+        self.reported: tuple[str, int] | None = None  # a follower's last report: (lead, pages)
+        self.reported_at = 0.0
+        self.held_at = -LEASE  # when the lease was last looked at
         self.tasks: list[asyncio.Task] = []
         self.ready = asyncio.Lock()
         self.loop = asyncio.get_running_loop()
@@ -127,10 +153,13 @@ class Audience:
         when there is no such league."""
         audience = _audiences.get(league_id)
         if audience is None or audience.loop is not asyncio.get_running_loop():
-            # (another event loop's audience is a dead one: a test's server that was stopped)
+            if audience is not None:
+                # Another event loop's audience is a dead one (a test's server that was stopped):
+                # its lease would hold this one back until it lapsed.
+                await audience.release()
             audience = _audiences[league_id] = cls(league_id)
         async with audience.ready:  # (viewers arriving together start it once)
-            if audience.step is None and not await audience.refresh():
+            if audience.version is None and not await audience.refresh():
                 if not audience.viewers and _audiences.get(league_id) is audience:
                     del _audiences[league_id]
                 return None
@@ -138,29 +167,53 @@ class Audience:
                 await audience.start()
         return audience
 
-    def add(self, viewer: LeagueConsumer, shown: str | None = None) -> str:
+    async def add(self, viewer: LeagueConsumer, shown: str | None = None) -> str:
         """Count ``viewer`` in; what to send it first (every later push patches what that makes)."""
         self.viewers.add(viewer)
         self.changed.set()  # the count shown on the pages
-        return self.opening(shown)
+        return await self.opening(shown)
 
-    def opening(self, shown: str | None) -> str:
+    def count(self) -> int:
+        """The pages of the league the lead knows of (its own and its followers' last reports);
+        a follower's own until a push tells it the class's."""
+        if not self.lead:
+            return max(len(self.viewers), self.published.get("viewers", 0))
+        now = self.loop.time()
+        return len(self.viewers) + sum(n for n, at in self.others.values() if now - at < REPORT_STALE)
+
+    async def opening(self, shown: str | None) -> str:
         """What a new viewer whose page shows version ``shown`` (the version the page was rendered
         at, or its socket's last) is sent first: an empty patch when that is the current version,
         the last patch when it is the one before, else the whole snapshot. A class opening the page
         together is sent a few bytes each, not the snapshot its pages already hold (~150 KB for
         100 players)."""
-        current = self.step.snapshot.version
+        current = self.version
         if shown == current:
-            return _patch_text(current, current, len(self.viewers), "null")
-        if self.moved_from is not None and shown == self.moved_from[0]:
+            return _patch_text(current, current, self.count(), "null")
+        if self.moved_from is not None and shown == self.moved_from:
             if self.moved_json is None:
-                self.moved_json = orjson.dumps(self.moved_from[1]).decode()
-            return _patch_text(shown, current, len(self.viewers), self.moved_json)
-        return self.snapshot_text()
+                self.moved_json = self._moved_json()
+            return _patch_text(shown, current, self.count(), self.moved_json)
+        return await self.snapshot_text()
 
-    def snapshot_text(self) -> str:
-        return _snapshot_text(self.step.snapshot.version, len(self.viewers), self.snapshot_json)
+    def _moved_json(self) -> str:
+        if self.lead or "plain" not in self.published:
+            return orjson.dumps(self.moved_patch).decode()
+        return orjson.dumps(orjson.loads(self.published["plain"])["data"]).decode()
+
+    async def snapshot_text(self) -> str:
+        if self.snapshot_json is None:
+            # A follower's version was published by the lead, which keeps its snapshot in the
+            # cache; past the cache's time, the league's current one.
+            snapshot = await database_sync_to_async(live.at_version, thread_sensitive=False)(
+                self.league_id, self.version
+            )
+            if snapshot is None:
+                return _snapshot_text(self.version or "", self.count(), "null")
+            if snapshot.version != self.version:  # (the page takes it; the next push resyncs it)
+                return _snapshot_text(snapshot.version, self.count(), snapshot.blob.decode())
+            self.snapshot_json = snapshot.blob.decode()
+        return _snapshot_text(self.version, self.count(), self.snapshot_json)
 
     async def leave(self, viewer: LeagueConsumer) -> None:
         self.viewers.discard(viewer)
@@ -173,22 +226,100 @@ class Audience:
         for task in self.tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if self.channel:
-            await get_channel_layer().group_discard(self.group, self.channel)
-            events.left(self.group)
+        await self.release()
+
+    async def release(self) -> None:
+        """Leave the league's groups and give up the lease (a follower takes it at its next
+        wake), or tell the lead this process's pages are gone."""
+        if not self.channel:
+            return
+        layer = get_channel_layer()
+        with contextlib.suppress(Exception):  # (a layer or cache outage ends the audience anyway)
+            if self.lead:
+                await layer.group_discard(self.group, self.channel)
+                events.left(self.group)
+                await _sync(_release_lease)(self.league_id, self.channel)
+            else:
+                await layer.group_discard(_pushes_group(self.league_id), self.channel)
+                if self.reported is not None:
+                    await layer.send(self.reported[0], {"type": "live.viewers", "channel": self.channel, "viewers": 0})
+        self.channel = ""
 
     async def start(self) -> None:
         layer = get_channel_layer()
         self.channel = await layer.new_channel()
+        lead = await _sync(_claim_lease)(self.league_id, self.channel)
+        if lead == self.channel:
+            await self._lead(layer)
+        else:
+            self.lead_channel = lead
+            await self._follow(layer)
+        self.held_at = self.loop.time()
+        self.tasks = [asyncio.create_task(self.listen(layer)), asyncio.create_task(self.run(layer))]
+
+    async def _lead(self, layer: Any) -> None:
+        self.lead = True
         await layer.group_add(self.group, self.channel)
         events.joined(self.group)
-        self.tasks = [asyncio.create_task(self.listen(layer)), asyncio.create_task(self.push_loop())]
+
+    async def _follow(self, layer: Any) -> None:
+        self.lead, self.step, self.others = False, None, {}
+        await layer.group_add(_pushes_group(self.league_id), self.channel)
+
+    async def hold(self, layer: Any) -> None:
+        """Renew this lead's lease, or step down when another process holds it; a follower takes
+        the lease when its lead's has lapsed, going on from the version its pages show."""
+        now = self.loop.time()
+        if now - self.held_at < POLL / 2:
+            return
+        self.held_at = now
+        if self.lead:
+            if not await _sync(_renew_lease)(self.league_id, self.channel):
+                await layer.group_discard(self.group, self.channel)
+                events.left(self.group)
+                await self._follow(layer)
+            return
+        lead = await _sync(_claim_lease)(self.league_id, self.channel)
+        if lead != self.channel:
+            self.lead_channel = lead
+            return
+        await layer.group_discard(_pushes_group(self.league_id), self.channel)
+        await self._lead(layer)
+        self.reported = None
+        # The next diff starts from the snapshot the pages show (the cache keeps it).
+        kept = await _sync(live.kept)(self.league_id, self.version)
+        self.step = live.Step(kept, kept.data(), None) if kept is not None else None
+        self.changed.set()
+
+    async def report(self, layer: Any) -> None:
+        """Tell the lead how many pages this process has: when that changed, or the lead did, and
+        every ``POLL`` (a lead forgets a follower it has not heard from in ``REPORT_STALE``)."""
+        lead, now = self.lead_channel, self.loop.time()
+        if lead is None or (self.reported == (lead, len(self.viewers)) and now - self.reported_at < POLL):
+            return
+        self.reported, self.reported_at = (lead, len(self.viewers)), now
+        await layer.send(lead, {"type": "live.viewers", "channel": self.channel, "viewers": len(self.viewers)})
 
     # -- what changed ---------------------------------------------------------------------
     async def listen(self, layer: Any) -> None:
-        """Every event of the league's group marks the league changed (one message per process)."""
+        """The lead hears every event of the league's group (one message per commit) and its
+        followers' counts; a follower hears the lead's pushes."""
         while True:
             message = await layer.receive(self.channel)
+            kind = message.get("type")
+            if kind == "live.push":
+                if not self.lead:
+                    self.forward(message)
+                continue
+            if kind == "live.viewers":
+                channel, viewers = message.get("channel"), message.get("viewers")
+                if isinstance(channel, str) and isinstance(viewers, int):
+                    if viewers > 0:
+                        self.others[channel] = (viewers, self.loop.time())
+                    else:  # (its pages have gone)
+                        self.others.pop(channel, None)
+                    self.changed.set()
+                continue
             for item in events.events_of(message):
                 named = _named(item.get("data") or {})
                 self.news.append({"event": item.get("event"), "data": named})
@@ -196,17 +327,23 @@ class Audience:
             del self.news[:-EVENTS_PER_PUSH]
             self.changed.set()
 
-    async def push_loop(self) -> None:
+    async def run(self, layer: Any) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.changed.wait(), POLL)
             self.changed.clear()
             began = self.loop.time()
+            cost = 0.0
             try:
-                await self.push()
+                await self.hold(layer)
+                if self.lead:
+                    await self.push(layer)
+                    cost = self.step.cpu_seconds if self.step else 0.0
+                else:
+                    await self.report(layer)
+                    self.tell_due()
             except Exception:  # a failed read is tried again on the next tick
                 log.exception("push to the viewers of %s failed", self.league_id)
-            cost = self.step.cpu_seconds if self.step else 0.0
             await asyncio.sleep(next_push_in(len(self.viewers), self.loop.time() - began, cost))
 
     async def refresh(self) -> bool:
@@ -220,18 +357,18 @@ class Audience:
         if step is None:
             return False
         self.step = step
-        if previous is None or step.snapshot.version != previous.snapshot.version:
-            self.snapshot_json = step.snapshot.blob.decode()
+        if step.snapshot.version != self.version:
             moved = previous is not None and step.patch is not None
-            self.moved_from = (previous.snapshot.version, step.patch) if moved else None
-            self.moved_json = None
+            self.moved_from = self.version if moved else None
+            self.moved_patch, self.moved_json = (step.patch if moved else None), None
+            self.version, self.snapshot_json = step.snapshot.version, step.snapshot.blob.decode()
         return True
 
-    async def push(self) -> None:
-        """Send every viewer what changed since the last push: one text, encoded once. The
-        events sent are those heard before the league was read, so a page never hears of an
-        event before it can see what the event changed."""
-        previous, news, named = self.step, self.news, self.named
+    async def push(self, layer: Any) -> None:
+        """Send every viewer what changed since the last push: one text, encoded once (and
+        published once to the followers). The events sent are those heard before the league was
+        read, so a page never hears of an event before it can see what the event changed."""
+        shown, news, named = self.version, self.news, self.named
         self.news, self.named = [], set()
         async with self.ready:
             if not await self.refresh():
@@ -239,21 +376,24 @@ class Audience:
                     await viewer.close(code=4404)
                 return
         step = self.step
-        moved = previous is None or step.snapshot.version != previous.snapshot.version
+        moved = step.snapshot.version != shown
         now = self.loop.time()
-        if not moved and not news and self.counted == len(self.viewers) and not any(v.due(now) for v in self.viewers):
+        total = self.count()
+        if not moved and not news and self.counted == total and not any(v.due(now) for v in self.viewers):
             return
-        self.counted = len(self.viewers)
+        self.counted = total
         message = {
             "type": "patch",
-            "from": previous.snapshot.version if previous else None,
+            "from": shown,
             "version": step.snapshot.version,
-            "viewers": self.counted,
+            "viewers": total,
             "events": news,
             "data": step.patch if moved else None,
         }
-        # Each form a page takes, encoded once for all the pages that take it, and only if one does.
-        forms = {viewer.form for viewer in self.viewers}
+        # Each form a page takes, encoded once for all the pages that take it, and only if one
+        # does (every form when other processes have pages: they forward what they are sent).
+        followed = any(n for n, at in self.others.values() if now - at < REPORT_STALE)
+        forms = set(FORMS) if followed else {viewer.form for viewer in self.viewers}
         encoded: dict[str, str | bytes] = {}
         if forms & {"plain", "deflate"}:
             text = orjson.dumps(message)
@@ -268,9 +408,90 @@ class Audience:
         if "told" in forms:
             # A page about one subject is only told when it has something to re-read.
             encoded["told"] = orjson.dumps({**message, "type": "changed", "data": None, "moved": True}).decode()
+        if followed:
+            await layer.group_send(
+                _pushes_group(self.league_id),
+                {
+                    "type": "live.push",
+                    "from": shown,
+                    "version": step.snapshot.version,
+                    "viewers": total,
+                    "moved": moved,
+                    "named": sorted(named),
+                    "forms": encoded,
+                },
+            )
         for viewer in list(self.viewers):
             if viewer.about is None or viewer.tell(moved, named, now):
                 viewer.offer(encoded[viewer.form])
+
+    def forward(self, message: dict[str, Any]) -> None:
+        """A follower's pages sent what the lead published (each in the form it takes)."""
+        forms, moved = message.get("forms") or {}, bool(message.get("moved"))
+        version = message.get("version")
+        if not isinstance(version, str) or not isinstance(forms, dict):
+            return
+        if version != self.version:
+            self.moved_from = message.get("from") if moved else None
+            self.version, self.snapshot_json, self.moved_json = version, None, None
+        self.published = {"viewers": message.get("viewers") or 0, **forms}
+        named, now = set(message.get("named") or ()), self.loop.time()
+        for viewer in list(self.viewers):
+            if viewer.form in forms and (viewer.about is None or viewer.tell(moved, named, now)):
+                viewer.offer(forms[viewer.form])
+
+    def tell_due(self) -> None:
+        """A follower's pages about one subject told of the league's other changes now and then
+        (``BRIEF_EVERY``), as the lead's are at its pushes."""
+        told, now = self.published.get("told"), self.loop.time()
+        for viewer in list(self.viewers):
+            if told is not None and viewer.about is not None and viewer.due(now):
+                viewer.pending, viewer.told_at = False, now
+                viewer.offer(told)
+
+
+# The forms a push is encoded in (``LeagueConsumer.form``).
+FORMS = ("plain", "deflate", "brief", "told")
+
+
+def _pushes_group(league_id: str) -> str:
+    """The group of a league's followers: the audiences of other processes (``Audience``)."""
+    return f"{group_name(league_id)}.pushes"
+
+
+def _lease_key(league_id: str) -> str:
+    return f"live:lead:{league_id}"
+
+
+def _sync(function: Any) -> Any:
+    # The cache's calls on a thread of their own (Django's async cache methods take the thread
+    # that the ORM's sync calls share).
+    return sync_to_async(function, thread_sensitive=False)
+
+
+def _claim_lease(league_id: str, channel: str) -> str | None:
+    """The channel that leads the league's audiences: ``channel`` when it took the lease no one
+    held, else the holder's (None when the lease lapsed meanwhile: the next wake claims it)."""
+    key = _lease_key(league_id)
+    if cache.add(key, channel, LEASE):
+        return channel
+    holder = cache.get(key)
+    return holder if isinstance(holder, str) else None
+
+
+def _renew_lease(league_id: str, channel: str) -> bool:
+    """Whether ``channel`` still leads (its lease renewed, or taken again after it lapsed)."""
+    key = _lease_key(league_id)
+    holder = cache.get(key)
+    if holder == channel:
+        return cache.touch(key, LEASE)
+    return holder is None and cache.add(key, channel, LEASE)
+
+
+def _release_lease(league_id: str, channel: str) -> None:
+    key = _lease_key(league_id)
+    if cache.get(key) == channel:
+        cache.delete(key)
 
 
 # The audiences of this process, by league id: each removes itself when its last viewer leaves.
@@ -377,7 +598,7 @@ class LeagueConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.accept()
         self.audience = audience
-        opening = audience.add(self, asked.get("at", [None])[0])
+        opening = await audience.add(self, asked.get("at", [None])[0])
         if not self.brief:
             await self.send(text_data=opening)
 
@@ -390,7 +611,7 @@ class LeagueConsumer(AsyncJsonWebsocketConsumer):
         # The only thing a viewer may ask for is the whole state again (a page whose version
         # does not match a patch's "from", or a hidden tab that wakes).
         if isinstance(content, dict) and content.get("type") == "snapshot" and self.audience is not None:
-            await self.send(text_data=self.audience.snapshot_text())
+            await self.send(text_data=await self.audience.snapshot_text())
 
 
 def _league_ids() -> list[str]:

@@ -194,6 +194,19 @@ def _current(league_id: str) -> tuple[Snapshot, dict[str, Any] | None] | None:
     return Snapshot(league_id, at, blob), data
 
 
+def kept(league_id: str, at: str | None) -> Snapshot | None:
+    """The league's snapshot at version ``at`` (one of its own versions) if the cache still keeps
+    it, as the lead of its audiences left it there (``league.consumers.Audience``); else None."""
+    blob = cache.get(_key(at)) if at is not None else None
+    return Snapshot(league_id, at, blob) if blob is not None else None
+
+
+def at_version(league_id: str, at: str | None) -> Snapshot | None:
+    """The league's snapshot at version ``at`` when the cache keeps it, else at its current
+    version (None when there is no such league)."""
+    return kept(league_id, at) or current(league_id)
+
+
 def _built_elsewhere(key: str) -> bytes | None:
     """The snapshot under ``key`` once the process that claimed its build has put it there; None
     when it has not within ``BUILD_CLAIM`` seconds."""

@@ -323,3 +323,60 @@ async def test_a_push_to_a_page_that_has_gone_is_not_an_error():
     viewer.offer(b"patch")
     await viewer.sending
     assert viewer.sending.exception() is None
+
+
+async def _until_version_moves(ws: WebsocketCommunicator, at: str) -> dict:
+    """The next push that moves a page at version ``at`` on."""
+    message = await ws.receive_json_from(timeout=5)
+    while message["version"] == at:
+        message = await ws.receive_json_from(timeout=5)
+    return message
+
+
+async def test_another_process_forwards_the_leads_pushes_and_leads_once_the_lead_is_gone(monkeypatch):
+    """Two LM processes with pages of one league (each its own audiences, one channel layer and
+    cache between them, as with Redis): the first leads, working out each push and publishing it;
+    the second forwards it to its pages and reports their count; when the lead's process dies (its
+    lease lapses unrenewed), the second leads and its pages go on from the version they show."""
+    monkeypatch.setattr(consumers, "LEASE", 1.0)
+    league = await database_sync_to_async(make_league)("spring_cup", 4)
+    one, two = {}, {}  # each process's audiences
+    monkeypatch.setattr(consumers, "_audiences", one)
+    first = communicator("/ws/leagues/spring_cup/")
+    assert (await first.connect(timeout=2))[0]
+    snapshot = await first.receive_json_from(timeout=2)
+    lead = one["spring_cup"]
+    monkeypatch.setattr(consumers, "_audiences", two)
+    second = communicator("/ws/leagues/spring_cup/")
+    assert (await second.connect(timeout=2))[0]
+    assert (await second.receive_json_from(timeout=2))["data"] == snapshot["data"]
+    follower = two["spring_cup"]
+    assert (lead.lead, follower.lead) == (True, False)
+    # The lead counts the other process's page: both pages are told there are two.
+    for ws in (first, second):
+        message = await ws.receive_json_from(timeout=5)
+        while message["viewers"] != 2:
+            message = await ws.receive_json_from(timeout=5)
+
+    match = await database_sync_to_async(Match.objects.get)(league=league, match_id="R1M2")
+    await database_sync_to_async(play)(match, "odd", "even", 4)
+    pushed = [await _until_version_moves(ws, snapshot["version"]) for ws in (first, second)]
+    assert pushed[0] == pushed[1]  # one push, worked out by the lead
+    assert pushed[1]["from"] == snapshot["version"]
+    state = live.apply(snapshot["data"], pushed[1]["data"])
+    assert state == await database_sync_to_async(live.current_data)("spring_cup")
+    assert follower.step is None  # it never read the league for a push
+
+    # The lead's process dies: its tasks stop, its lease is not renewed.
+    for task in lead.tasks:
+        task.cancel()
+    match = await database_sync_to_async(Match.objects.get)(league=league, match_id="R1M1")
+    await database_sync_to_async(play)(match, "odd", "even", 4)
+    message = await _until_version_moves(second, pushed[1]["version"])
+    assert follower.lead
+    assert message["from"] == pushed[1]["version"]  # a patch from where the page was, not a snapshot
+    state = live.apply(state, message["data"])
+    assert state == await database_sync_to_async(live.current_data)("spring_cup")
+    await second.disconnect()
+    monkeypatch.setattr(consumers, "_audiences", one)
+    await first.disconnect()
