@@ -95,6 +95,9 @@ class Spectator:
         self.snapshot_ms: float | None = None  # from opening the socket to the page live (at the server's version)
         self.synced = False  # whether the socket open now has brought the page live
         self.refreshes: list[float] = []
+        # When the page first showed a finished match: from then on results come in, and the
+        # page is to be refreshed at least once a second (before it, the league had not moved).
+        self.results_from: float | None = None
         self.resyncs = 0
         self.bytes = 0
         self.state: dict[str, Any] | None = None
@@ -163,6 +166,8 @@ class Spectator:
                     self.snapshot_ms = round((time.perf_counter() - opened) * 1000, 1)
                 self.synced = True
                 self.refreshes.append(time.time())
+                if self.results_from is None and ((self.state or {}).get("progress") or {}).get("matches_finished"):
+                    self.results_from = self.refreshes[-1]  # the first refresh showing a result
 
     def done(self) -> bool:
         """Whether the page is live (its socket brought it to the server's version) and shows the
@@ -175,6 +180,7 @@ class Spectator:
             "page_ms": self.page_ms,
             "snapshot_ms": self.snapshot_ms,
             "refreshes": self.refreshes,
+            "results_from": self.results_from,
             "resyncs": self.resyncs,
             "drops": self.drops,
             "dropped": self.dropped,

@@ -159,9 +159,15 @@ class SpectatorsBench:
             errors.append(f"{len(pages)} spectators reported, expected {self.spectators}")
         if behind:
             errors.append(f"{len(behind)} pages did not show the whole league (e.g. {behind[0]['finished']}/{total})")
-        # Each page's longest wait for a refresh while results came in: from its first snapshot
-        # to the league's completion.
-        waits = [longest_wait(p["refreshes"], bench.completed_at) for p in pages if p["refreshes"]]
+        # Each page's longest wait for a refresh while results came in: from the first refresh
+        # that showed it a result to the league's completion; and from the page going live (its
+        # first message), which counts the wait for the league's first result too.
+        waits = [
+            longest_wait(p["refreshes"], bench.completed_at, since=p.get("results_from"))
+            for p in pages
+            if p["refreshes"]
+        ]
+        live_waits = [longest_wait(p["refreshes"], bench.completed_at) for p in pages if p["refreshes"]]
         lags = bench.loop_lags()
         lm = {k: v for k, v in watched["processes"].items() if v["role"] == "lm"}
         lm_unwatched = {k: v for k, v in unwatched["processes"].items() if v["role"] == "lm"}
@@ -181,6 +187,8 @@ class SpectatorsBench:
             "snapshot_ms": percentiles([p["snapshot_ms"] for p in pages if p["snapshot_ms"] is not None]),
             "longest_wait_s": percentiles(waits),
             "longest_wait_max_s": round(max(waits), 3) if waits else None,
+            "longest_wait_from_live_s": percentiles(live_waits),
+            "longest_wait_from_live_max_s": round(max(live_waits), 3) if live_waits else None,
             "refreshes_per_page": percentiles([len(p["refreshes"]) for p in pages]),
             "resyncs": sum(p["resyncs"] for p in pages),
             # Sockets the LM closed under a page (which opened another), and the last reason.
@@ -206,7 +214,8 @@ class SpectatorsBench:
         }
 
 
-def longest_wait(refreshes: list[float], until: float) -> float:
-    """The longest time between a page's refreshes (and from the last one to ``until``)."""
-    times = [t for t in refreshes if t <= until] + [until]
+def longest_wait(refreshes: list[float], until: float, since: float | None = None) -> float:
+    """The longest time between a page's refreshes (and from the last one to ``until``),
+    counting from its refresh at ``since`` when given (from its first otherwise)."""
+    times = [t for t in refreshes if t <= until and (since is None or t >= since)] + [until]
     return round(max(b - a for a, b in zip(times, times[1:], strict=False)) if len(times) > 1 else 0.0, 3)

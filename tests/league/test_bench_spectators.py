@@ -19,6 +19,14 @@ def test_a_pages_longest_wait_runs_to_the_leagues_end():
     assert longest_wait([12.0], until=11.0) == 0.0  # the page came after the end
 
 
+def test_a_pages_longest_wait_while_results_come_in_counts_from_its_first_result():
+    # Live at 10.0, the league's first result shown at 12.0: the two seconds before it had nothing
+    # to refresh.
+    refreshes = [10.0, 12.0, 12.5, 13.3]
+    assert longest_wait(refreshes, until=13.5) == 2.0
+    assert longest_wait(refreshes, until=13.5, since=12.0) == 0.8
+
+
 def test_a_swiss_league_bench_league_would_refuse_is_refused_before_anything_starts():
     with pytest.raises(BenchFailed, match=re.escape(format_problem("swiss", 6, 6))):
         SpectatorsBench(players=6, schedule_format="swiss", rounds=6, spectators=1).run()
@@ -39,8 +47,9 @@ def test_bench_spectators_quick_watches_a_swiss_league_to_its_end(agent_env, man
     assert (report["format"], report["rounds"], report["spectator_nice"]) == ("swiss", 3, 1)
     assert report["errors"] == []
     assert report["unwatched_seconds"] > 0 and report["watched_seconds"] > 0
-    for key in ("first_page_ms", "snapshot_ms", "longest_wait_s", "refreshes_per_page", "spectators_loop_lag_s"):
+    for key in ("first_page_ms", "snapshot_ms", "longest_wait_s", "longest_wait_from_live_s", "refreshes_per_page"):
         assert set(report[key]) == {"p50", "p95", "p99"}
+    assert report["longest_wait_from_live_max_s"] >= report["longest_wait_max_s"] >= 0
     assert report["refreshes_per_page"]["p50"] >= 1
     # What the pages decoded and applied once between them (tests/league/test_bench_spectator_frames.py).
     assert report["frames_decoded"] >= 1 and report["patches_applied"] >= 0
