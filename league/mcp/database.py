@@ -31,7 +31,8 @@ from asgiref.sync import sync_to_async
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-database")
-# The public pages' reads (league/pages/views.py ``league_detail``): threads of their own, so that
+# The public pages' reads (league/pages/views.py ``league_detail``), and the relay's look-ups of
+# the socket that serves a player (league/relay/endpoint.py): threads of their own, so that
 # a class opening a league page together never queues before the referees' reports, each with
 # its connection kept from one page to the next (a Django view under ASGI runs on a thread of
 # its own per request, which opens a connection each time: `bench pages` served 145–151 pages a

@@ -31,11 +31,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from channels.db import database_sync_to_async
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
+from league.mcp.database import page_read
 from league.relay import callers, hub, state
 from league.relay.consumer import LAYER_DOWN, receive_patiently
 from league.sitechecks import TEXT, Head, head_of, host_answer, origin_refused, send_response
@@ -184,7 +184,11 @@ async def _through_layer(channel: str, event: dict[str, Any]) -> dict[str, Any] 
         raise
 
 
-_target = database_sync_to_async(state.target)
+async def _target(league_id: str, player_id: str) -> state.Target | None:
+    # On the LM's reading threads, which keep their connections: with several LM processes every
+    # call to another process's socket looks its channel up (at most once a second per player),
+    # and a thread of Django's own per look-up opened a connection to PostgreSQL each time.
+    return await page_read(state.target, league_id, player_id)
 
 
 async def _socket_of(league_id: str, player_id: str, wait_until: float) -> str | None:
@@ -249,7 +253,8 @@ class RelayEndpoint:
 
     Not a Channels consumer: a consumer closes the thread's old database connections before each
     event it dispatches, a hop to a worker thread three times per relayed call, and this endpoint
-    touches the database only through ``database_sync_to_async``, which does that itself."""
+    touches the database only on threads that manage their connections themselves (the LM's
+    reading threads; ``database_sync_to_async`` for the callers' tokens)."""
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         head = head_of(scope)
