@@ -127,9 +127,10 @@ class Audience:
         self.snapshot_json: str | None = None  # the snapshot at that version (read when asked)
         # The version before the last one the viewers were sent, and the patch from it (encoded
         # when a new viewer first asks for it): what a page rendered a push ago is sent instead of
-        # the whole snapshot. A follower takes the patch from the last push's text.
+        # the whole snapshot. A follower takes the patch from the text of the push that moved it.
         self.moved_from: str | None = None
         self.moved_patch: Any = None
+        self.moved_plain: str | None = None
         self.moved_json: str | None = None
         self.published: dict[str, Any] = {}  # a follower's last push, as published
         self.news: list[dict[str, Any]] = []
@@ -197,9 +198,9 @@ class Audience:
         return await self.snapshot_text()
 
     def _moved_json(self) -> str:
-        if self.lead or "plain" not in self.published:
+        if self.lead or self.moved_plain is None:
             return orjson.dumps(self.moved_patch).decode()
-        return orjson.dumps(orjson.loads(self.published["plain"])["data"]).decode()
+        return orjson.dumps(orjson.loads(self.moved_plain)["data"]).decode()
 
     async def snapshot_text(self) -> str:
         if self.snapshot_json is None:
@@ -434,6 +435,7 @@ class Audience:
         if version != self.version:
             self.moved_from = message.get("from") if moved else None
             self.version, self.snapshot_json, self.moved_json = version, None, None
+            self.moved_plain = forms.get("plain")  # (a later push of the same version has no patch)
         self.published = {"viewers": message.get("viewers") or 0, **forms}
         named, now = set(message.get("named") or ()), self.loop.time()
         for viewer in list(self.viewers):

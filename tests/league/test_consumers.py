@@ -366,6 +366,17 @@ async def test_another_process_forwards_the_leads_pushes_and_leads_once_the_lead
     state = live.apply(snapshot["data"], pushed[1]["data"])
     assert state == await database_sync_to_async(live.current_data)("spring_cup")
     assert follower.step is None  # it never read the league for a push
+    # A page of the second process rendered a push ago is sent that push's patch, not the snapshot.
+    behind = communicator(f"/ws/leagues/spring_cup/?at={snapshot['version']}")
+    assert (await behind.connect(timeout=2))[0]
+    opening = await behind.receive_json_from(timeout=2)
+    assert (opening["type"], opening["from"], opening["version"]) == (
+        "patch",
+        snapshot["version"],
+        pushed[1]["version"],
+    )
+    assert live.apply(snapshot["data"], opening["data"]) == state
+    await behind.disconnect()
 
     # The lead's process dies: its tasks stop, its lease is not renewed.
     for task in lead.tasks:
