@@ -123,9 +123,10 @@ async def forward(
     """Relay one checked JSON-RPC request to the player's socket; its reply, or why there is none."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
+    dropped = ""  # the channel of a socket that dropped under this call
     while True:
         wait_until = min(deadline, loop.time() + settings.RELAY_RECONNECT_WAIT)
-        channel = await _socket_of(league_id, player_id, wait_until)
+        channel = await _socket_of(league_id, player_id, wait_until, dropped)
         if channel is None:
             return Answer(404, f"no relay player {player_id} in league {league_id}".encode())
         if not channel:
@@ -151,6 +152,7 @@ async def forward(
         # The socket dropped with the call in flight: send it again on the socket that replaces it
         # (what a caller's retry would do, within the same deadline), once that one is there.
         hub.forget_remote(league_id, player_id)
+        dropped = channel
         await asyncio.sleep(RECONNECT_POLL)
     if reply is None:
         return Answer(503, f"player {player_id} has too many calls waiting".encode())
@@ -191,7 +193,7 @@ async def _target(league_id: str, player_id: str) -> state.Target | None:
     return await page_read(state.target, league_id, player_id)
 
 
-async def _socket_of(league_id: str, player_id: str, wait_until: float) -> str | None:
+async def _socket_of(league_id: str, player_id: str, wait_until: float, dropped: str = "") -> str | None:
     """The channel of the player's socket; "" when it is not connected (after waiting until
     ``wait_until`` for it to come back); None when there is no such relay player."""
     loop = asyncio.get_running_loop()
@@ -212,7 +214,11 @@ async def _socket_of(league_id: str, player_id: str, wait_until: float) -> str |
             if target is None or not target.relay:
                 return None
             known = True
-            if shared and target.channel:
+            # A socket that dropped (under this call, or here) may still be named until its
+            # closing is recorded: no one reads its channel, so the call waits for the socket
+            # that replaces it.
+            stale = target.channel == dropped or hub.closed_here(target.channel)
+            if shared and target.channel and not stale:
                 hub.remember_remote(league_id, player_id, target.channel, loop.time() + REMOTE_CHANNEL_LIFE)
                 return target.channel
         if loop.time() >= wait_until:

@@ -15,6 +15,11 @@ _consumers: dict[str, Any] = {}  # channel → its RelayConsumer
 # Sockets of other LM processes as read from the database: (league, player) → (channel, trusted
 # until, in the event loop's time).
 _remote: dict[tuple[str, str], tuple[str, float]] = {}
+# Channels of this process's sockets that have closed, the latest CLOSED_KEPT (a channel is never
+# reused): the database may name one until its closing is recorded, and a call sent to it would
+# wait for a reader that is gone.
+_closed: dict[str, None] = {}
+CLOSED_KEPT = 10_000
 
 
 def attach(league_id: str, player_id: str, channel: str, consumer: Any) -> None:
@@ -32,6 +37,14 @@ def detach(league_id: str, player_id: str, channel: str) -> None:
         del _channels[key]
     _consumers.pop(channel, None)
     _remote.pop(key, None)
+    _closed[channel] = None
+    if len(_closed) > CLOSED_KEPT:
+        del _closed[next(iter(_closed))]
+
+
+def closed_here(channel: str) -> bool:
+    """Whether ``channel`` was a socket of this process that has closed."""
+    return channel in _closed
 
 
 def remember_remote(league_id: str, player_id: str, channel: str, until: float) -> None:

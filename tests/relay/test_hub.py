@@ -24,3 +24,18 @@ def test_a_socket_seen_opening_or_closing_here_replaces_what_was_read_elsewhere(
     assert hub.local_channel("hub_league", "P02") == "specific.here!2"
     hub.detach("hub_league", "P02", "specific.here!2")
     assert hub.local_channel("hub_league", "P02") is None
+
+
+def test_a_socket_that_closed_here_is_known_closed_until_many_more_have(monkeypatch):
+    """The database may still name a socket this process has seen close (its closing is recorded
+    after): the relay endpoint does not send a call to that channel (league/relay/endpoint.py)."""
+    monkeypatch.setattr(hub, "CLOSED_KEPT", 3)
+    monkeypatch.setattr(hub, "_closed", {})  # (this process's other tests closed sockets too)
+    hub.attach("hub_league", "P03", "specific.here!3", consumer=object())
+    assert not hub.closed_here("specific.here!3")
+    hub.detach("hub_league", "P03", "specific.here!3")
+    assert hub.closed_here("specific.here!3")
+    for n in range(3):
+        hub.detach("hub_league", "P04", f"specific.other!{n}")
+    assert not hub.closed_here("specific.here!3")  # the oldest forgotten past CLOSED_KEPT
+    assert hub.closed_here("specific.other!2")
