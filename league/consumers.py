@@ -132,7 +132,8 @@ class Audience:
         self.moved_patch: Any = None
         self.moved_plain: str | None = None
         self.moved_json: str | None = None
-        self.published: dict[str, Any] = {}  # a follower's last push, as published
+        self.published: dict[str, str | bytes] = {}  # a follower's last push, in each form
+        self.published_count = 0  # the class's page count that push told
         self.news: list[dict[str, Any]] = []
         self.named: set[str] = set()  # the ids the events since the last push named (all of them)
         self.changed = asyncio.Event()
@@ -178,7 +179,7 @@ class Audience:
         """The pages of the league the lead knows of (its own and its followers' last reports);
         a follower's own until a push tells it the class's."""
         if not self.lead:
-            return max(len(self.viewers), self.published.get("viewers", 0))
+            return max(len(self.viewers), self.published_count)
         now = self.loop.time()
         return len(self.viewers) + sum(n for n, at in self.others.values() if now - at < REPORT_STALE)
 
@@ -237,8 +238,7 @@ class Audience:
         layer = get_channel_layer()
         with contextlib.suppress(Exception):  # (a layer or cache outage ends the audience anyway)
             if self.lead:
-                await layer.group_discard(self.group, self.channel)
-                events.left(self.group)
+                await self._stop_leading(layer)
                 await _sync(_release_lease)(self.league_id, self.channel)
             else:
                 await layer.group_discard(_pushes_group(self.league_id), self.channel)
@@ -263,6 +263,10 @@ class Audience:
         await layer.group_add(self.group, self.channel)
         events.joined(self.group)
 
+    async def _stop_leading(self, layer: Any) -> None:
+        await layer.group_discard(self.group, self.channel)
+        events.left(self.group)
+
     async def _follow(self, layer: Any) -> None:
         self.lead, self.step, self.others = False, None, {}
         await layer.group_add(_pushes_group(self.league_id), self.channel)
@@ -276,8 +280,7 @@ class Audience:
         self.held_at = now
         if self.lead:
             if not await _sync(_renew_lease)(self.league_id, self.channel):
-                await layer.group_discard(self.group, self.channel)
-                events.left(self.group)
+                await self._stop_leading(layer)
                 await self._follow(layer)
             return
         lead = await _sync(_claim_lease)(self.league_id, self.channel)
@@ -436,7 +439,7 @@ class Audience:
             self.moved_from = message.get("from") if moved else None
             self.version, self.snapshot_json, self.moved_json = version, None, None
             self.moved_plain = forms.get("plain")  # (a later push of the same version has no patch)
-        self.published = {"viewers": message.get("viewers") or 0, **forms}
+        self.published, self.published_count = forms, message.get("viewers") or 0
         named, now = set(message.get("named") or ()), self.loop.time()
         for viewer in list(self.viewers):
             if viewer.form in forms and (viewer.about is None or viewer.tell(moved, named, now)):
