@@ -9,7 +9,7 @@ League Manager or the player's referee: ``callers.py``) and forwards it to the c
 the player's socket (``consumer.py``, an ASGI WebSocket: in this process directly, in another through the channel
 layer), which sends it down the socket and sends the reply back. ``state.py`` keeps the socket's
 whereabouts in the database (the dashboard shows them; another LM process finds the socket's
-channel there). With Redis, calls and replies cross LM processes through the channel layer
-(``channel_layers`` in leaguesite/settings/base.py).
+channel there, and hears when it moves: ``layer.py``). With Redis, calls and replies cross LM processes through the relay's own channel
+layer, Redis pub/sub (``layer.py``).
 docs/protocol.md, "Playing from behind NAT", is the agent's side of it.
 """

@@ -33,18 +33,19 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.exceptions import ChannelFull
-from channels.layers import BaseChannelLayer, get_channel_layer
+from channels.layers import BaseChannelLayer
 from django.conf import settings
-from redis.exceptions import RedisError
 
 from league.ratelimit import Bucket, LocalBuckets
 from league.relay import hub, registration, state
+from league.relay.layer import LAYER_DOWN, announce, receive_patiently, relay_layer
 from league.sitechecks import head_of, host_refused
 from leagueproto import jsonrpc
 from leagueproto.jsonutil import dumps, loads
 
-# Where a call's answer goes: a reply channel (another process), or a future of this process.
-ReplyTo = str | asyncio.Future
+# Where a call's answer goes: another process's reply channel and the call's key there
+# (league/relay/layer.py), or a future of this process.
+ReplyTo = tuple[str, str] | asyncio.Future
 
 # Close codes (4000-4999 are the application's): the agent's client reports them.
 BAD_MESSAGE = 4400  # not JSON, or not a reply to a call in flight
@@ -58,11 +59,7 @@ CALLER_SHARE = 4
 LATE_GRACE = 60.0
 # What the channel layer may raise when Redis times out or restarts, and when a send finds its
 # channel full: the call it carried fails, not the consumer (and the agent's socket with it).
-LAYER_DOWN = (RedisError, OSError)
 LAYER_ERRORS = (ChannelFull, *LAYER_DOWN)
-# A read of a channel that failed is tried again after this long, doubling up to the maximum.
-RETRY_FIRST = 0.05
-RETRY_MAX = 2.0
 
 logger = logging.getLogger("league.relay")
 
@@ -73,20 +70,6 @@ _socket_numbers = itertools.count(1)
 def caller_share() -> int:
     """How many of a socket's calls in flight one caller may hold."""
     return max(1, settings.RELAY_MAX_IN_FLIGHT // CALLER_SHARE)
-
-
-async def receive_patiently(layer: BaseChannelLayer, channel: str) -> dict[str, Any]:
-    """The next message of ``channel``. A read that fails because Redis timed out or is restarting
-    is tried again (the message waits in Redis meanwhile); logged once for each run of failures."""
-    pause = RETRY_FIRST
-    while True:
-        try:
-            return await layer.receive(channel)
-        except LAYER_DOWN as exc:
-            if pause == RETRY_FIRST:
-                logger.warning("relay: reading channel %s failed (%r); trying again", channel, exc)
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, RETRY_MAX)
 
 
 class AgentSocket:
@@ -169,7 +152,7 @@ class RelayConsumer(AgentSocket):
         if _buckets.take([Bucket(f"relay:c:{address}", settings.RELAY_CONNECTS_PER_MINUTE, "address")]):
             await self.close(code=TOO_FAST)
             return
-        self.layer = get_channel_layer()
+        self.layer = relay_layer()
         self.socket_channel = await self.layer.new_channel() if self.layer is not None else f"local.{id(self)}"
         if self.layer is not None:
             self.reader = asyncio.ensure_future(self.read_calls(self.layer))
@@ -212,6 +195,8 @@ class RelayConsumer(AgentSocket):
             except LAYER_ERRORS as exc:  # the older socket stays until it drops: calls come here now
                 logger.warning("relay: could not tell %s it was replaced (%r)", previous, exc)
         hub.attach(found.league_id, found.player_id, self.socket_channel, self)
+        if self.layer is not None:
+            await announce(self.layer, found.league_id, found.player_id, self.socket_channel, opened=True)
         welcome = {"type": "welcome", "league_id": found.league_id, "player_id": found.player_id}
         await self.send(text_data=dumps({**welcome, "endpoint": found.endpoint}).decode())
 
@@ -240,6 +225,8 @@ class RelayConsumer(AgentSocket):
         hub.detach(self.holder.league_id, self.holder.player_id, self.socket_channel)
         await self._fail_pending()
         await database_sync_to_async(state.disconnected)(self.holder, self.socket_channel)
+        if self.layer is not None:
+            await announce(self.layer, self.holder.league_id, self.holder.player_id, self.socket_channel, opened=False)
 
     async def read_calls(self, layer: BaseChannelLayer) -> None:
         """Calls from other LM processes (and the news that this socket was replaced), read from
@@ -326,10 +313,11 @@ class RelayConsumer(AgentSocket):
     # -- from the relay endpoint (endpoint.py) ---------------------------------------------------
     async def relay_call(self, event: dict[str, Any]) -> None:
         """A call for the agent: {"body": JSON-RPC request (bytes), "reply_to": channel or future,
-        "expires": epoch s, "caller": who calls}. From the channel layer, or called directly by
-        the endpoint in this process (``endpoint.forward``), which gives the request already
-        parsed ("request") instead of "body". The endpoint checked its shape and its caller."""
-        reply_to = event["reply_to"]
+        "call": its key on that channel, "expires": epoch s, "caller": who calls}. From the
+        channel layer, or called directly by the endpoint in this process (``endpoint.forward``),
+        which gives the request already parsed ("request") instead of "body". The endpoint
+        checked its shape and its caller."""
+        reply_to = _reply_to(event)
         if self.holder is None or self.closing:
             await self._answer(reply_to, 502, "the agent's socket is closing")
             return
@@ -377,7 +365,7 @@ class RelayConsumer(AgentSocket):
         """The caller of a call from another process hung up: its place is free (its id stays
         known a while, for the agent's late answer)."""
         for socket_id, entry in list(self.pending.items()):
-            if entry[0] == event["reply_to"]:
+            if entry[0] == _reply_to(event):
                 del self.pending[socket_id]
                 self.late[socket_id] = time.time() + LATE_GRACE
 
@@ -403,11 +391,17 @@ class RelayConsumer(AgentSocket):
         try:
             if self.layer is None:
                 raise ChannelFull()  # (no layer: no other process could have sent the call)
-            await self.layer.send(reply_to, {"type": "relay.reply", **reply})
+            channel, key = reply_to
+            await self.layer.send(channel, {"type": "relay.reply", "call": key, **reply})
         except LAYER_ERRORS as exc:
             # That one call fails: its caller waits to its deadline, as for an agent that does not
             # answer. The socket and the other calls on it go on.
-            logger.warning("relay: the reply (%d) to %s could not be sent (%r)", status, reply_to, exc)
+            logger.warning("relay: the reply (%d) to %s could not be sent (%r)", status, reply_to[0], exc)
+
+
+def _reply_to(event: dict[str, Any]) -> ReplyTo:
+    reply_to = event["reply_to"]
+    return reply_to if isinstance(reply_to, asyncio.Future) else (reply_to, str(event.get("call", "")))
 
 
 def _bearer(headers: list[tuple[bytes, bytes]]) -> str | None:

@@ -32,12 +32,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.exceptions import ChannelFull
-from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels.layers import BaseChannelLayer, InMemoryChannelLayer
 from django.conf import settings
 
 from league.mcp.database import page_read
 from league.relay import callers, hub, state
-from league.relay.consumer import LAYER_DOWN, receive_patiently
+from league.relay.layer import LAYER_DOWN, REMOTE_CHANNEL_LIFE, relay_layer
+from league.relay.layer import replies as layer_replies
 from league.sitechecks import TEXT, Head, head_of, host_answer, origin_refused, send_response
 from leagueproto import jsonrpc
 from leagueproto.jsonutil import dumps, loads
@@ -47,11 +48,6 @@ from leagueproto.server import DEFAULT_MAX_BODY
 DROPPED = 502
 # How often a call waiting for an agent to reconnect looks again.
 RECONNECT_POLL = 0.1
-# How long this process trusts the database's word on which channel holds a socket of another
-# LM process (Redis). A call to such a player would otherwise cost a query; a channel gone stale
-# in that second (the socket moved) costs its call one retry, and a socket that drops is looked
-# up afresh at once.
-REMOTE_CHANNEL_LIFE = 1.0
 
 JSON = "application/json"
 
@@ -162,35 +158,49 @@ async def forward(
 async def _through_layer(channel: str, event: dict[str, Any]) -> dict[str, Any] | None:
     """Send the call to the consumer of ``channel`` (any LM process) and wait for its reply; None
     when the consumer's queue is full (it is that far behind: as busy as too many calls)."""
-    layer = get_channel_layer()
-    # Named as Channels names the consumers' own channels (no prefix of the relay's): channels_redis
-    # reads all the channels of a process that share a prefix from one Redis list, one list at a
-    # time, so a reply on a list of its own would wait while the process reads its sockets' list
-    # (until the next call for them), and a call for its sockets while it waits for a reply.
-    reply_to = await layer.new_channel()
+    layer = relay_layer()
     try:
-        await layer.send(channel, {**event, "reply_to": reply_to})
-    except ChannelFull:
-        return None
+        replies = layer_replies(layer)
+        reply_to = await replies.open()
     except LAYER_DOWN as exc:
-        return {"status": 503, "body": f"the relay could not reach the agent's socket: {exc!r}".encode()}
+        return {"status": 503, "body": f"the relay could not open its reply channel: {exc!r}".encode()}
+    key, reply = replies.expect()
     try:
-        return await receive_patiently(layer, reply_to)
-    except asyncio.CancelledError:
-        # The caller hung up: the consumer gives the call's place back (best effort: a layer that
-        # fails now leaves it taken until the call's deadline, within its caller's share).
         try:
-            await layer.send(channel, {"type": "relay.cancel", "reply_to": reply_to})
-        except (ChannelFull, *LAYER_DOWN):
-            pass
-        raise
+            await layer.send(channel, {**event, "reply_to": reply_to, "call": key})
+        except ChannelFull:
+            return None
+        except LAYER_DOWN as exc:
+            return {"status": 503, "body": f"the relay could not reach the agent's socket: {exc!r}".encode()}
+        try:
+            return await reply
+        except asyncio.CancelledError:
+            # The caller hung up: the consumer gives the call's place back (best effort: a layer
+            # that fails now leaves it taken until the call's deadline, within its caller's share).
+            try:
+                await layer.send(channel, {"type": "relay.cancel", "reply_to": reply_to, "call": key})
+            except (ChannelFull, *LAYER_DOWN):
+                pass
+            raise
+    finally:
+        replies.forget(key)
 
 
 async def _target(league_id: str, player_id: str) -> state.Target | None:
-    # On the LM's reading threads, which keep their connections: with several LM processes every
-    # call to another process's socket looks its channel up (at most once a second per player),
+    # On the LM's reading threads, which keep their connections: with several LM processes a call
+    # to another process's socket looks its channel up (once, and again when the socket moves),
     # and a thread of Django's own per look-up opened a connection to PostgreSQL each time.
     return await page_read(state.target, league_id, player_id)
+
+
+async def _hearing_sockets(layer: BaseChannelLayer) -> None:
+    """This process hears where other processes' sockets open and close (league/relay/layer.py)
+    before it keeps a channel read of the database; a layer that is down leaves it to
+    ``REMOTE_CHANNEL_LIFE``."""
+    try:
+        await layer_replies(layer).open()
+    except LAYER_DOWN as exc:
+        logger.warning("relay: could not open this process's replies channel (%r)", exc)
 
 
 async def _socket_of(league_id: str, player_id: str, wait_until: float, dropped: str = "") -> str | None:
@@ -199,7 +209,8 @@ async def _socket_of(league_id: str, player_id: str, wait_until: float, dropped:
     loop = asyncio.get_running_loop()
     # With the in-memory layer only this process's sockets can be reached; with a shared layer
     # (Redis) the database names the socket of any LM process.
-    shared = not isinstance(get_channel_layer(), InMemoryChannelLayer)
+    layer = relay_layer()
+    shared = not isinstance(layer, InMemoryChannelLayer)
     known = False
     while True:
         channel = hub.local_channel(league_id, player_id)
@@ -210,6 +221,8 @@ async def _socket_of(league_id: str, player_id: str, wait_until: float, dropped:
             if remote:
                 return remote
         if shared or not known:
+            if shared:
+                await _hearing_sockets(layer)
             target = await _target(league_id, player_id)
             if target is None or not target.relay:
                 return None

@@ -1,8 +1,9 @@
-"""The relay sockets held by this process: which channel serves which player, and its consumer.
-The database knows the sockets of every process (``state.py``); this knows its own without a
-query, which is every socket when the channel layer is the in-memory one (one LM process), and
-lets a call reach a consumer of this process without going through the channel layer (unless
-``RELAY_LOCAL_SHORTCUT`` is off)."""
+"""The relay sockets held by this process: which channel serves which player, and its consumer;
+and where other processes' sockets are, as read from the database or heard from those processes
+(league/relay/layer.py). The database knows the sockets of every process (``state.py``); this
+knows its own without a query, which is every socket when the channel layer is the in-memory one
+(one LM process), and lets a call reach a consumer of this process without going through the
+channel layer (unless ``RELAY_LOCAL_SHORTCUT`` is off)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,18 @@ def remote_channel(league_id: str, player_id: str, now: float) -> str:
 
 def forget_remote(league_id: str, player_id: str) -> None:
     _remote.pop((league_id, player_id), None)
+
+
+def heard(league_id: str, player_id: str, channel: str, opened: bool, until: float) -> None:
+    """Another process (or this one) said that ``channel`` now serves the player (``opened``), or
+    that it closed: what this process trusts of the player's socket elsewhere follows."""
+    key = (league_id, player_id)
+    if channel in _consumers:
+        return  # this process's own socket: attach and detach said it already
+    if opened:
+        _remote[key] = (channel, until)
+    elif _remote.get(key, ("",))[0] == channel:
+        del _remote[key]
 
 
 def local_channel(league_id: str, player_id: str) -> str | None:

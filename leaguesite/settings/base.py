@@ -124,13 +124,15 @@ REDIS_URL = env_str("REDIS_URL")
 REDIS_PREFIX = env_str("REDIS_PREFIX", "")
 # Calls in flight to one relay agent at once; one more is answered 503 without reaching the agent.
 RELAY_MAX_IN_FLIGHT = env_int("RELAY_MAX_IN_FLIGHT", 32)
-# Agents whose relayed calls one LM process has room for in Redis (redis_channel_layer).
-RELAY_AGENTS_PER_PROCESS = env_int("RELAY_AGENTS_PER_PROCESS", 250)
+# The messages bound for one LM process that may wait in Redis (channels_redis's `capacity`):
+# a league's events for the process whose audience leads the league's pages, and the pushes for
+# the others' (league/consumers.py). A burst of results is far less; past it a group's message is
+# dropped for that process.
+CHANNEL_CAPACITY = 8000
 
 
-def redis_channel_layer(url: str, prefix: str, agents: int, in_flight: int) -> dict[str, object]:
-    """The channel layer on the Redis server at ``url``, its keys under ``prefix``, with room for
-    ``agents`` relay agents' ``in_flight`` calls each."""
+def redis_channel_layer(url: str, prefix: str) -> dict[str, object]:
+    """The site's channel layer on the Redis server at ``url``, its keys under ``prefix``."""
     return {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
@@ -140,22 +142,25 @@ def redis_channel_layer(url: str, prefix: str, agents: int, in_flight: int) -> d
             # the URL's query string overrides this one.)
             "hosts": [{"address": url, "socket_timeout": 15}],
             "prefix": prefix,
-            # The messages bound for one LM process wait in one Redis list (channels_redis keeps
-            # there every channel the process names with one prefix: its consumers' and the
-            # relay's reply channels), and a send beyond `capacity` of them fails
-            # (ChannelFull). For the relay each is a call for a socket the process holds or the
-            # reply to a call it forwarded: one per call in flight, and an agent has at most
-            # `in_flight` of those. The default room (250 agents) holds a league of the default
-            # max_players (200) with every socket on one process.
-            "capacity": agents * in_flight,
+            "capacity": CHANNEL_CAPACITY,
         },
+    }
+
+
+def relay_channel_layer(url: str, prefix: str) -> dict[str, object]:
+    """The relay's channel layer on the Redis server at ``url`` (league/relay/layer.py says why
+    pub/sub): its channels are Redis pub/sub channels under ``prefix``."""
+    return {
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "CONFIG": {"hosts": [{"address": url}], "prefix": prefix},
     }
 
 
 def channel_layers(redis_url: str | None, prefix: str) -> dict[str, object]:
     if redis_url:
         return {
-            "default": redis_channel_layer(redis_url, f"{prefix}asgi", RELAY_AGENTS_PER_PROCESS, RELAY_MAX_IN_FLIGHT)
+            "default": redis_channel_layer(redis_url, f"{prefix}asgi"),
+            "relay": relay_channel_layer(redis_url, f"{prefix}relay:"),
         }
     return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 

@@ -1,5 +1,5 @@
 """The settings package (leaguesite/settings/): production without the suite's concerns, the test
-settings reaching the processes a test starts, and the Redis room following the relay's limit."""
+settings reaching the processes a test starts, and the channel layers with and without Redis."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ SHOW = (
     "layer = s.CHANNEL_LAYERS['default']; "
     "print(json.dumps({'module': s.SETTINGS_MODULE, 'prefix': s.REDIS_PREFIX, "
     "'test_db': s.DATABASES['default'].get('TEST', {}).get('NAME'), 'busy': s.SQLITE_BUSY_TIMEOUT, "
-    "'capacity': layer.get('CONFIG', {}).get('capacity')}))"
+    "'capacity': layer.get('CONFIG', {}).get('capacity'), "
+    "'layers': {k: [v['BACKEND'], v.get('CONFIG', {}).get('prefix')] for k, v in s.CHANNEL_LAYERS.items()}}))"
 )
 
 
@@ -76,13 +77,18 @@ def test_manage_py_defaults_to_the_production_settings(manage_py, tmp_path):
     assert _module_of_manage_py(manage_py, env) == "leaguesite.settings.production"
 
 
-def test_the_redis_room_follows_the_relays_in_flight_limit(tmp_path):
-    shown = _settings("leaguesite.settings.production", tmp_path, REDIS_URL="redis://127.0.0.1:1/0")
-    assert shown["capacity"] == 250 * 32
-    shown = _settings(
-        "leaguesite.settings.production", tmp_path, REDIS_URL="redis://127.0.0.1:1/0", RELAY_MAX_IN_FLIGHT="8"
-    )
-    assert shown["capacity"] == 250 * 8
+def test_with_redis_the_relay_has_a_pub_sub_layer_of_its_own(tmp_path):
+    """The site's events and pushes wait in channels_redis's lists (with room for a burst); the
+    relay's calls and replies are published (league/relay/layer.py says why). Both under the
+    site's prefix."""
+    shown = _settings("leaguesite.settings.production", tmp_path, REDIS_URL="redis://127.0.0.1:1/0", REDIS_PREFIX="a:")
+    assert shown["layers"] == {
+        "default": ["channels_redis.core.RedisChannelLayer", "a:asgi"],
+        "relay": ["channels_redis.pubsub.RedisPubSubChannelLayer", "a:relay:"],
+    }
+    assert shown["capacity"] == 8000
+    shown = _settings("leaguesite.settings.production", tmp_path)
+    assert shown["layers"] == {"default": ["channels.layers.InMemoryChannelLayer", None]}  # one process
 
 
 def test_starting_django_loads_no_server_or_pairing_library(tmp_path):

@@ -2,14 +2,17 @@
 fails at most the one call it carried, never the consumer and the agent's socket.
 
 The LM runs in this process (lm_server) with ``RELAY_LOCAL_SHORTCUT`` off, so every call goes
-through the layer as from another process: the in-memory layer, and Redis's (as several LM
-processes use it) when a Redis server is up; each a test layer (tests/support/layers.py) that
-fails a call when told."""
+through the layer as from another process: the in-memory layer, and when a Redis server is up
+Redis's pub/sub layer (the relay's own with several LM processes: league/relay/layer.py) and
+channels_redis's list layer (the site's default, which the relay uses when configured without
+its own); each a test layer (tests/support/layers.py) that fails a call when told."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,31 +27,37 @@ from redis.exceptions import TimeoutError as RedisTimeout
 from websockets.sync.client import ClientConnection, connect
 
 from league.models import Player as PlayerRow
-from leaguesite.settings.base import redis_channel_layer
+from league.relay import hub
+from league.relay.layer import SOCKETS, announce
+from league.relay.layer import replies as layer_replies
+from leaguesite.settings.base import redis_channel_layer, relay_channel_layer
 from players.connect import connect_url
 from tests.league.lm_support import make_league, player_meta, register_player
 from tests.relay.support import lm_headers
-from tests.support.layers import IN_MEMORY, REDIS, FaultInjection
+from tests.support.layers import IN_MEMORY, PUBSUB, REDIS, FaultInjection
 from tests.support.servers import REDIS_URL, redis_up
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(params=["in-memory", "redis"])
+@pytest.fixture(params=["in-memory", "pubsub", "redis"])
 def layer(request: pytest.FixtureRequest, settings: Any) -> FaultInjection:
-    """The channel layer the LM uses, every call to a relay socket crossing it."""
-    if request.param == "redis":
-        if not redis_up():
-            pytest.skip("no Redis at 127.0.0.1:6379")
-        config = redis_channel_layer(
-            REDIS_URL, f"rr-test:{time.time_ns()}:asgi", settings.RELAY_AGENTS_PER_PROCESS, settings.RELAY_MAX_IN_FLIGHT
-        )
-        settings.CHANNEL_LAYERS = {"default": {**config, "BACKEND": REDIS}}
-    else:
+    """The channel layer the relay uses, every call to a relay socket crossing it."""
+    alias = "default"
+    if request.param == "in-memory":
         settings.CHANNEL_LAYERS = {"default": {"BACKEND": IN_MEMORY}}
+    elif not redis_up():
+        pytest.skip("no Redis at 127.0.0.1:6379")
+    elif request.param == "pubsub":
+        config = relay_channel_layer(REDIS_URL, f"rr-test:{time.time_ns()}:relay:")
+        settings.CHANNEL_LAYERS = {"default": {"BACKEND": IN_MEMORY}, "relay": {**config, "BACKEND": PUBSUB}}
+        alias = "relay"
+    else:
+        config = redis_channel_layer(REDIS_URL, f"rr-test:{time.time_ns()}:asgi")
+        settings.CHANNEL_LAYERS = {"default": {**config, "BACKEND": REDIS}}
     settings.RELAY_LOCAL_SHORTCUT = False
     # Channels makes its layer anew when CHANNEL_LAYERS changes: the LM's thread gets this one too.
-    layer = get_channel_layer()
+    layer = get_channel_layer(alias)
     assert isinstance(layer, FaultInjection)
     return layer
 
@@ -117,7 +126,7 @@ def test_a_failed_read_of_the_sockets_channel_is_tried_again(lm_server, layer, p
         assert answered.result(10).status_code == 200
 
 
-@pytest.mark.parametrize("layer", ["redis"], indirect=True)
+@pytest.mark.parametrize("layer", ["pubsub", "redis"], indirect=True)
 def test_calls_in_flight_together_all_reach_the_socket_and_back(endpoint_and_socket):
     """The agent answers only once it has both calls: a call must reach the socket, and a reply
     its caller, while the same process waits for others on the same layer."""
@@ -153,3 +162,64 @@ def test_a_caller_that_hangs_up_gives_its_place_back_across_processes(endpoint_a
         answered = pool.submit(_call, endpoint, "next")
         _answer(agent, {"pong": True})
         assert answered.result(10).json() == {"jsonrpc": "2.0", "id": "next", "result": {"pong": True}}
+
+
+def _hear(layer: Any, words: int, listening: threading.Event) -> list[dict[str, Any]]:
+    """As another LM process: the next ``words`` said to the group of the sockets' whereabouts."""
+
+    async def listen() -> list[dict[str, Any]]:
+        channel = await layer.new_channel()
+        await layer.group_add(SOCKETS, channel)
+        listening.set()
+        return [await asyncio.wait_for(layer.receive(channel), 10) for _ in range(words)]
+
+    return asyncio.run(listen())
+
+
+@pytest.mark.parametrize("layer", ["pubsub", "redis"], indirect=True)
+def test_every_process_is_told_where_a_socket_opens_and_when_it_closes(lm_server, layer, player):
+    """So that another process sends a call to the socket's channel without reading the database
+    for each call, and stops the moment the socket closes (league/relay/layer.py)."""
+    endpoint, token = player
+    listening = threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        heard = pool.submit(_hear, layer, 2, listening)
+        assert listening.wait(10)
+        with _welcomed(lm_server, token):
+            channel = PlayerRow.objects.get(endpoint=endpoint).relay_channel
+            assert channel
+        opened, closed = heard.result(15)
+    where = {"type": "relay.socket", "league_id": "relay_layer", "player_id": opened["player_id"], "channel": channel}
+    assert opened == {**where, "opened": True}
+    assert closed == {**where, "opened": False}
+    assert PlayerRow.objects.get(endpoint=endpoint).relay_channel == ""  # recorded before it is said
+
+
+def test_a_process_trusts_what_it_hears_of_other_processes_sockets(layer):
+    """What a process hears (its replies channel is in the group) is what it sends calls to; a
+    closing forgets the socket only if it is the one trusted (a newer one may have been heard)."""
+
+    async def hear_and_check() -> None:
+        replies = layer_replies(layer)
+        await replies.open()
+        loop = asyncio.get_running_loop()
+
+        async def trusted(expected: str) -> None:
+            for _ in range(200):
+                if hub.remote_channel("heard_league", "P01", loop.time()) == expected:
+                    return
+                await asyncio.sleep(0.01)
+            raise AssertionError(f"never trusted {expected!r}")
+
+        await announce(layer, "heard_league", "P01", "specific.old!1", opened=True)
+        await trusted("specific.old!1")
+        await announce(layer, "heard_league", "P01", "specific.new!2", opened=True)
+        await announce(layer, "heard_league", "P01", "specific.old!1", opened=False)  # the older one's closing
+        await trusted("specific.new!2")
+        await asyncio.sleep(0.1)
+        assert hub.remote_channel("heard_league", "P01", loop.time()) == "specific.new!2"
+        await announce(layer, "heard_league", "P01", "specific.new!2", opened=False)
+        await trusted("")
+        replies.close()
+
+    asyncio.run(hear_and_check())

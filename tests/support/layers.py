@@ -1,6 +1,7 @@
 """Channel layers for tests of what a failing layer costs: Channels' in-memory layer and
-channels_redis's, each with ``fail_once``. A test selects one as any layer is selected, by its
-dotted path in ``CHANNEL_LAYERS["default"]["BACKEND"]`` (``IN_MEMORY``, ``REDIS``)."""
+channels_redis's two (its list layer and its pub/sub layer), each with ``fail_once``. A test
+selects one as any layer is selected, by its dotted path in ``CHANNEL_LAYERS[alias]["BACKEND"]``
+(``IN_MEMORY``, ``REDIS``, ``PUBSUB``)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from typing import Any, Literal
 
 from channels.layers import InMemoryChannelLayer
 from channels_redis.core import RedisChannelLayer
+from channels_redis.pubsub import RedisPubSubChannelLayer
 
 IN_MEMORY = "tests.support.layers.FaultyInMemoryLayer"
 REDIS = "tests.support.layers.FaultyRedisLayer"
+PUBSUB = "tests.support.layers.FaultyPubSubLayer"
 
 Method = Literal["send", "receive"]
 
@@ -78,3 +81,18 @@ class FaultyInMemoryLayer(FaultInjection, InMemoryChannelLayer):
 
 class FaultyRedisLayer(FaultInjection, RedisChannelLayer):
     """channels_redis's layer (what several LM processes share), with ``fail_once``."""
+
+
+class _PubSubLayer(RedisPubSubChannelLayer):
+    """channels_redis's pub/sub layer answers ``send`` and ``receive`` through its ``__getattr__``
+    (a layer per event loop): named here, so that a subclass can extend them."""
+
+    async def send(self, channel: str, message: dict[str, Any]) -> None:
+        await RedisPubSubChannelLayer.__getattr__(self, "send")(channel, message)
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        return await RedisPubSubChannelLayer.__getattr__(self, "receive")(channel)
+
+
+class FaultyPubSubLayer(FaultInjection, _PubSubLayer):
+    """channels_redis's pub/sub layer (the relay's with Redis), with ``fail_once``."""
