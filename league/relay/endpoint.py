@@ -3,7 +3,7 @@
 Referees and the conductor call it like any player's endpoint. An ASGI application
 (``RelayEndpoint``), routed in leaguesite/asgi.py beside Django (the route says why it is not a
 Django view). Django judges what Django would
-(checks.py): a Host it refuses is 400, and every answer carries the headers of Django's security
+(league/sitechecks.py): a Host it refuses is 400, and every answer carries the headers of Django's security
 middleware. Besides: a browser's Origin not of this site is 403, a method other than POST 405,
 a body over ``largest_call()`` 413, all before the body is read.
 
@@ -188,7 +188,7 @@ async def _through_layer(channel: str, event: dict[str, Any]) -> dict[str, Any] 
 
 async def _target(league_id: str, player_id: str) -> state.Target | None:
     # On the LM's reading threads, which keep their connections: with several LM processes a call
-    # to another process's socket looks its channel up (once, and again when the socket moves),
+    # to another process's socket looks its channel up (every REMOTE_CHANNEL_LIFE per player),
     # and a thread of Django's own per look-up opened a connection to PostgreSQL each time.
     return await page_read(state.target, league_id, player_id)
 

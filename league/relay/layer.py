@@ -11,13 +11,14 @@ default layer.
 
 Where a socket is, other processes hear: a consumer says so to the group ``SOCKETS`` when its
 socket opens and when it closes (after the database records it), and each process's replies
-channel is in that group. So a call for another process's socket looks its channel up in the
-database once, and again only when told it moved or closed (or after ``REMOTE_CHANNEL_LIFE``, in
-case a word was lost), not every second for every player.
+channel is in that group. So a process sends calls to another's socket on what it read or heard
+last, reads the database again only ``REMOTE_CHANNEL_LIFE`` after (in case a word was lost), and
+stops sending to a socket the moment it hears it closed.
 
 A pub/sub message that no process is subscribed to when it is published is gone: a call sent
 while its socket's process is reconnecting to Redis is not answered, and its caller's timeout
-applies (as for an agent that does not answer). Nothing waits in Redis, so the messages bound
+applies (as for an agent that does not answer); the subscriptions come back with Redis
+(redis-py subscribes again). Nothing waits in Redis, so the messages bound
 for a process are at most the calls in flight to it, each an HTTP request another LM process
 holds open; the consumer refuses what is over its socket's places (``RELAY_MAX_IN_FLIGHT``) at once.
 """
@@ -39,9 +40,10 @@ RELAY_LAYER = "relay"
 # The group every process's replies channel is in: where sockets open and close.
 SOCKETS = "relay.sockets"
 # How long a process trusts what it read or heard of another process's socket without a word
-# since: a backstop for a word lost while a process reconnected to Redis (a call sent to a socket
-# that has gone waits to its deadline).
-REMOTE_CHANNEL_LIFE = 30.0
+# since: a backstop for a word lost while Redis restarted (a call sent to a socket that has gone
+# waits to its deadline). Read every second for every player, it was 6–15 % of an LM process's
+# time in a relayed league on two processes (docs/benchmarks.md).
+REMOTE_CHANNEL_LIFE = 5.0
 
 # What the layer may raise when Redis times out or restarts: the one message it carried fails.
 LAYER_DOWN = (RedisError, OSError)
