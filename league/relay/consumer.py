@@ -364,8 +364,9 @@ class RelayConsumer(AgentSocket):
     async def relay_cancel(self, event: dict[str, Any]) -> None:
         """The caller of a call from another process hung up: its place is free (its id stays
         known a while, for the agent's late answer)."""
+        gone = _reply_to(event)
         for socket_id, entry in list(self.pending.items()):
-            if entry[0] == _reply_to(event):
+            if entry[0] == gone:
                 del self.pending[socket_id]
                 self.late[socket_id] = time.time() + LATE_GRACE
 

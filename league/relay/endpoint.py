@@ -157,7 +157,8 @@ async def forward(
 
 async def _through_layer(channel: str, event: dict[str, Any]) -> dict[str, Any] | None:
     """Send the call to the consumer of ``channel`` (any LM process) and wait for its reply; None
-    when the consumer's queue is full (it is that far behind: as busy as too many calls)."""
+    when the consumer's queue is full (a layer with a capacity, as channels_redis's list layer:
+    that far behind, it is as busy as too many calls)."""
     layer = relay_layer()
     try:
         replies = layer_replies(layer)
@@ -199,8 +200,8 @@ async def _hearing_sockets(layer: BaseChannelLayer) -> None:
     ``REMOTE_CHANNEL_LIFE``."""
     try:
         await layer_replies(layer).open()
-    except LAYER_DOWN as exc:
-        logger.warning("relay: could not open this process's replies channel (%r)", exc)
+    except LAYER_DOWN:
+        pass  # the call's own send opens it again, and answers 503 with the reason if it fails
 
 
 async def _socket_of(league_id: str, player_id: str, wait_until: float, dropped: str = "") -> str | None:
