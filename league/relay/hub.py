@@ -66,8 +66,8 @@ def heard(league_id: str, player_id: str, channel: str, opened: bool, until: flo
     """Another process (or this one) said that ``channel`` now serves the player (``opened``), or
     that it closed: what this process trusts of the player's socket elsewhere follows."""
     key = (league_id, player_id)
-    if channel in _consumers:
-        return  # this process's own socket: attach and detach said it already
+    if channel in _consumers or channel in _closed:
+        return  # this process's own socket: attach and detach said it already (a word may come late)
     if opened:
         _remote[key] = (channel, until)
     elif _remote.get(key, ("",))[0] == channel:

@@ -132,13 +132,16 @@ class Replies:
     async def _read(self, channel: str) -> None:
         while True:
             message = await receive_patiently(self.layer, channel)
-            if message.get("type") == "relay.socket":
-                until = self.loop.time() + REMOTE_CHANNEL_LIFE
-                hub.heard(message["league_id"], message["player_id"], message["channel"], message["opened"], until)
-                continue
-            future = self._waiting.pop(str(message.get("call", "")), None)
-            if future is not None and not future.done():
-                future.set_result(message)
+            try:
+                if message.get("type") == "relay.socket":
+                    until = self.loop.time() + REMOTE_CHANNEL_LIFE
+                    hub.heard(message["league_id"], message["player_id"], message["channel"], message["opened"], until)
+                    continue
+                future = self._waiting.pop(str(message.get("call", "")), None)
+                if future is not None and not future.done():
+                    future.set_result(message)
+            except Exception:  # one message's bug: every other call's reply still comes through
+                logger.exception("relay: a message on %s could not be handled: %r", channel, message.get("type"))
 
     def close(self) -> None:
         if self._reader is not None:

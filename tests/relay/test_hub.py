@@ -39,3 +39,17 @@ def test_a_socket_that_closed_here_is_known_closed_until_many_more_have(monkeypa
         hub.detach("hub_league", "P04", f"specific.other!{n}")
     assert not hub.closed_here("specific.here!3")  # the oldest forgotten past CLOSED_KEPT
     assert hub.closed_here("specific.other!2")
+
+
+def test_what_is_heard_of_a_socket_of_this_process_changes_nothing():
+    """This process's own words come back to it (its replies channel is in the group), and may
+    come late: a socket of its own, open or closed here, is never taken as another process's."""
+    hub.attach("hub_league", "P05", "specific.here!5", consumer=object())
+    hub.heard("hub_league", "P05", "specific.here!5", opened=True, until=1e12)
+    hub.detach("hub_league", "P05", "specific.here!5")
+    hub.heard("hub_league", "P05", "specific.here!5", opened=True, until=1e12)  # the opening, late
+    assert hub.remote_channel("hub_league", "P05", now=0.0) == ""
+    hub.heard("hub_league", "P05", "specific.there!6", opened=True, until=1e12)
+    assert hub.remote_channel("hub_league", "P05", now=0.0) == "specific.there!6"
+    hub.heard("hub_league", "P05", "specific.there!6", opened=False, until=1e12)
+    assert hub.remote_channel("hub_league", "P05", now=0.0) == ""
