@@ -227,6 +227,7 @@ class LeagueBench:
             "calls_per_second": round(total / wall, 1) if wall else 0.0,
             "calls_per_second_by_kind": {k: round(v / wall, 1) for k, v in sorted(calls.items())} if wall else {},
             "latency_ms": latency,
+            "round_phases": round_phases(round_times(league), wall),
             "processes": self.cluster.usage(),
             "cpu_seconds_total": round(sum(c.usage.cpu_seconds for c in self.cluster.children), 2),
             # What the league itself cost (start-up and registration left out), and how busy the
@@ -315,6 +316,50 @@ def validate_league(league: League, players: int) -> list[str]:
         if final_match is None or league.champion_id not in (final_match.player_a_id, final_match.player_b_id):
             problems.append("the champion did not play the final")
     return problems
+
+
+def round_times(league: League) -> list[tuple[float, float]]:
+    """Each round's (first start_match sent, last result received), in round order, as epoch
+    seconds from the Event log: START_MATCH rows carry when their batch was sent, the results'
+    IN rows when the LM took them. A round with no start or no result (all decided without
+    play, a bye's) is left out."""
+    round_of = dict(Match.objects.filter(league=league).values_list("match_id", "round__number"))
+    starts: dict[int, float] = {}
+    ends: dict[int, float] = {}
+    rows = Event.objects.filter(league=league, kind__in=("START_MATCH", "MATCH_RESULT_REPORT")).exclude(match_id="")
+    for kind, match_id, at in rows.values_list("kind", "match_id", "at").iterator(chunk_size=2000):
+        number = round_of.get(match_id)
+        if number is None:
+            continue
+        when = at.timestamp()
+        if kind == "START_MATCH":
+            starts[number] = min(starts.get(number, when), when)
+        else:
+            ends[number] = max(ends.get(number, when), when)
+    return [(starts[n], ends[n]) for n in sorted(starts) if n in ends]
+
+
+def round_phases(times: list[tuple[float, float]], wall: float) -> dict[str, Any]:
+    """Where a league's time goes, round by round (``round_times``): ``play`` from a round's
+    first start_match to its last result (the referees, the players, the LM recording), and
+    ``boundary`` from that last result to the next round's first start_match (the conductor
+    seeing the round played, its standings, ROUND_COMPLETED and the next ROUND_ANNOUNCEMENT to
+    every player): each phase's median and 95th percentile in milliseconds, its total in seconds
+    and its share of the league's ``wall`` seconds."""
+    play = [(end - start) * 1000 for start, end in times]
+    boundary = [(times[i + 1][0] - times[i][1]) * 1000 for i in range(len(times) - 1)]
+
+    def phase(samples: list[float]) -> dict[str, float]:
+        points = percentiles(samples, (50, 95))
+        total = sum(samples) / 1000
+        return {
+            "p50_ms": points["p50"],
+            "p95_ms": points["p95"],
+            "seconds": round(total, 3),
+            "share": round(total / wall, 3) if wall else 0.0,
+        }
+
+    return {"rounds": len(times), "play": phase(play), "boundary": phase(boundary)}
 
 
 def count_calls(league: League, since: datetime) -> tuple[Counter, dict[str, dict[str, float]]]:

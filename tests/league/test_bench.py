@@ -17,6 +17,7 @@ from django.db import connection
 
 from league import actions
 from league.bench.ceiling import median_ceiling
+from league.bench.league_run import round_phases
 from league.mcp import toolset
 from league.mcp.registrations import register_logged
 from league.mcp.reports import PendingReport, record_reports
@@ -47,6 +48,18 @@ def test_the_ceiling_reference_is_the_median_run():
     assert median_ceiling(runs[:2])["calls_per_second"] == 3600.0  # of two, the lower
     with pytest.raises(ValueError):
         median_ceiling([])
+
+
+def test_a_rounds_time_is_split_into_its_play_and_the_boundary_after_it():
+    # (first start_match, last result) of three rounds, in seconds.
+    times = [(10.0, 10.2), (10.5, 10.6), (11.0, 11.4)]
+    phases = round_phases(times, wall=2.0)
+    assert phases["rounds"] == 3
+    assert phases["play"] == {"p50_ms": 200.0, "p95_ms": 400.0, "seconds": 0.7, "share": 0.35}
+    # From each round's last result to the next round's first start: 300 and 400 ms (the
+    # nearest-rank median of two is the higher).
+    assert phases["boundary"] == {"p50_ms": 400.0, "p95_ms": 400.0, "seconds": 0.7, "share": 0.35}
+    assert round_phases([], wall=0.0)["boundary"] == {"p50_ms": 0.0, "p95_ms": 0.0, "seconds": 0.0, "share": 0.0}
 
 
 def test_bench_ceiling_quick_reports_calls_latency_and_machine(tmp_path):
@@ -122,6 +135,11 @@ def test_bench_league_quick_plays_a_checked_league_and_reports_it(agent_env, tmp
     assert all(0 <= p["cpu_seconds_since_mark"] <= p["cpu_seconds"] for p in report["processes"].values())
     assert 0 < report["cpu_seconds_league"] < report["cpu_seconds_total"]
     assert 0 < report["machine_busy_share"] <= 1
+    # Every round was played and followed by a boundary but the last; the phases fit in the league.
+    phases = report["round_phases"]
+    assert phases["rounds"] == league.rounds.count()
+    assert phases["play"]["p50_ms"] > 0 and phases["boundary"]["p50_ms"] > 0
+    assert phases["play"]["share"] + phases["boundary"]["share"] <= 1
 
 
 def _two_players_and_a_referee() -> tuple[League, Referee]:
